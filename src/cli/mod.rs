@@ -1,0 +1,5 @@
+//! Command-line interface: argument parsing and output formatting only.
+
+pub fn main() -> i32 {
+    0
+}

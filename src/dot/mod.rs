@@ -1,0 +1,1 @@
+//! DOT subset parser.

@@ -1,0 +1,10 @@
+//! svc: a self-hostable workflow run service.
+//!
+//! The library is the embeddable core; the `svc` binary is a thin shell over [`cli`].
+//! Data flows one way: [`dot`] parses text into a flat graph, [`workflow`] turns it into a
+//! typed, validated model, the engine plans and executes it, the store records every event,
+//! and the server streams them. See `ARCHITECTURE.md` for the tour.
+
+pub mod cli;
+pub mod dot;
+pub mod workflow;
