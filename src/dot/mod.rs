@@ -1,1 +1,143 @@
-//! DOT subset parser.
+//! The DOT subset of SPEC 2.13: text in, a flat [`Graph`] out.
+//!
+//! Owns `grammar/dot.pest`, lexical value types ([`Value`]), graph construction (defaults
+//! scoped to subgraphs, subgraph labels as classes, edge chains expanded pairwise, implicit
+//! nodes) and printing a graph back to DOT. It knows nothing about handlers, typed
+//! attributes or validation: that is [`crate::workflow`]'s job.
+
+mod build;
+mod error;
+mod print;
+mod value;
+
+pub use build::parse;
+pub use error::ParseError;
+pub use print::to_dot;
+pub use value::{unescape, Value};
+
+/// A 1-based line and column (columns count characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub struct Pos {
+    pub line: u32,
+    pub col: u32,
+}
+
+impl std::fmt::Display for Pos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// Attributes in first-set order. Lists are short (a handful per node), so a vector with a
+/// linear search beats a map in both time and memory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attrs(Vec<(String, Value)>);
+
+impl Attrs {
+    pub fn new() -> Self {
+        Attrs(Vec::new())
+    }
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+    /// Sets a key, replacing an earlier value in place (so the first-set order is kept).
+    pub fn set(&mut self, key: &str, value: Value) {
+        match self.0.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key.to_string(), value)),
+        }
+    }
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let i = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.remove(i).1)
+    }
+    /// Copies every attribute of `other` over this one (later wins).
+    pub fn merge(&mut self, other: &Attrs) {
+        for (k, v) in &other.0 {
+            self.set(k, v.clone());
+        }
+    }
+    pub fn contains(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// The attribute as text (see [`Value::as_text`]).
+    pub fn text(&self, key: &str) -> Option<&str> {
+        self.get(key).map(Value::as_text)
+    }
+}
+
+impl FromIterator<(String, Value)> for Attrs {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
+        let mut a = Attrs::new();
+        for (k, v) in iter {
+            a.set(&k, v);
+        }
+        a
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub id: String,
+    pub attrs: Attrs,
+    /// Where the node was first mentioned.
+    pub pos: Pos,
+}
+
+impl Node {
+    /// Classes from the `class` attribute: split on commas, trimmed, empties dropped.
+    pub fn classes(&self) -> Vec<String> {
+        split_classes(self.attrs.text("class").unwrap_or(""))
+    }
+}
+
+pub fn split_classes(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    pub attrs: Attrs,
+    /// Where the edge's source id appears in the edge statement.
+    pub pos: Pos,
+}
+
+/// A parsed digraph, flattened: subgraphs are gone, defaults applied, chains expanded.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Graph {
+    pub name: String,
+    pub attrs: Attrs,
+    /// Nodes in order of first mention.
+    pub nodes: Vec<Node>,
+    /// Edges in declaration order.
+    pub edges: Vec<Edge>,
+    /// Where each graph attribute was set (for diagnostics).
+    pub attr_pos: Vec<(String, Pos)>,
+}
+
+impl Graph {
+    pub fn node(&self, id: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+    pub fn attr_pos(&self, key: &str) -> Option<Pos> {
+        self.attr_pos.iter().rev().find(|(k, _)| k == key).map(|(_, p)| *p)
+    }
+}
+
+#[cfg(test)]
+mod tests;

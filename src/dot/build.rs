@@ -1,0 +1,358 @@
+//! Drives the pest grammar one statement at a time and builds the flat [`Graph`].
+
+use pest::iterators::Pair;
+use pest::Parser;
+use pest_derive::Parser;
+
+use super::error::{describe_failure, LineIndex, ParseError};
+use super::value::unescape;
+use super::{split_classes, Attrs, Edge, Graph, Node, Pos, Value};
+use std::collections::HashMap;
+
+#[derive(Parser)]
+#[grammar = "../grammar/dot.pest"]
+pub(crate) struct DotParser;
+
+/// Node and edge defaults in effect, plus the classes of the enclosing labelled subgraphs.
+#[derive(Clone, Default)]
+struct Scope {
+    node_defaults: Attrs,
+    edge_defaults: Attrs,
+    classes: Vec<String>,
+    /// 0 at the top level, +1 per enclosing subgraph.
+    depth: u32,
+}
+
+struct Builder<'a> {
+    src: &'a str,
+    lines: LineIndex,
+    graph: Graph,
+    index: HashMap<String, usize, FastHash>,
+}
+
+/// FNV-1a: node ids are short and trusted to be few collisions; SipHash's DoS resistance
+/// buys nothing for a file the user wrote, and it showed up in parse profiles.
+#[derive(Default, Clone, Copy)]
+struct FastHash;
+
+impl std::hash::BuildHasher for FastHash {
+    type Hasher = Fnv;
+    fn build_hasher(&self) -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// Parses a whole DOT file into a flat graph.
+pub fn parse(src: &str) -> Result<Graph, ParseError> {
+    let lines = LineIndex::new(src);
+    let mut b = Builder {
+        src,
+        lines,
+        graph: Graph::default(),
+        index: HashMap::default(),
+    };
+    let mut offset = b.parse_header()?;
+    let mut scope = Scope::default();
+    let mut prev_stmt: Option<(Rule, String, usize)> = None;
+    loop {
+        let rest = &src[offset..];
+        let mut pairs = DotParser::parse(Rule::item, rest)
+            .map_err(|e| describe_failure(src, &b.lines, offset, &e, prev_stmt.as_ref()))?;
+        let item = pairs.next().ok_or_else(|| b.internal(offset))?;
+        let end = offset + item.as_span().end();
+        let Some(inner) = item.into_inner().next() else {
+            return Err(b.internal(offset));
+        };
+        if inner.as_rule() == Rule::close {
+            b.check_tail(end)?;
+            break;
+        }
+        prev_stmt = Some((inner.as_rule(), last_ident(&inner), offset));
+        b.statement(inner, offset, &mut scope)?;
+        offset = end;
+    }
+    Ok(b.graph)
+}
+
+/// The last identifier of a statement, used to word error messages ("after node id `a`").
+fn last_ident(p: &Pair<Rule>) -> String {
+    p.clone()
+        .into_inner()
+        .filter(|x| x.as_rule() == Rule::node_id)
+        .last()
+        .map(|x| x.as_str().to_string())
+        .unwrap_or_default()
+}
+
+impl<'a> Builder<'a> {
+    fn pos(&self, base: usize, p: &Pair<Rule>) -> Pos {
+        self.lines.pos(self.src, base + p.as_span().start())
+    }
+
+    fn internal(&self, offset: usize) -> ParseError {
+        ParseError::new(
+            self.lines.pos(self.src, offset),
+            "internal parser error".into(),
+            self.src,
+            offset,
+        )
+    }
+
+    fn parse_header(&mut self) -> Result<usize, ParseError> {
+        let mut pairs = DotParser::parse(Rule::header, self.src)
+            .map_err(|_| super::error::header_error(self.src, &self.lines))?;
+        let header = pairs.next().ok_or_else(|| self.internal(0))?;
+        let end = header.as_span().end();
+        for p in header.into_inner() {
+            match p.as_rule() {
+                Rule::ident => self.graph.name = p.as_str().to_string(),
+                Rule::string => self.graph.name = string_value(p),
+                _ => {}
+            }
+        }
+        Ok(end)
+    }
+
+    fn check_tail(&self, end: usize) -> Result<(), ParseError> {
+        if DotParser::parse(Rule::tail, &self.src[end..]).is_ok() {
+            return Ok(());
+        }
+        Err(super::error::trailing_error(self.src, &self.lines, end))
+    }
+
+    fn statement(&mut self, p: Pair<Rule>, base: usize, scope: &mut Scope) -> Result<(), ParseError> {
+        match p.as_rule() {
+            Rule::attr_stmt => self.attr_stmt(p, base, scope),
+            Rule::kv_stmt => {
+                let at = self.pos(base, &p);
+                let (k, v) = key_value(p);
+                self.graph_attr(k, v, at, scope);
+            }
+            Rule::node_stmt => self.node_stmt(p, base, scope)?,
+            Rule::edge_stmt => self.edge_stmt(p, base, scope)?,
+            Rule::subgraph => self.subgraph(p, base, scope)?,
+            _ => return Err(self.internal(base + p.as_span().start())),
+        }
+        Ok(())
+    }
+
+    /// Graph attributes set at the top level go to the graph; inside a subgraph they belong
+    /// to the subgraph (only its `label` matters, as a class) and never overwrite the graph's.
+    fn graph_attr(&mut self, key: String, value: Value, at: Pos, scope: &Scope) {
+        if scope.depth == 0 {
+            self.graph.attrs.set(&key, value);
+            self.graph.attr_pos.push((key, at));
+        }
+    }
+
+    fn attr_stmt(&mut self, p: Pair<Rule>, base: usize, scope: &mut Scope) {
+        let at = self.pos(base, &p);
+        let mut inner = p.into_inner();
+        let target = inner.next().map(|t| t.as_str().to_string()).unwrap_or_default();
+        let attrs = inner.next().map(attr_list).unwrap_or_default();
+        match target.as_str() {
+            "node" => scope.node_defaults.merge(&attrs),
+            "edge" => scope.edge_defaults.merge(&attrs),
+            _ => {
+                for (k, v) in attrs.iter() {
+                    self.graph_attr(k.to_string(), v.clone(), at, scope);
+                }
+            }
+        }
+    }
+
+    /// Keywords cannot be node ids (as in Graphviz), so a printed graph reads back the same.
+    fn check_id(&self, id: &Pair<Rule>, base: usize) -> Result<(), ParseError> {
+        let text = id.as_str();
+        if matches!(text, "node" | "edge" | "graph" | "digraph" | "subgraph" | "strict") {
+            let offset = base + id.as_span().start();
+            return Err(ParseError::new(
+                self.lines.pos(self.src, offset),
+                format!("`{text}` is a keyword and cannot be used as a node id"),
+                self.src,
+                offset,
+            ));
+        }
+        Ok(())
+    }
+
+    fn node_stmt(&mut self, p: Pair<Rule>, base: usize, scope: &Scope) -> Result<(), ParseError> {
+        let at = self.pos(base, &p);
+        let mut inner = p.into_inner();
+        let Some(id) = inner.next() else {
+            return Ok(());
+        };
+        self.check_id(&id, base)?;
+        let attrs = inner.next().map(attr_list).unwrap_or_default();
+        let i = self.touch_node(id.as_str(), at, scope);
+        self.graph.nodes[i].attrs.merge(&attrs);
+        // An explicit `class` must not drop the classes of enclosing subgraphs.
+        if attrs.contains("class") && !scope.classes.is_empty() {
+            add_classes(&mut self.graph.nodes[i].attrs, &scope.classes);
+        }
+        Ok(())
+    }
+
+    fn edge_stmt(&mut self, p: Pair<Rule>, base: usize, scope: &Scope) -> Result<(), ParseError> {
+        let mut ids: Vec<(String, Pos)> = Vec::new();
+        let mut attrs = Attrs::new();
+        for x in p.into_inner() {
+            match x.as_rule() {
+                Rule::node_id => {
+                    self.check_id(&x, base)?;
+                    ids.push((x.as_str().to_string(), self.pos(base, &x)));
+                }
+                Rule::attr_list => attrs = attr_list(x),
+                _ => {}
+            }
+        }
+        for (id, at) in &ids {
+            self.touch_node(id, *at, scope);
+        }
+        let mut edge_attrs = scope.edge_defaults.clone();
+        edge_attrs.merge(&attrs);
+        for pair in ids.windows(2) {
+            self.graph.edges.push(Edge {
+                from: pair[0].0.clone(),
+                to: pair[1].0.clone(),
+                attrs: edge_attrs.clone(),
+                pos: pair[0].1,
+            });
+        }
+        Ok(())
+    }
+
+    /// Creates a node on first mention (with the defaults in scope) and adds the classes of
+    /// the enclosing labelled subgraphs to it on every mention.
+    fn touch_node(&mut self, id: &str, at: Pos, scope: &Scope) -> usize {
+        let i = match self.index.get(id) {
+            Some(&i) => i,
+            None => {
+                let i = self.graph.nodes.len();
+                self.graph.nodes.push(Node {
+                    id: id.to_string(),
+                    attrs: scope.node_defaults.clone(),
+                    pos: at,
+                });
+                self.index.insert(id.to_string(), i);
+                i
+            }
+        };
+        if !scope.classes.is_empty() {
+            add_classes(&mut self.graph.nodes[i].attrs, &scope.classes);
+        }
+        i
+    }
+
+    fn subgraph(&mut self, p: Pair<Rule>, base: usize, outer: &Scope) -> Result<(), ParseError> {
+        let body: Vec<Pair<Rule>> = p
+            .into_inner()
+            .filter(|x| !matches!(x.as_rule(), Rule::kw_subgraph | Rule::ident))
+            .collect();
+        let mut scope = outer.clone();
+        // Subgraph names carry no meaning; the first direct `label` becomes a class of
+        // every node mentioned inside, wherever the label is written.
+        if let Some(label) = body.iter().find_map(subgraph_label) {
+            let class = class_from_label(&label);
+            if !class.is_empty() && !scope.classes.contains(&class) {
+                scope.classes.push(class);
+            }
+        }
+        scope.depth = outer.depth + 1;
+        for stmt in body {
+            self.statement(stmt, base, &mut scope)?;
+        }
+        Ok(())
+    }
+}
+
+fn subgraph_label(p: &Pair<Rule>) -> Option<String> {
+    match p.as_rule() {
+        Rule::kv_stmt => {
+            let (k, v) = key_value(p.clone());
+            (k == "label").then(|| v.to_text())
+        }
+        Rule::attr_stmt => {
+            let mut inner = p.clone().into_inner();
+            let target = inner.next()?;
+            if target.as_str() != "graph" {
+                return None;
+            }
+            attr_list(inner.next()?).get("label").map(Value::to_text)
+        }
+        _ => None,
+    }
+}
+
+/// engine.md 1.4: lowercase, spaces to hyphens, drop anything but ASCII letters, digits, `-`.
+pub fn class_from_label(label: &str) -> String {
+    label
+        .to_lowercase()
+        .replace(' ', "-")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect()
+}
+
+fn add_classes(attrs: &mut Attrs, classes: &[String]) {
+    let mut current = split_classes(attrs.text("class").unwrap_or(""));
+    let before = current.len();
+    for c in classes {
+        if !current.contains(c) {
+            current.push(c.clone());
+        }
+    }
+    if current.len() != before {
+        attrs.set("class", Value::Str(current.join(",")));
+    }
+}
+
+fn attr_list(p: Pair<Rule>) -> Attrs {
+    let mut attrs = Attrs::new();
+    for a in p.into_inner() {
+        let (k, v) = key_value(a);
+        attrs.set(&k, v);
+    }
+    attrs
+}
+
+fn key_value(p: Pair<Rule>) -> (String, Value) {
+    let mut inner = p.into_inner();
+    let key = inner.next().map(|k| k.as_str().to_string()).unwrap_or_default();
+    let value = inner.next().map(value_of).unwrap_or(Value::Str(String::new()));
+    (key, value)
+}
+
+fn string_value(p: Pair<Rule>) -> String {
+    let body = p.into_inner().next().map(|b| b.as_str()).unwrap_or("");
+    unescape(body)
+}
+
+fn value_of(p: Pair<Rule>) -> Value {
+    let text = p.as_str();
+    match p.as_rule() {
+        Rule::string => Value::Str(string_value(p)),
+        Rule::duration => Value::Duration(text.to_string()),
+        Rule::float => text.parse().map(Value::Float).unwrap_or_else(|_| Value::Bare(text.into())),
+        Rule::integer => text
+            .trim_start_matches('+')
+            .parse()
+            .map(Value::Int)
+            .unwrap_or_else(|_| Value::Bare(text.into())),
+        Rule::boolean => Value::Bool(text == "true"),
+        _ => Value::Bare(text.to_string()),
+    }
+}

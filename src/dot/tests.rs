@@ -1,0 +1,252 @@
+use super::*;
+
+fn ok(src: &str) -> Graph {
+    match parse(src) {
+        Ok(g) => g,
+        Err(e) => panic!("parse failed: {e}\n{src}"),
+    }
+}
+
+fn err(src: &str) -> ParseError {
+    match parse(src) {
+        Ok(g) => panic!("expected an error, got {g:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn minimal_graph() {
+    let g = ok("digraph G { a -> b }");
+    assert_eq!(g.name, "G");
+    assert_eq!(g.nodes.len(), 2);
+    assert_eq!(g.edges.len(), 1);
+}
+
+#[test]
+fn quoted_graph_name() {
+    assert_eq!(ok("digraph \"My flow\" { a }").name, "My flow");
+}
+
+#[test]
+fn rejects_undirected_strict_and_nameless() {
+    assert!(err("graph G { a -- b }").message.contains("undirected graphs are not supported: use `digraph`"));
+    assert!(err("strict digraph G { a }").message.contains("strict"));
+    assert!(err("digraph { a }").message.contains("needs a name"));
+    assert!(err("").message.contains("empty"));
+}
+
+#[test]
+fn rejects_second_graph_and_trailing_content() {
+    assert!(err("digraph A { a }\ndigraph B { b }").message.contains("only one graph"));
+    let e = err("digraph A { a } junk");
+    assert!(e.message.contains("after the closing"), "{}", e.message);
+    // Comments and whitespace after the graph are fine.
+    ok("digraph A { a } // done\n/* end */\n");
+}
+
+#[test]
+fn semicolons_optional() {
+    let g = ok("digraph G { a; b -> c; d [label=\"x\"]; e }");
+    assert_eq!(g.nodes.len(), 5);
+    let g2 = ok("digraph G { a b -> c d [label=\"x\"] e }");
+    assert_eq!(g2.nodes.len(), 5);
+}
+
+#[test]
+fn comments_removed_but_kept_in_strings() {
+    let g = ok("digraph G {\n // line\n /* block\n over lines */ a [prompt=\"keep // this /* and */ that\"] # \n}"
+        .replace(" # ", " ")
+        .as_str());
+    assert_eq!(g.node("a").unwrap().attrs.text("prompt"), Some("keep // this /* and */ that"));
+}
+
+#[test]
+fn unterminated_string_and_comment() {
+    let e = err("digraph G {\n  a [label=\"oops]\n}\n");
+    assert_eq!(e.message, "unterminated string starting at 2:12");
+    assert_eq!(e.pos, Pos { line: 2, col: 12 });
+    let e = err("digraph G {\n  a /* never closed\n}\n");
+    assert!(e.message.starts_with("unterminated block comment starting at 2:5"), "{}", e.message);
+}
+
+#[test]
+fn escapes_in_strings() {
+    let g = ok(r#"digraph G { a [label="say \"hi\"\\ now\nnext\tTab \x"] }"#);
+    assert_eq!(g.node("a").unwrap().attrs.text("label"), Some("say \"hi\"\\ now\nnext\tTab \\x"));
+    let g = ok("digraph G { a [prompt=\"one \\\ntwo\"] }");
+    assert_eq!(g.node("a").unwrap().attrs.text("prompt"), Some("one two"));
+}
+
+#[test]
+fn value_types() {
+    let g = ok("digraph G { a [s=\"q\", i=-3, p=+4, f=0.5, g=.25, t=true, u=false, d=900s, m=250ms, h=2h, dd=1d, b=gpt-5.2, id=LR, dot=a.b] }");
+    let a = &g.node("a").unwrap().attrs;
+    assert_eq!(a.get("s"), Some(&Value::Str("q".into())));
+    assert_eq!(a.get("i"), Some(&Value::Int(-3)));
+    assert_eq!(a.get("p"), Some(&Value::Int(4)));
+    assert_eq!(a.get("f"), Some(&Value::Float(0.5)));
+    assert_eq!(a.get("g"), Some(&Value::Float(0.25)));
+    assert_eq!(a.get("t"), Some(&Value::Bool(true)));
+    assert_eq!(a.get("u"), Some(&Value::Bool(false)));
+    assert_eq!(a.get("d"), Some(&Value::Duration("900s".into())));
+    assert_eq!(a.get("m"), Some(&Value::Duration("250ms".into())));
+    assert_eq!(a.get("h"), Some(&Value::Duration("2h".into())));
+    assert_eq!(a.get("dd"), Some(&Value::Duration("1d".into())));
+    assert_eq!(a.get("b"), Some(&Value::Bare("gpt-5.2".into())));
+    assert_eq!(a.get("id"), Some(&Value::Bare("LR".into())));
+    assert_eq!(a.get("dot"), Some(&Value::Bare("a.b".into())));
+}
+
+#[test]
+fn bad_values_are_errors() {
+    assert!(parse("digraph G { a [t=1h30m] }").is_err());
+    let e = err("digraph G { a [fidelity=summary:high] }");
+    assert!(e.message.contains("`:` cannot appear in an unquoted value"), "{}", e.message);
+    let e = err("digraph G { a [label=<b>x</b>] }");
+    assert!(e.message.contains("HTML-like"), "{}", e.message);
+}
+
+#[test]
+fn dotted_keys_everywhere() {
+    let g = ok("digraph G { graph [stack.child_workflow=\"c.dot\"]\n manager.max_cycles=3\n node [acp.command=\"x\"]\n a [human.default_choice=b]\n a -> b [x.y=1] }");
+    assert_eq!(g.attrs.text("stack.child_workflow"), Some("c.dot"));
+    assert_eq!(g.attrs.get("manager.max_cycles"), Some(&Value::Int(3)));
+    assert_eq!(g.node("a").unwrap().attrs.text("acp.command"), Some("x"));
+    assert_eq!(g.node("a").unwrap().attrs.text("human.default_choice"), Some("b"));
+    assert_eq!(g.edges[0].attrs.get("x.y"), Some(&Value::Int(1)));
+}
+
+#[test]
+fn graph_attrs_block_and_declaration() {
+    let g = ok("digraph G { graph [goal=\"g1\", rankdir=LR]\n goal=\"g2\" }");
+    assert_eq!(g.attrs.text("goal"), Some("g2"));
+    assert_eq!(g.attrs.text("rankdir"), Some("LR"));
+}
+
+#[test]
+fn defaults_apply_to_later_nodes_and_explicit_wins() {
+    let g = ok("digraph G { a\n node [shape=box, timeout=5s]\n b\n c [shape=tab]\n edge [weight=2]\n b -> c\n b -> d [weight=5] }");
+    assert_eq!(g.node("a").unwrap().attrs.get("shape"), None);
+    assert_eq!(g.node("b").unwrap().attrs.text("shape"), Some("box"));
+    assert_eq!(g.node("c").unwrap().attrs.text("shape"), Some("tab"));
+    assert_eq!(g.node("c").unwrap().attrs.text("timeout"), Some("5s"));
+    // implicit node gets the defaults in scope
+    assert_eq!(g.node("d").unwrap().attrs.text("shape"), Some("box"));
+    assert_eq!(g.edges[0].attrs.get("weight"), Some(&Value::Int(2)));
+    assert_eq!(g.edges[1].attrs.get("weight"), Some(&Value::Int(5)));
+}
+
+#[test]
+fn defaults_scoped_to_subgraph() {
+    let g = ok("digraph G { subgraph s { node [shape=hexagon] x } y }");
+    assert_eq!(g.node("x").unwrap().attrs.text("shape"), Some("hexagon"));
+    assert_eq!(g.node("y").unwrap().attrs.get("shape"), None);
+}
+
+#[test]
+fn redeclaring_merges_later_wins() {
+    let g = ok("digraph G { a [label=\"one\", shape=box] a [label=\"two\"] }");
+    let a = &g.node("a").unwrap().attrs;
+    assert_eq!(a.text("label"), Some("two"));
+    assert_eq!(a.text("shape"), Some("box"));
+}
+
+#[test]
+fn edge_chains_expand_pairwise_sharing_attrs() {
+    let g = ok("digraph G { a -> b -> c -> d [label=\"x\"] }");
+    assert_eq!(g.edges.len(), 3);
+    let pairs: Vec<(&str, &str)> = g.edges.iter().map(|e| (e.from.as_str(), e.to.as_str())).collect();
+    assert_eq!(pairs, vec![("a", "b"), ("b", "c"), ("c", "d")]);
+    assert!(g.edges.iter().all(|e| e.attrs.text("label") == Some("x")));
+}
+
+#[test]
+fn subgraph_label_becomes_class() {
+    let g = ok("digraph G { a\n subgraph cluster_1 { label=\"Review & QA\"; b; a -> c } subgraph { graph [label=\"Loop A\"] d [class=\"x, y\"] } }");
+    assert_eq!(g.node("b").unwrap().classes(), vec!["review--qa"]);
+    assert_eq!(g.node("a").unwrap().classes(), vec!["review--qa"]);
+    assert_eq!(g.node("c").unwrap().classes(), vec!["review--qa"]);
+    assert_eq!(g.node("d").unwrap().classes(), vec!["x", "y", "loop-a"]);
+    // The subgraph label does not overwrite the graph's attributes.
+    assert_eq!(g.attrs.get("label"), None);
+}
+
+#[test]
+fn nested_subgraphs_inherit_outer_class() {
+    let g = ok("digraph G { subgraph outer { label=\"Phase_1\" subgraph { x } } }");
+    assert_eq!(g.node("x").unwrap().classes(), vec!["phase1"]);
+}
+
+#[test]
+fn class_from_label_rule() {
+    use super::build::class_from_label;
+    assert_eq!(class_from_label("Loop A"), "loop-a");
+    assert_eq!(class_from_label("Review & QA"), "review--qa");
+    assert_eq!(class_from_label("Phase_1"), "phase1");
+}
+
+#[test]
+fn missing_arrow_is_explained() {
+    let e = err("digraph G {\n  a - b\n}");
+    assert_eq!(e.message, "expected `->` or `[` after node id `a`, found `-`");
+    assert_eq!(e.pos, Pos { line: 2, col: 5 });
+    let e = err("digraph G { a -- b }");
+    assert!(e.message.contains("undirected edges"), "{}", e.message);
+    let e = err("digraph G { a -> }");
+    assert!(e.message.contains("a node id"), "{}", e.message);
+    let e = err("digraph G { a [label] }");
+    assert!(!e.message.contains("Rule"), "{}", e.message);
+    let e = err("digraph G { a [label=] }");
+    assert!(e.message.contains("a value"), "{}", e.message);
+    let e = err("digraph G { \"quoted\" -> b }");
+    assert!(e.message.contains("quoted ids are not supported"), "{}", e.message);
+    let e = err("digraph G { a -> b ");
+    assert!(e.message.contains("end of file"), "{}", e.message);
+}
+
+#[test]
+fn keywords_are_not_node_ids() {
+    assert!(parse("digraph G { a -> node }").is_err());
+}
+
+#[test]
+fn positions_are_recorded() {
+    let g = ok("digraph G {\n  start\n  start -> b\n}");
+    assert_eq!(g.node("start").unwrap().pos, Pos { line: 2, col: 3 });
+    assert_eq!(g.node("b").unwrap().pos, Pos { line: 3, col: 12 });
+    assert_eq!(g.edges[0].pos, Pos { line: 3, col: 3 });
+}
+
+#[test]
+fn printer_round_trips() {
+    let src = r#"digraph "Flow x" {
+        graph [goal="Ship \"it\"", default_max_retries=2, f=1.0, stall_timeout=0s]
+        node [shape=box]
+        subgraph c { label="Loop A"; a [prompt="line1\nline2\ttab \\ back", model=gpt-5.2, w=-3] }
+        a -> b -> c [condition="outcome=succeeded", weight=2, loop_restart=true]
+    }"#;
+    let g = ok(src);
+    let printed = to_dot(&g);
+    let again = ok(&printed);
+    assert_eq!(g, again_without_pos(&g, again));
+}
+
+/// Positions differ after printing; everything else must be equal.
+fn again_without_pos(orig: &Graph, mut again: Graph) -> Graph {
+    for (n, o) in again.nodes.iter_mut().zip(&orig.nodes) {
+        n.pos = o.pos;
+    }
+    for (e, o) in again.edges.iter_mut().zip(&orig.edges) {
+        e.pos = o.pos;
+    }
+    again.attr_pos = orig.attr_pos.clone();
+    again
+}
+
+#[test]
+fn render_shows_line_and_caret() {
+    let e = err("digraph G {\n  a - b\n}");
+    let r = e.render("f.dot");
+    assert!(r.starts_with("f.dot:2:5: error[syntax]: expected"), "{r}");
+    assert!(r.contains("  | a - b") || r.contains("|   a - b"), "{r}");
+}
