@@ -7,4 +7,5 @@
 
 pub mod cli;
 pub mod dot;
+pub mod llm;
 pub mod workflow;

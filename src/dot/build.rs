@@ -198,7 +198,11 @@ impl<'a> Builder<'a> {
         self.check_id(&id, base)?;
         let attrs = inner.next().map(attr_list).unwrap_or_default();
         let i = self.touch_node(id.as_str(), at, scope);
-        self.graph.nodes[i].attrs.merge(&attrs);
+        let node = &mut self.graph.nodes[i];
+        node.attrs.merge(&attrs);
+        if !node.defaulted.is_empty() {
+            node.defaulted.retain(|k| !attrs.contains(k));
+        }
         // An explicit `class` must not drop the classes of enclosing subgraphs.
         if attrs.contains("class") && !scope.classes.is_empty() {
             add_classes(&mut self.graph.nodes[i].attrs, &scope.classes);
@@ -246,6 +250,7 @@ impl<'a> Builder<'a> {
                     id: id.to_string(),
                     attrs: scope.node_defaults.clone(),
                     pos: at,
+                    defaulted: scope.node_defaults.iter().map(|(k, _)| k.to_string()).collect(),
                 });
                 self.index.insert(id.to_string(), i);
                 i

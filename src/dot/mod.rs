@@ -13,7 +13,7 @@ mod value;
 pub use build::parse;
 pub use error::ParseError;
 pub use print::to_dot;
-pub use value::{unescape, Value};
+pub use value::{parse_duration, unescape, Value};
 
 /// A 1-based line and column (columns count characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
@@ -91,6 +91,9 @@ pub struct Node {
     pub attrs: Attrs,
     /// Where the node was first mentioned.
     pub pos: Pos,
+    /// Keys that came from `node [...]` defaults and were never set on the node itself
+    /// (the model stylesheet may override these, but not explicit attributes).
+    pub defaulted: Vec<String>,
 }
 
 impl Node {
@@ -134,6 +137,21 @@ impl Graph {
     pub fn node(&self, id: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.id == id)
     }
+    /// Same model: equal names, attributes, nodes and edges, ignoring source positions and
+    /// where attributes came from (what a printed-and-reparsed graph must preserve).
+    pub fn same_model(&self, other: &Graph) -> bool {
+        self.name == other.name
+            && self.attrs == other.attrs
+            && self.nodes.len() == other.nodes.len()
+            && self.edges.len() == other.edges.len()
+            && self.nodes.iter().zip(&other.nodes).all(|(a, b)| a.id == b.id && a.attrs == b.attrs)
+            && self
+                .edges
+                .iter()
+                .zip(&other.edges)
+                .all(|(a, b)| a.from == b.from && a.to == b.to && a.attrs == b.attrs)
+    }
+
     pub fn attr_pos(&self, key: &str) -> Option<Pos> {
         self.attr_pos.iter().rev().find(|(k, _)| k == key).map(|(_, p)| *p)
     }

@@ -1,6 +1,381 @@
 //! Typed workflow model: handler kinds, typed attribute access, conditions, the model
-//! stylesheet and validation. Owns `grammar/condition.pest` and `grammar/stylesheet.pest`.
-//! Must not execute anything or touch the file system beyond resolving `@path` references.
+//! stylesheet, `@path` references and validation. Owns `grammar/condition.pest` and
+//! `grammar/stylesheet.pest`.
+//!
+//! [`load`] is the front door: parse ([`crate::dot`]) -> transform (stylesheet, `@path`
+//! inlining) -> index (handlers, adjacency, compiled conditions) -> validate ([`lint`]).
+//! This module must not execute anything; it reads files only through a [`FileSource`].
 
+pub mod attrs;
 pub mod condition;
+pub mod lint;
 pub mod stylesheet;
+
+use crate::dot::{self, Attrs, Edge, Graph, Node, ParseError, Value};
+use attrs::{Scope, View};
+use condition::{Condition, ConditionError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub use lint::{Diagnostic, Severity};
+
+/// What runs a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HandlerKind {
+    Start,
+    Exit,
+    Agent,
+    Prompt,
+    Command,
+    Human,
+    Conditional,
+    Parallel,
+    FanIn,
+    Wait,
+    ManagerLoop,
+}
+
+impl HandlerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            HandlerKind::Start => "start",
+            HandlerKind::Exit => "exit",
+            HandlerKind::Agent => "agent",
+            HandlerKind::Prompt => "prompt",
+            HandlerKind::Command => "command",
+            HandlerKind::Human => "human",
+            HandlerKind::Conditional => "conditional",
+            HandlerKind::Parallel => "parallel",
+            HandlerKind::FanIn => "parallel.fan_in",
+            HandlerKind::Wait => "wait",
+            HandlerKind::ManagerLoop => "stack.manager_loop",
+        }
+    }
+
+    /// Our handler names and the older aliases (decisions.md).
+    pub fn from_type(t: &str) -> Option<HandlerKind> {
+        Some(match t {
+            "start" => HandlerKind::Start,
+            "exit" => HandlerKind::Exit,
+            "agent" | "codergen" | "agent_loop" => HandlerKind::Agent,
+            "prompt" | "one_shot" => HandlerKind::Prompt,
+            "command" | "tool" => HandlerKind::Command,
+            "human" | "wait.human" => HandlerKind::Human,
+            "conditional" => HandlerKind::Conditional,
+            "parallel" => HandlerKind::Parallel,
+            "parallel.fan_in" => HandlerKind::FanIn,
+            "wait" => HandlerKind::Wait,
+            "stack.manager_loop" => HandlerKind::ManagerLoop,
+            _ => return None,
+        })
+    }
+
+    /// SPEC shape mapping; any other shape is an agent.
+    pub fn from_shape(shape: &str) -> HandlerKind {
+        match shape {
+            "Mdiamond" => HandlerKind::Start,
+            "Msquare" => HandlerKind::Exit,
+            "tab" => HandlerKind::Prompt,
+            "parallelogram" => HandlerKind::Command,
+            "hexagon" => HandlerKind::Human,
+            "diamond" => HandlerKind::Conditional,
+            "component" => HandlerKind::Parallel,
+            "tripleoctagon" => HandlerKind::FanIn,
+            "insulator" => HandlerKind::Wait,
+            "house" => HandlerKind::ManagerLoop,
+            _ => HandlerKind::Agent,
+        }
+    }
+
+    pub fn is_llm(self) -> bool {
+        matches!(self, HandlerKind::Agent | HandlerKind::Prompt)
+    }
+}
+
+pub const START_IDS: &[&str] = &["start", "Start"];
+pub const EXIT_IDS: &[&str] = &["exit", "Exit", "end", "End"];
+
+/// Reads files referenced by a workflow (`@path` prompts, schemas, child workflows),
+/// relative to the workflow file. The CLI reads the disk; the server reads a package.
+pub trait FileSource {
+    fn read(&self, rel: &str) -> Option<String>;
+    /// A display path for messages.
+    fn describe(&self, rel: &str) -> String {
+        rel.to_string()
+    }
+}
+
+/// Files relative to a directory on disk.
+pub struct DirFiles(pub PathBuf);
+
+impl DirFiles {
+    pub fn for_file(path: &Path) -> Self {
+        DirFiles(path.parent().map(Path::to_path_buf).unwrap_or_default())
+    }
+}
+
+impl FileSource for DirFiles {
+    fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.0.join(expand_home(rel))).ok()
+    }
+    fn describe(&self, rel: &str) -> String {
+        self.0.join(rel).display().to_string()
+    }
+}
+
+fn expand_home(rel: &str) -> PathBuf {
+    match (rel.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(rel),
+    }
+}
+
+/// No files at all (inline sources).
+pub struct NoFiles;
+
+impl FileSource for NoFiles {
+    fn read(&self, _rel: &str) -> Option<String> {
+        None
+    }
+}
+
+/// A validated-or-not workflow with everything the engine needs precomputed.
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    pub graph: Graph,
+    /// Handler per node (index-aligned with `graph.nodes`); `None` for an unknown `type`.
+    pub handlers: Vec<Option<HandlerKind>>,
+    /// Outgoing edge indexes per node, in declaration order.
+    pub out_edges: Vec<Vec<usize>>,
+    pub in_degree: Vec<usize>,
+    /// Compiled condition per edge (`None` when the edge has none).
+    pub conditions: Vec<Option<Result<Condition, ConditionError>>>,
+    pub start: Option<usize>,
+    pub exit: Option<usize>,
+    index: HashMap<String, usize>,
+    /// `@path` references that could not be read: (node id or "" for the graph, key, path).
+    pub unresolved: Vec<(String, String, String)>,
+    pub stylesheet_error: Option<stylesheet::StylesheetError>,
+}
+
+/// The result of loading: the model plus every diagnostic. Any error-severity diagnostic
+/// means the workflow must be refused.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub workflow: Workflow,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Loaded {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+    }
+}
+
+/// Parse, transform, index and validate.
+pub fn load(src: &str, files: &dyn FileSource) -> Result<Loaded, ParseError> {
+    let graph = dot::parse(src)?;
+    let workflow = Workflow::from_graph(graph, files);
+    let diagnostics = lint::validate(&workflow, files);
+    Ok(Loaded {
+        workflow,
+        diagnostics,
+    })
+}
+
+impl Workflow {
+    /// Applies the transforms and builds the indexes. Never fails: problems are recorded
+    /// for the validator.
+    pub fn from_graph(mut graph: Graph, files: &dyn FileSource) -> Workflow {
+        let stylesheet_error = apply_stylesheet(&mut graph);
+        let unresolved = inline_file_refs(&mut graph, files);
+        let n = graph.nodes.len();
+        let mut index = HashMap::with_capacity(n);
+        for (i, node) in graph.nodes.iter().enumerate() {
+            index.insert(node.id.clone(), i);
+        }
+        let mut out_edges = vec![Vec::new(); n];
+        let mut in_degree = vec![0; n];
+        for (ei, e) in graph.edges.iter().enumerate() {
+            if let (Some(&f), Some(&t)) = (index.get(&e.from), index.get(&e.to)) {
+                out_edges[f].push(ei);
+                in_degree[t] += 1;
+            }
+        }
+        let handlers = graph.nodes.iter().map(resolve_handler).collect::<Vec<_>>();
+        let conditions = graph
+            .edges
+            .iter()
+            .map(|e| {
+                e.attrs
+                    .text("condition")
+                    .filter(|c| !c.trim().is_empty())
+                    .map(Condition::parse)
+            })
+            .collect();
+        let start = find_single(&graph, &handlers, HandlerKind::Start, START_IDS);
+        let exit = find_single(&graph, &handlers, HandlerKind::Exit, EXIT_IDS);
+        Workflow {
+            graph,
+            handlers,
+            out_edges,
+            in_degree,
+            conditions,
+            start,
+            exit,
+            index,
+            unresolved,
+            stylesheet_error,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.graph.name
+    }
+    pub fn node_index(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+    pub fn node(&self, i: usize) -> &Node {
+        &self.graph.nodes[i]
+    }
+    pub fn edge(&self, i: usize) -> &Edge {
+        &self.graph.edges[i]
+    }
+    pub fn handler(&self, i: usize) -> Option<HandlerKind> {
+        self.handlers[i]
+    }
+    pub fn graph_view(&self) -> View<'_> {
+        View {
+            scope: Scope::Graph,
+            attrs: &self.graph.attrs,
+        }
+    }
+    pub fn node_view(&self, i: usize) -> View<'_> {
+        View {
+            scope: Scope::Node,
+            attrs: &self.graph.nodes[i].attrs,
+        }
+    }
+    pub fn edge_view(&self, i: usize) -> View<'_> {
+        View {
+            scope: Scope::Edge,
+            attrs: &self.graph.edges[i].attrs,
+        }
+    }
+    /// Every node id whose handler kind matches (start/exit by shape, type or reserved id).
+    pub fn nodes_of(&self, kind: HandlerKind) -> Vec<usize> {
+        (0..self.graph.nodes.len())
+            .filter(|&i| self.handlers[i] == Some(kind))
+            .collect()
+    }
+    pub fn goal(&self) -> &str {
+        self.graph.attrs.text("goal").unwrap_or("")
+    }
+    pub fn label(&self, i: usize) -> &str {
+        let n = &self.graph.nodes[i];
+        n.attrs.text("label").filter(|l| !l.is_empty()).unwrap_or(&n.id)
+    }
+}
+
+/// `type` wins over the shape; the reserved ids make start and exit nodes without a shape.
+fn resolve_handler(node: &Node) -> Option<HandlerKind> {
+    if let Some(t) = node.attrs.text("type").map(str::trim).filter(|t| !t.is_empty()) {
+        return HandlerKind::from_type(t);
+    }
+    match node.attrs.text("shape") {
+        Some(shape) => {
+            let by_shape = HandlerKind::from_shape(shape);
+            // A reserved id with an unrelated default shape (box) still starts/ends the flow.
+            if by_shape == HandlerKind::Agent {
+                Some(reserved_kind(&node.id).unwrap_or(by_shape))
+            } else {
+                Some(by_shape)
+            }
+        }
+        None => Some(reserved_kind(&node.id).unwrap_or(HandlerKind::Agent)),
+    }
+}
+
+fn reserved_kind(id: &str) -> Option<HandlerKind> {
+    if START_IDS.contains(&id) {
+        Some(HandlerKind::Start)
+    } else if EXIT_IDS.contains(&id) {
+        Some(HandlerKind::Exit)
+    } else {
+        None
+    }
+}
+
+fn find_single(
+    graph: &Graph,
+    handlers: &[Option<HandlerKind>],
+    kind: HandlerKind,
+    _ids: &[&str],
+) -> Option<usize> {
+    let mut found = (0..graph.nodes.len()).filter(|&i| handlers[i] == Some(kind));
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
+/// The stylesheet fills `model`, `provider` and `reasoning_effort` where the node does not
+/// set them itself; it beats values that only came from `node [...]` defaults.
+fn apply_stylesheet(graph: &mut Graph) -> Option<stylesheet::StylesheetError> {
+    let text = graph.attrs.text("model_stylesheet")?.to_string();
+    let sheet = match stylesheet::Stylesheet::parse(&text) {
+        Ok(s) => s,
+        Err(e) => return Some(e),
+    };
+    for node in &mut graph.nodes {
+        let shape = node.attrs.text("shape").unwrap_or("box").to_string();
+        let props = sheet.resolve(&node.id, &shape, &node.classes());
+        for (k, v) in props {
+            if !stylesheet::KNOWN_PROPERTIES.contains(&k.as_str()) {
+                continue;
+            }
+            let explicit = node.attrs.contains(&k) && !node.defaulted.contains(&k);
+            if !explicit {
+                node.attrs.set(&k, Value::Str(v));
+                node.defaulted.retain(|d| d != &k);
+            }
+        }
+    }
+    None
+}
+
+/// Replaces `@path` values of the graph `goal` and node `prompt`s with the file contents.
+/// `output_schema` references are checked here but resolved when the node runs.
+fn inline_file_refs(graph: &mut Graph, files: &dyn FileSource) -> Vec<(String, String, String)> {
+    let mut unresolved = Vec::new();
+    if let Some(path) = file_ref(&graph.attrs, "goal") {
+        match files.read(&path) {
+            Some(text) => graph.attrs.set("goal", Value::Str(text)),
+            None => unresolved.push((String::new(), "goal".into(), path)),
+        }
+    }
+    for node in &mut graph.nodes {
+        if let Some(path) = file_ref(&node.attrs, "prompt") {
+            match files.read(&path) {
+                Some(text) => node.attrs.set("prompt", Value::Str(text)),
+                None => unresolved.push((node.id.clone(), "prompt".into(), path)),
+            }
+        }
+        if let Some(path) = file_ref(&node.attrs, "output_schema") {
+            if files.read(&path).is_none() {
+                unresolved.push((node.id.clone(), "output_schema".into(), path));
+            }
+        }
+        if let Some(path) = node.attrs.text("stack.child_workflow").map(str::trim) {
+            if !path.is_empty() && files.read(path).is_none() {
+                unresolved.push((node.id.clone(), "stack.child_workflow".into(), path.to_string()));
+            }
+        }
+    }
+    unresolved
+}
+
+/// The path of an `@path` value, if the attribute is one.
+pub fn file_ref(attrs: &Attrs, key: &str) -> Option<String> {
+    let text = attrs.text(key)?.trim();
+    let path = text.strip_prefix('@')?.trim();
+    (!path.is_empty() && !path.contains(char::is_whitespace)).then(|| path.to_string())
+}

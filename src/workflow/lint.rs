@@ -1,0 +1,563 @@
+//! Validation: every rule of decisions.md as a small named function returning diagnostics.
+//! Any error means the workflow is refused; warnings are advice.
+
+use super::attrs::{self, Scope};
+use super::{file_ref, FileSource, HandlerKind, Workflow};
+use crate::dot::Pos;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    /// `from -> to` for edge diagnostics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl Diagnostic {
+    fn new(rule: &'static str, severity: Severity, message: String) -> Self {
+        Diagnostic {
+            rule,
+            severity,
+            message,
+            node_id: None,
+            edge: None,
+            line: None,
+            column: None,
+        }
+    }
+    fn at(mut self, pos: Option<Pos>) -> Self {
+        if let Some(p) = pos {
+            self.line = Some(p.line);
+            self.column = Some(p.col);
+        }
+        self
+    }
+    fn node(mut self, wf: &Workflow, i: usize) -> Self {
+        let n = wf.node(i);
+        self.node_id = Some(n.id.clone());
+        self.at(Some(n.pos))
+    }
+    fn edge(mut self, wf: &Workflow, i: usize) -> Self {
+        let e = wf.edge(i);
+        self.edge = Some(format!("{} -> {}", e.from, e.to));
+        self.at(Some(e.pos))
+    }
+}
+
+fn error(rule: &'static str, message: String) -> Diagnostic {
+    Diagnostic::new(rule, Severity::Error, message)
+}
+
+fn warning(rule: &'static str, message: String) -> Diagnostic {
+    Diagnostic::new(rule, Severity::Warning, message)
+}
+
+type Rule = fn(&Workflow, &dyn FileSource, &mut Vec<Diagnostic>);
+
+/// Every rule, in the order diagnostics are reported.
+pub const RULES: &[(&str, Rule)] = &[
+    ("start_node", start_node),
+    ("terminal_node", terminal_node),
+    ("start_no_incoming", start_no_incoming),
+    ("exit_no_outgoing", exit_no_outgoing),
+    ("dead_end", dead_end),
+    ("type_known", type_known),
+    ("attribute_type", attribute_type),
+    ("condition_syntax", condition_syntax),
+    ("stylesheet_syntax", stylesheet_syntax),
+    ("random_selection_no_conditions", random_selection_no_conditions),
+    ("wait_duration", wait_duration),
+    ("freeform_edge_count", freeform_edge_count),
+    ("retry_target_exists", retry_target_exists),
+    ("unresolved_file_ref", unresolved_file_ref),
+    ("output_schema_valid", output_schema_valid),
+    ("acp_output_schema", acp_output_schema),
+    ("acp_command_or_config", acp_command_or_config),
+    ("prompt_backend_api", prompt_backend_api),
+    ("manager_child_workflow", manager_child_workflow),
+    ("reachability", reachability),
+    ("model_known", model_known),
+    ("legacy_outcome_names", legacy_outcome_names),
+    ("thread_id_requires_full", thread_id_requires_full),
+    ("rankdir_valid", rankdir_valid),
+    ("goal_gate_has_retry", goal_gate_has_retry),
+    ("prompt_variables", prompt_variables),
+];
+
+pub fn validate(wf: &Workflow, files: &dyn FileSource) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (_, rule) in RULES {
+        rule(wf, files, &mut out);
+    }
+    out
+}
+
+fn count_msg(kind: &str, shape: &str, ids: &str, found: &[usize], wf: &Workflow) -> String {
+    let names: Vec<&str> = found.iter().map(|&i| wf.node(i).id.as_str()).collect();
+    if found.is_empty() {
+        format!("the workflow needs exactly one {kind} node (shape={shape} or id {ids}); found none")
+    } else {
+        format!(
+            "the workflow needs exactly one {kind} node (shape={shape} or id {ids}); found {}: {}",
+            found.len(),
+            names.join(", ")
+        )
+    }
+}
+
+fn start_node(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let found = wf.nodes_of(HandlerKind::Start);
+    if found.len() != 1 {
+        let d = error("start_node", count_msg("start", "Mdiamond", "`start`", &found, wf));
+        out.push(match found.get(1) {
+            Some(&i) => d.node(wf, i),
+            None => d,
+        });
+    }
+}
+
+fn terminal_node(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let found = wf.nodes_of(HandlerKind::Exit);
+    if found.len() != 1 {
+        let d = error("terminal_node", count_msg("exit", "Msquare", "`exit` or `end`", &found, wf));
+        out.push(match found.get(1) {
+            Some(&i) => d.node(wf, i),
+            None => d,
+        });
+    }
+}
+
+fn start_no_incoming(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::Start) {
+        if wf.in_degree[i] > 0 {
+            let msg = format!("start node `{}` must not have incoming edges", wf.node(i).id);
+            out.push(error("start_no_incoming", msg).node(wf, i));
+        }
+    }
+}
+
+fn exit_no_outgoing(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::Exit) {
+        if !wf.out_edges[i].is_empty() {
+            let msg = format!("exit node `{}` must not have outgoing edges", wf.node(i).id);
+            out.push(error("exit_no_outgoing", msg).node(wf, i));
+        }
+    }
+}
+
+/// Nodes inside parallel branches: reachable from a parallel node's fork edges without
+/// passing through a fan-in. A branch may end at a node with no outgoing edges.
+fn branch_nodes(wf: &Workflow) -> Vec<bool> {
+    let mut inside = vec![false; wf.graph.nodes.len()];
+    let mut queue = VecDeque::new();
+    for p in wf.nodes_of(HandlerKind::Parallel) {
+        for &e in &wf.out_edges[p] {
+            if let Some(t) = wf.node_index(&wf.edge(e).to) {
+                queue.push_back(t);
+            }
+        }
+    }
+    while let Some(i) = queue.pop_front() {
+        if inside[i] || wf.handler(i) == Some(HandlerKind::FanIn) {
+            continue;
+        }
+        inside[i] = true;
+        for &e in &wf.out_edges[i] {
+            if let Some(t) = wf.node_index(&wf.edge(e).to) {
+                queue.push_back(t);
+            }
+        }
+    }
+    inside
+}
+
+fn dead_end(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let mut in_branch: Option<Vec<bool>> = None;
+    for i in 0..wf.graph.nodes.len() {
+        if !wf.out_edges[i].is_empty() || wf.handler(i) == Some(HandlerKind::Exit) {
+            continue;
+        }
+        let branches = in_branch.get_or_insert_with(|| branch_nodes(wf));
+        if branches[i] {
+            continue;
+        }
+        let msg = format!(
+            "node `{}` has no outgoing edges: every node except the exit must lead somewhere",
+            wf.node(i).id
+        );
+        out.push(error("dead_end", msg).node(wf, i));
+    }
+}
+
+fn type_known(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        if wf.handler(i).is_none() {
+            let t = wf.node(i).attrs.text("type").unwrap_or("");
+            let msg = format!(
+                "node `{}` has unknown type `{t}`; known types: start, exit, agent, prompt, command, human, conditional, parallel, parallel.fan_in, wait, stack.manager_loop",
+                wf.node(i).id
+            );
+            out.push(error("type_known", msg).node(wf, i));
+        }
+    }
+}
+
+fn attribute_type(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for e in attrs::type_errors(Scope::Graph, &wf.graph.attrs) {
+        let pos = wf.graph.attr_pos(&e.key);
+        out.push(error("attribute_type", format!("graph {e}")).at(pos));
+    }
+    for i in 0..wf.graph.nodes.len() {
+        for e in attrs::type_errors(Scope::Node, &wf.node(i).attrs) {
+            let msg = format!("node `{}`: {e}", wf.node(i).id);
+            out.push(error("attribute_type", msg).node(wf, i));
+        }
+    }
+    for i in 0..wf.graph.edges.len() {
+        for e in attrs::type_errors(Scope::Edge, &wf.edge(i).attrs) {
+            let ed = wf.edge(i);
+            let msg = format!("edge `{} -> {}`: {e}", ed.from, ed.to);
+            out.push(error("attribute_type", msg).edge(wf, i));
+        }
+    }
+}
+
+fn condition_syntax(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for (i, c) in wf.conditions.iter().enumerate() {
+        if let Some(Err(e)) = c {
+            let ed = wf.edge(i);
+            let msg = format!(
+                "edge `{} -> {}`: bad condition `{}`: {} (at offset {})",
+                ed.from,
+                ed.to,
+                ed.attrs.text("condition").unwrap_or(""),
+                e.message,
+                e.offset
+            );
+            out.push(error("condition_syntax", msg).edge(wf, i));
+        }
+    }
+    for i in 0..wf.graph.nodes.len() {
+        if let Some(text) = wf.node_view(i).nonempty("manager.stop_condition") {
+            if let Err(e) = super::condition::Condition::parse(text) {
+                let msg = format!("node `{}`: bad manager.stop_condition `{text}`: {}", wf.node(i).id, e.message);
+                out.push(error("condition_syntax", msg).node(wf, i));
+            }
+        }
+    }
+}
+
+fn stylesheet_syntax(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    if let Some(e) = &wf.stylesheet_error {
+        let pos = wf.graph.attr_pos("model_stylesheet");
+        let msg = format!("bad model_stylesheet: {} (at offset {})", e.message, e.offset);
+        out.push(error("stylesheet_syntax", msg).at(pos));
+    }
+}
+
+fn random_selection_no_conditions(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        if wf.node_view(i).text("selection") != Some("random") {
+            continue;
+        }
+        if wf.out_edges[i].iter().any(|&e| wf.conditions[e].is_some()) {
+            let msg = format!(
+                "node `{}` uses selection=random, which cannot be combined with conditional edges",
+                wf.node(i).id
+            );
+            out.push(error("random_selection_no_conditions", msg).node(wf, i));
+        }
+    }
+}
+
+fn wait_duration(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::Wait) {
+        if wf.node_view(i).duration("duration").is_none() {
+            let msg = format!(
+                "wait node `{}` needs a `duration` like 30s, 5m or 1h",
+                wf.node(i).id
+            );
+            out.push(error("wait_duration", msg).node(wf, i));
+        }
+    }
+}
+
+fn freeform_edge_count(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::Human) {
+        let n = wf.out_edges[i].iter().filter(|&&e| wf.edge_view(e).flag("freeform")).count();
+        if n > 1 {
+            let msg = format!("human node `{}` has {n} freeform edges; at most one is allowed", wf.node(i).id);
+            out.push(error("freeform_edge_count", msg).node(wf, i));
+        }
+    }
+}
+
+fn retry_target_exists(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for key in ["retry_target", "fallback_retry_target"] {
+        if let Some(t) = wf.graph_view().nonempty(key) {
+            if wf.node_index(t).is_none() {
+                let msg = format!("graph {key} `{t}` names no node");
+                out.push(error("retry_target_exists", msg).at(wf.graph.attr_pos(key)));
+            }
+        }
+        for i in 0..wf.graph.nodes.len() {
+            if let Some(t) = wf.node_view(i).nonempty(key) {
+                if wf.node_index(t).is_none() {
+                    let msg = format!("node `{}`: {key} `{t}` names no node", wf.node(i).id);
+                    out.push(error("retry_target_exists", msg).node(wf, i));
+                }
+            }
+        }
+    }
+}
+
+fn unresolved_file_ref(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for (node, key, path) in &wf.unresolved {
+        let msg = format!("{key} refers to `{path}`, which cannot be read ({})", files.describe(path));
+        let d = error("unresolved_file_ref", msg);
+        out.push(match wf.node_index(node) {
+            Some(i) => d.node(wf, i),
+            None => d.at(wf.graph.attr_pos(key)),
+        });
+    }
+}
+
+fn output_schema_valid(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let Some(schema) = wf.node_view(i).nonempty("output_schema") else {
+            continue;
+        };
+        let kind = wf.handler(i);
+        if !matches!(kind, Some(HandlerKind::Agent | HandlerKind::Prompt | HandlerKind::Command)) {
+            let msg = format!(
+                "node `{}`: output_schema is supported on agent, prompt and command nodes only",
+                wf.node(i).id
+            );
+            out.push(error("output_schema_valid", msg).node(wf, i));
+            continue;
+        }
+        if schema == "routing" {
+            continue;
+        }
+        let text = match file_ref(&wf.node(i).attrs, "output_schema") {
+            Some(path) => match files.read(&path) {
+                Some(t) => t,
+                None => continue, // reported by unresolved_file_ref
+            },
+            None => schema.to_string(),
+        };
+        if let Err(why) = compile_schema(&text) {
+            let msg = format!("node `{}`: output_schema is not a valid JSON Schema: {why}", wf.node(i).id);
+            out.push(error("output_schema_valid", msg).node(wf, i));
+        }
+    }
+}
+
+/// Parses and compiles a JSON Schema document.
+pub fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    jsonschema::validator_for(&value).map_err(|e| e.to_string())
+}
+
+fn acp_output_schema(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        if v.text("backend") == Some("acp") && v.nonempty("output_schema").is_some() {
+            let msg = format!("node `{}`: backend=acp does not support output_schema", wf.node(i).id);
+            out.push(error("acp_output_schema", msg).node(wf, i));
+        }
+    }
+}
+
+fn acp_command_or_config(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        if v.nonempty("acp.command").is_some() && v.nonempty("acp.config").is_some() {
+            let msg = format!("node `{}`: set either acp.command or acp.config, not both", wf.node(i).id);
+            out.push(error("acp_command_or_config", msg).node(wf, i));
+        }
+    }
+}
+
+fn prompt_backend_api(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::Prompt) {
+        if wf.node_view(i).text("backend") == Some("acp") {
+            let msg = format!("prompt node `{}` is API-only: backend=acp is for agent nodes", wf.node(i).id);
+            out.push(error("prompt_backend_api", msg).node(wf, i));
+        }
+    }
+}
+
+fn manager_child_workflow(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::ManagerLoop) {
+        let v = wf.node_view(i);
+        if v.nonempty("stack.child_workflow").is_none() && v.nonempty("stack.child_dot_source").is_none() {
+            let msg = format!(
+                "manager loop node `{}` needs a child workflow: set stack.child_workflow or stack.child_dot_source",
+                wf.node(i).id
+            );
+            out.push(error("manager_child_workflow", msg).node(wf, i));
+        }
+    }
+}
+
+fn reachability(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let Some(start) = wf.start else { return };
+    let mut seen = vec![false; wf.graph.nodes.len()];
+    let mut queue = VecDeque::from([start]);
+    while let Some(i) = queue.pop_front() {
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        for &e in &wf.out_edges[i] {
+            if let Some(t) = wf.node_index(&wf.edge(e).to) {
+                queue.push_back(t);
+            }
+        }
+    }
+    for (i, reached) in seen.iter().enumerate() {
+        if !reached {
+            let msg = format!("node `{}` cannot be reached from the start node", wf.node(i).id);
+            out.push(warning("reachability", msg).node(wf, i));
+        }
+    }
+}
+
+fn model_known(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        if let Some(model) = wf.node_view(i).nonempty("model") {
+            if crate::llm::catalog::lookup(model).is_none() {
+                let msg = format!("node `{}`: model `{model}` is not in the model catalog", wf.node(i).id);
+                out.push(warning("model_known", msg).node(wf, i));
+            }
+        }
+    }
+}
+
+fn legacy_outcome_names(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for (i, c) in wf.conditions.iter().enumerate() {
+        let Some(Ok(c)) = c else { continue };
+        for name in c.legacy_outcome_names() {
+            let new = match name.as_str() {
+                "success" => "succeeded",
+                "fail" => "failed",
+                _ => "partially_succeeded",
+            };
+            let msg = format!("outcome `{name}` is a legacy name: write `{new}`");
+            out.push(warning("legacy_outcome_names", msg).edge(wf, i));
+        }
+    }
+}
+
+fn thread_id_requires_full(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let default_full = wf.graph_view().text("default_fidelity") == Some("full");
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        let full = v.text("fidelity").map_or(default_full, |f| f == "full");
+        if v.nonempty("thread_id").is_some() && !full {
+            let msg = format!(
+                "node `{}` sets thread_id, which has no effect without fidelity=\"full\"",
+                wf.node(i).id
+            );
+            out.push(warning("thread_id_requires_full", msg).node(wf, i));
+        }
+    }
+    if wf.graph_view().nonempty("default_thread").is_some() && !default_full {
+        let msg = "default_thread has no effect without default_fidelity=\"full\"".to_string();
+        out.push(warning("thread_id_requires_full", msg).at(wf.graph.attr_pos("default_thread")));
+    }
+}
+
+fn rankdir_valid(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    if let Some(r) = wf.graph_view().text("rankdir") {
+        if !["LR", "TB", "BT", "RL"].contains(&r) {
+            let msg = format!("rankdir `{r}` should be one of LR, TB, BT, RL");
+            out.push(warning("rankdir_valid", msg).at(wf.graph.attr_pos("rankdir")));
+        }
+    }
+}
+
+fn goal_gate_has_retry(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let graph_target = ["retry_target", "fallback_retry_target"]
+        .iter()
+        .any(|k| wf.graph_view().nonempty(k).is_some());
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        if !v.flag("goal_gate") || graph_target {
+            continue;
+        }
+        if v.nonempty("retry_target").is_none() && v.nonempty("fallback_retry_target").is_none() {
+            let msg = format!(
+                "goal gate `{}` has no retry target: if it is unsatisfied at the exit the run fails",
+                wf.node(i).id
+            );
+            out.push(warning("goal_gate_has_retry", msg).node(wf, i));
+        }
+    }
+}
+
+/// Variables a prompt or script may use: `$goal`, `$context.<key>`, `$inputs.<key>`, also
+/// inside `${...}`. Anything else that looks like a variable is probably a typo.
+fn prompt_variables(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        for key in ["prompt"] {
+            let Some(text) = wf.node_view(i).text(key) else { continue };
+            for var in unknown_variables(text) {
+                let msg = format!("node `{}`: unknown variable `${var}` in {key} is left as written", wf.node(i).id);
+                out.push(warning("prompt_variables", msg).node(wf, i));
+            }
+        }
+    }
+}
+
+/// Variable names after `$` (or inside `${}`) that are not goal/context/inputs references.
+/// Shell-looking names (all caps, digits, `$?`) are not variables of ours and are skipped.
+pub fn unknown_variables(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'$' {
+            i += 1;
+            continue;
+        }
+        let braced = b.get(i + 1) == Some(&b'{');
+        let start = if braced { i + 2 } else { i + 1 };
+        let end = text[start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .map_or(text.len(), |n| start + n);
+        let name = text[start..end].trim_end_matches('.');
+        i = end.max(i + 1);
+        let first_lower = name.starts_with(|c: char| c.is_ascii_lowercase());
+        if !first_lower {
+            continue;
+        }
+        let known = name == "goal"
+            || name.strip_prefix("context.").is_some_and(|k| !k.is_empty())
+            || name.strip_prefix("inputs.").is_some_and(|k| !k.is_empty());
+        if !known && !found.iter().any(|f| f == name) {
+            found.push(name.to_string());
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests;

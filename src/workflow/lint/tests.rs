@@ -1,0 +1,283 @@
+use super::*;
+use crate::workflow::{load, NoFiles};
+use std::collections::HashMap;
+
+struct Files(HashMap<&'static str, &'static str>);
+
+impl FileSource for Files {
+    fn read(&self, rel: &str) -> Option<String> {
+        self.0.get(rel).map(|s| s.to_string())
+    }
+}
+
+fn diags_with(src: &str, files: &dyn FileSource) -> Vec<Diagnostic> {
+    match load(src, files) {
+        Ok(l) => l.diagnostics,
+        Err(e) => panic!("parse error: {e}\n{src}"),
+    }
+}
+
+fn diags(src: &str) -> Vec<Diagnostic> {
+    diags_with(src, &NoFiles)
+}
+
+/// Rules that fired, with their severity.
+fn fired(src: &str, rule: &str) -> Vec<Diagnostic> {
+    diags(src).into_iter().filter(|d| d.rule == rule).collect()
+}
+
+fn flow(body: &str) -> String {
+    format!("digraph T {{\n start [shape=Mdiamond]\n exit [shape=Msquare]\n {body}\n}}")
+}
+
+fn assert_clean(src: &str) {
+    let d = diags(src);
+    assert!(d.iter().all(|d| d.severity != Severity::Error), "{d:#?}");
+}
+
+#[test]
+fn minimal_workflow_is_clean() {
+    let d = diags(&flow("start -> a -> exit\n a [prompt=\"do it\"]"));
+    assert!(d.is_empty(), "{d:#?}");
+}
+
+#[test]
+fn start_node_rule() {
+    assert!(fired(&flow("start -> exit"), "start_node").is_empty());
+    let d = fired("digraph T { a -> exit [label=x] exit [shape=Msquare] }", "start_node");
+    assert_eq!(d.len(), 1);
+    assert!(d[0].message.contains("Mdiamond") && d[0].message.contains("found none"));
+    let d = fired(&flow("start -> exit\n s2 [shape=Mdiamond] s2 -> exit"), "start_node");
+    assert!(d[0].message.contains("found 2"), "{}", d[0].message);
+    // Reserved ids count as start/exit even without a shape.
+    assert!(fired("digraph T { start -> a -> end }", "start_node").is_empty());
+    assert!(fired("digraph T { start -> a -> end }", "terminal_node").is_empty());
+}
+
+#[test]
+fn terminal_node_rule() {
+    let d = fired("digraph T { start -> a }", "terminal_node");
+    assert!(d[0].message.contains("Msquare"));
+    let d = fired(&flow("start -> exit\n start -> e2\n e2 [shape=Msquare]"), "terminal_node");
+    assert!(d[0].message.contains("found 2"));
+    assert_eq!(d[0].severity, Severity::Error);
+}
+
+#[test]
+fn start_no_incoming_rule() {
+    assert!(fired(&flow("start -> exit"), "start_no_incoming").is_empty());
+    let d = fired(&flow("start -> a -> exit\n a -> start [condition=\"outcome=failed\"]"), "start_no_incoming");
+    assert_eq!(d[0].node_id.as_deref(), Some("start"));
+}
+
+#[test]
+fn exit_no_outgoing_rule() {
+    assert!(fired(&flow("start -> exit"), "exit_no_outgoing").is_empty());
+    assert_eq!(fired(&flow("start -> exit -> a -> exit"), "exit_no_outgoing").len(), 1);
+}
+
+#[test]
+fn dead_end_rule() {
+    let d = fired(&flow("start -> a -> exit\n start -> b"), "dead_end");
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].node_id.as_deref(), Some("b"));
+    assert!(d[0].line.is_some());
+    // A parallel branch may end without edges.
+    assert!(fired(
+        &flow("start -> fork -> a\n fork -> b\n fork -> join -> exit\n fork [shape=component]\n join [shape=tripleoctagon]"),
+        "dead_end"
+    )
+    .is_empty());
+}
+
+#[test]
+fn all_conditional_out_edges_are_allowed() {
+    assert_clean(&flow(
+        "start -> check\n check [shape=diamond]\n check -> exit [condition=\"outcome=succeeded\"]\n check -> fix [condition=\"outcome!=succeeded\"]\n fix -> check",
+    ));
+}
+
+#[test]
+fn type_known_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [type=\"codergen\"]"), "type_known").is_empty());
+    assert!(fired(&flow("start -> a -> exit\n a [type=\"wait.human\"]"), "type_known").is_empty());
+    let d = fired(&flow("start -> a -> exit\n a [type=\"subgraph\"]"), "type_known");
+    assert!(d[0].message.contains("unknown type `subgraph`"));
+}
+
+#[test]
+fn attribute_type_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [max_retries=\"3\", goal_gate=\"true\", timeout=\"900s\"]"), "attribute_type").is_empty());
+    let d = fired(&flow("start -> a -> exit\n a [max_retries=lots]"), "attribute_type");
+    assert!(d[0].message.contains("`max_retries` has value `lots`, expected an integer"), "{}", d[0].message);
+    let d = fired(&flow("start -> a -> exit [weight=heavy]"), "attribute_type");
+    assert_eq!(d.len(), 1);
+    assert!(d[0].edge.is_some());
+    let d = fired(&flow("start -> exit\n graph [stall_timeout=300]"), "attribute_type");
+    assert_eq!(d.len(), 1);
+    assert!(fired(&flow("start -> exit\n graph [stall_timeout=0]"), "attribute_type").is_empty());
+    let d = fired(&flow("start -> a -> exit\n a [fidelity=\"summary\"]"), "attribute_type");
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn condition_syntax_rule() {
+    assert!(fired(&flow("start -> exit [condition=\"outcome=succeeded\"]\n start -> exit"), "condition_syntax").is_empty());
+    let d = fired(&flow("start -> exit [condition=\"(outcome=succeeded)\"]\n start -> exit"), "condition_syntax");
+    assert_eq!(d.len(), 1);
+    let d = fired(&flow("start -> exit [condition=\"context.x matches \\\"[\\\"\"]\n start -> exit"), "condition_syntax");
+    assert_eq!(d.len(), 1, "bad regex is a condition error");
+    let d = fired(&flow("start -> exit [condition=\"context.x !contains y\"]\n start -> exit"), "condition_syntax");
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn stylesheet_syntax_rule() {
+    assert!(fired(&flow("start -> exit\n graph [model_stylesheet=\"* { model: sonnet; }\"]"), "stylesheet_syntax").is_empty());
+    assert_eq!(fired(&flow("start -> exit\n graph [model_stylesheet=\"* { model sonnet }\"]"), "stylesheet_syntax").len(), 1);
+}
+
+#[test]
+fn random_selection_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a -> exit\n a [selection=random]"), "random_selection_no_conditions").is_empty());
+    let d = fired(&flow("start -> a -> exit\n a -> exit [condition=\"outcome=failed\"]\n a [selection=random]"), "random_selection_no_conditions");
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn wait_duration_rule() {
+    assert!(fired(&flow("start -> w -> exit\n w [shape=insulator, duration=5s]"), "wait_duration").is_empty());
+    assert_eq!(fired(&flow("start -> w -> exit\n w [shape=insulator]"), "wait_duration").len(), 1);
+    assert_eq!(fired(&flow("start -> w -> exit\n w [shape=insulator, duration=5]"), "wait_duration").len(), 1);
+}
+
+#[test]
+fn freeform_edge_count_rule() {
+    assert!(fired(&flow("start -> h -> exit [freeform=true]\n h [shape=hexagon]"), "freeform_edge_count").is_empty());
+    let d = fired(&flow("start -> h -> exit [freeform=true]\n h -> exit [freeform=true]\n h [shape=hexagon]"), "freeform_edge_count");
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn retry_target_exists_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [retry_target=a]"), "retry_target_exists").is_empty());
+    assert_eq!(fired(&flow("start -> a -> exit\n a [retry_target=nope]"), "retry_target_exists").len(), 1);
+    assert_eq!(fired(&flow("start -> exit\n graph [fallback_retry_target=nope]"), "retry_target_exists").len(), 1);
+}
+
+#[test]
+fn unresolved_file_ref_rule() {
+    let src = flow("start -> a -> exit\n a [prompt=\"@prompts/a.md\"]");
+    let files = Files(HashMap::from([("prompts/a.md", "Do the thing")]));
+    let loaded = load(&src, &files).unwrap();
+    assert!(loaded.diagnostics.iter().all(|d| d.rule != "unresolved_file_ref"));
+    let i = loaded.workflow.node_index("a").unwrap();
+    assert_eq!(loaded.workflow.node_view(i).text("prompt"), Some("Do the thing"));
+    let d = fired(&src, "unresolved_file_ref");
+    assert_eq!(d.len(), 1);
+    assert!(d[0].message.contains("prompts/a.md"));
+    let d = fired(&flow("start -> m -> exit\n m [shape=house, stack.child_workflow=\"child.dot\"]"), "unresolved_file_ref");
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn output_schema_valid_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [output_schema=routing]"), "output_schema_valid").is_empty());
+    assert!(fired(&flow("start -> a -> exit\n a [shape=parallelogram, script=\"echo\", output_schema=\"{\\\"type\\\": \\\"object\\\"}\"]"), "output_schema_valid").is_empty());
+    assert_eq!(fired(&flow("start -> a -> exit\n a [output_schema=\"{not json\"]"), "output_schema_valid").len(), 1);
+    assert_eq!(fired(&flow("start -> a -> exit\n a [output_schema=\"{\\\"type\\\": 12}\"]"), "output_schema_valid").len(), 1);
+    assert_eq!(fired(&flow("start -> a -> exit\n a [shape=hexagon, output_schema=routing]"), "output_schema_valid").len(), 1);
+}
+
+#[test]
+fn acp_rules() {
+    assert!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.command=\"agent\"]"), "acp_output_schema").is_empty());
+    assert_eq!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.command=\"agent\", output_schema=routing]"), "acp_output_schema").len(), 1);
+    assert!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.config=\"c.json\"]"), "acp_command_or_config").is_empty());
+    assert_eq!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.command=\"x\", acp.config=\"c.json\"]"), "acp_command_or_config").len(), 1);
+    assert!(fired(&flow("start -> a -> exit\n a [shape=tab]"), "prompt_backend_api").is_empty());
+    assert_eq!(fired(&flow("start -> a -> exit\n a [shape=tab, backend=acp]"), "prompt_backend_api").len(), 1);
+}
+
+#[test]
+fn manager_child_workflow_rule() {
+    assert!(fired(&flow("start -> m -> exit\n m [shape=house, stack.child_dot_source=\"digraph C { start -> exit }\"]"), "manager_child_workflow").is_empty());
+    assert_eq!(fired(&flow("start -> m -> exit\n m [shape=house]"), "manager_child_workflow").len(), 1);
+}
+
+#[test]
+fn reachability_is_a_warning() {
+    assert!(fired(&flow("start -> exit"), "reachability").is_empty());
+    let d = fired(&flow("start -> exit\n orphan -> exit"), "reachability");
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Warning);
+}
+
+#[test]
+fn model_known_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [model=sonnet]"), "model_known").is_empty());
+    let d = fired(&flow("start -> a -> exit\n a [model=\"gpt-9000\"]"), "model_known");
+    assert_eq!(d[0].severity, Severity::Warning);
+}
+
+#[test]
+fn legacy_outcome_names_rule() {
+    assert!(fired(&flow("start -> exit [condition=\"outcome=succeeded\"]\n start -> exit"), "legacy_outcome_names").is_empty());
+    let d = fired(&flow("start -> exit [condition=\"outcome=success\"]\n start -> exit"), "legacy_outcome_names");
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(d[0].message.contains("`succeeded`"));
+}
+
+#[test]
+fn thread_id_requires_full_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [thread_id=t, fidelity=full]"), "thread_id_requires_full").is_empty());
+    assert_eq!(fired(&flow("start -> a -> exit\n a [thread_id=t]"), "thread_id_requires_full").len(), 1);
+}
+
+#[test]
+fn rankdir_rule() {
+    assert!(fired(&flow("start -> exit\n rankdir=LR"), "rankdir_valid").is_empty());
+    assert_eq!(fired(&flow("start -> exit\n rankdir=XY"), "rankdir_valid").len(), 1);
+}
+
+#[test]
+fn goal_gate_has_retry_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [goal_gate=true, retry_target=a]"), "goal_gate_has_retry").is_empty());
+    assert!(fired(&flow("start -> a -> exit\n a [goal_gate=true]\n graph [retry_target=a]"), "goal_gate_has_retry").is_empty());
+    assert_eq!(fired(&flow("start -> a -> exit\n a [goal_gate=true]"), "goal_gate_has_retry").len(), 1);
+}
+
+#[test]
+fn prompt_variables_rule() {
+    assert!(fired(&flow("start -> a -> exit\n a [prompt=\"Goal: $goal, ${context.x} $inputs.y costs $5 $HOME\"]"), "prompt_variables").is_empty());
+    let d = fired(&flow("start -> a -> exit\n a [prompt=\"Use $golas\"]"), "prompt_variables");
+    assert_eq!(d.len(), 1);
+    assert!(d[0].message.contains("$golas"));
+}
+
+#[test]
+fn stylesheet_fills_missing_and_beats_defaults_only() {
+    let src = flow(
+        "graph [model_stylesheet=\"* { model: sonnet; provider: anthropic } .fast { model: haiku } #b { model: opus }\"]\n node [model=\"gpt-5.2\"]\n start -> a -> b -> c -> exit\n a [class=fast]\n c [model=\"gpt-5.4\"]",
+    );
+    let w = load(&src, &NoFiles).unwrap().workflow;
+    let model = |id: &str| w.node_view(w.node_index(id).unwrap()).text("model").map(str::to_string);
+    assert_eq!(model("a").as_deref(), Some("haiku"));
+    assert_eq!(model("b").as_deref(), Some("opus"));
+    assert_eq!(model("c").as_deref(), Some("gpt-5.4"), "explicit attribute wins");
+    let prov = w.node_view(w.node_index("c").unwrap()).text("provider").map(str::to_string);
+    assert_eq!(prov.as_deref(), Some("anthropic"));
+}
+
+#[test]
+fn handler_resolution() {
+    let w = load(&flow("start -> a -> b -> c -> exit\n a [shape=tab]\n b [shape=box, type=command]\n c [shape=weird]"), &NoFiles).unwrap().workflow;
+    let h = |id: &str| w.handler(w.node_index(id).unwrap());
+    assert_eq!(h("a"), Some(HandlerKind::Prompt));
+    assert_eq!(h("b"), Some(HandlerKind::Command));
+    assert_eq!(h("c"), Some(HandlerKind::Agent));
+    assert_eq!(h("start"), Some(HandlerKind::Start));
+    let w = load("digraph T { Start -> x -> End }", &NoFiles).unwrap().workflow;
+    assert_eq!(w.handler(w.node_index("Start").unwrap()), Some(HandlerKind::Start));
+    assert_eq!(w.handler(w.node_index("End").unwrap()), Some(HandlerKind::Exit));
+}
