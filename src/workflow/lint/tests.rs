@@ -111,7 +111,7 @@ fn attribute_type_rule() {
     let d = fired(&flow("start -> a -> exit\n a [max_retries=lots]"), "attribute_type");
     assert!(d[0].message.contains("`max_retries` has value `lots`, expected an integer"), "{}", d[0].message);
     let d = fired(&flow("start -> a -> exit [weight=heavy]"), "attribute_type");
-    assert_eq!(d.len(), 1);
+    assert_eq!(d.len(), 2, "both edges of the chain carry the bad weight");
     assert!(d[0].edge.is_some());
     let d = fired(&flow("start -> exit\n graph [stall_timeout=300]"), "attribute_type");
     assert_eq!(d.len(), 1);
