@@ -7,5 +7,6 @@
 
 pub mod cli;
 pub mod dot;
+pub mod engine;
 pub mod llm;
 pub mod workflow;

@@ -1,0 +1,5 @@
+//! The engine: walks a validated [`crate::workflow::Workflow`], runs each stage's handler,
+//! picks the next edge, and records events and checkpoints through the run store.
+//! Must not parse DOT or know about HTTP.
+
+pub mod cancel;
