@@ -1,5 +1,44 @@
-//! Command-line interface: argument parsing and output formatting only.
+//! Command-line interface: argument parsing and output formatting only. Every command is a
+//! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
+
+mod validate;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(name = "svc", version, about = "Run AI workflows written as DOT graphs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check workflow files and report diagnostics (exit 1 when any file has an error).
+    Validate(validate::ValidateArgs),
+    /// Print a workflow after defaults, subgraph classes and the stylesheet, as JSON.
+    Parse(validate::ParseArgs),
+}
+
+/// Output formats shared by commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
 
 pub fn main() -> i32 {
-    0
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Validate(a) => validate::validate(a),
+        Command::Parse(a) => validate::parse(a),
+    }
 }

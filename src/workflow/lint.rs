@@ -188,10 +188,17 @@ fn branch_nodes(wf: &Workflow) -> Vec<bool> {
     inside
 }
 
+/// A reachable non-exit node with no way out would fail every run that gets there
+/// ("no route"). Unreachable nodes are only warned about (reachability), so an orphan with
+/// no edges is not also a dead end.
 fn dead_end(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     let mut in_branch: Option<Vec<bool>> = None;
+    let mut reachable: Option<Vec<bool>> = None;
     for i in 0..wf.graph.nodes.len() {
         if !wf.out_edges[i].is_empty() || wf.handler(i) == Some(HandlerKind::Exit) {
+            continue;
+        }
+        if wf.start.is_some() && !reachable.get_or_insert_with(|| reachable_from_start(wf))[i] {
             continue;
         }
         let branches = in_branch.get_or_insert_with(|| branch_nodes(wf));
@@ -418,9 +425,10 @@ fn manager_child_workflow(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagn
     }
 }
 
-fn reachability(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
-    let Some(start) = wf.start else { return };
+/// Nodes reachable from the start node (all false when there is no single start).
+fn reachable_from_start(wf: &Workflow) -> Vec<bool> {
     let mut seen = vec![false; wf.graph.nodes.len()];
+    let Some(start) = wf.start else { return seen };
     let mut queue = VecDeque::from([start]);
     while let Some(i) = queue.pop_front() {
         if std::mem::replace(&mut seen[i], true) {
@@ -432,6 +440,14 @@ fn reachability(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+    seen
+}
+
+fn reachability(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    if wf.start.is_none() {
+        return;
+    }
+    let seen = reachable_from_start(wf);
     for (i, reached) in seen.iter().enumerate() {
         if !reached {
             let msg = format!("node `{}` cannot be reached from the start node", wf.node(i).id);
