@@ -6,7 +6,11 @@ mod validate;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "svc", version, about = "Run AI workflows written as DOT graphs")]
+#[command(
+    name = "svc",
+    version,
+    about = "Run AI workflows written as DOT graphs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -3,7 +3,7 @@
 use super::Format;
 use crate::dot::ParseError;
 use crate::workflow::attrs::{self, Scope};
-use crate::workflow::{self, DirFiles, Diagnostic, Loaded, Severity};
+use crate::workflow::{self, Diagnostic, DirFiles, Loaded, Severity};
 use serde_json::{json, Map, Value as J};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -133,7 +133,12 @@ impl<'a> Builder<'a> {
         Err(super::error::trailing_error(self.src, &self.lines, end))
     }
 
-    fn statement(&mut self, p: Pair<Rule>, base: usize, scope: &mut Scope) -> Result<(), ParseError> {
+    fn statement(
+        &mut self,
+        p: Pair<Rule>,
+        base: usize,
+        scope: &mut Scope,
+    ) -> Result<(), ParseError> {
         match p.as_rule() {
             Rule::attr_stmt => self.attr_stmt(p, base, scope),
             Rule::kv_stmt => {
@@ -161,7 +166,10 @@ impl<'a> Builder<'a> {
     fn attr_stmt(&mut self, p: Pair<Rule>, base: usize, scope: &mut Scope) {
         let at = self.pos(base, &p);
         let mut inner = p.into_inner();
-        let target = inner.next().map(|t| t.as_str().to_string()).unwrap_or_default();
+        let target = inner
+            .next()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default();
         let attrs = inner.next().map(attr_list).unwrap_or_default();
         match target.as_str() {
             "node" => scope.node_defaults.merge(&attrs),
@@ -177,7 +185,10 @@ impl<'a> Builder<'a> {
     /// Keywords cannot be node ids (as in Graphviz), so a printed graph reads back the same.
     fn check_id(&self, id: &Pair<Rule>, base: usize) -> Result<(), ParseError> {
         let text = id.as_str();
-        if matches!(text, "node" | "edge" | "graph" | "digraph" | "subgraph" | "strict") {
+        if matches!(
+            text,
+            "node" | "edge" | "graph" | "digraph" | "subgraph" | "strict"
+        ) {
             let offset = base + id.as_span().start();
             return Err(ParseError::new(
                 self.lines.pos(self.src, offset),
@@ -250,7 +261,11 @@ impl<'a> Builder<'a> {
                     id: id.to_string(),
                     attrs: scope.node_defaults.clone(),
                     pos: at,
-                    defaulted: scope.node_defaults.iter().map(|(k, _)| k.to_string()).collect(),
+                    defaulted: scope
+                        .node_defaults
+                        .iter()
+                        .map(|(k, _)| k.to_string())
+                        .collect(),
                 });
                 self.index.insert(id.to_string(), i);
                 i
@@ -336,8 +351,14 @@ fn attr_list(p: Pair<Rule>) -> Attrs {
 
 fn key_value(p: Pair<Rule>) -> (String, Value) {
     let mut inner = p.into_inner();
-    let key = inner.next().map(|k| k.as_str().to_string()).unwrap_or_default();
-    let value = inner.next().map(value_of).unwrap_or(Value::Str(String::new()));
+    let key = inner
+        .next()
+        .map(|k| k.as_str().to_string())
+        .unwrap_or_default();
+    let value = inner
+        .next()
+        .map(value_of)
+        .unwrap_or(Value::Str(String::new()));
     (key, value)
 }
 
@@ -351,7 +372,10 @@ fn value_of(p: Pair<Rule>) -> Value {
     match p.as_rule() {
         Rule::string => Value::Str(string_value(p)),
         Rule::duration => Value::Duration(text.to_string()),
-        Rule::float => text.parse().map(Value::Float).unwrap_or_else(|_| Value::Bare(text.into())),
+        Rule::float => text
+            .parse()
+            .map(Value::Float)
+            .unwrap_or_else(|_| Value::Bare(text.into())),
         Rule::integer => text
             .trim_start_matches('+')
             .parse()

@@ -52,7 +52,12 @@ impl LineIndex {
     pub(crate) fn new(src: &str) -> Self {
         let mut starts = Vec::with_capacity(src.len() / 40 + 1);
         starts.push(0);
-        starts.extend(src.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i + 1));
+        starts.extend(
+            src.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
         LineIndex { starts }
     }
 
@@ -60,7 +65,9 @@ impl LineIndex {
         let offset = offset.min(src.len());
         let line = self.starts.partition_point(|&s| s <= offset);
         let start = self.starts[line.saturating_sub(1)];
-        let col = src.get(start..offset).map_or(offset - start, |s| s.chars().count());
+        let col = src
+            .get(start..offset)
+            .map_or(offset - start, |s| s.chars().count());
         Pos {
             line: line as u32,
             col: col as u32 + 1,
@@ -149,7 +156,9 @@ fn found_at(src: &str, at: usize) -> String {
     match rest.chars().next() {
         None => "the end of the file".to_string(),
         Some(c) if c.is_ascii_alphanumeric() || c == '_' => {
-            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
             format!("`{}`", &rest[..end])
         }
         Some(c) => format!("`{c}`"),
@@ -202,15 +211,24 @@ pub(crate) fn describe_failure(
     } else if rest.starts_with('<') {
         "HTML-like values (`<...>`) are not supported: use a quoted string".to_string()
     } else if rest.starts_with(':') && !prev.is_empty() && prev != "=" {
-        format!("`:` cannot appear in an unquoted value: write \"{prev}{}\" in quotes", rest_word(rest))
+        format!(
+            "`:` cannot appear in an unquoted value: write \"{prev}{}\" in quotes",
+            rest_word(rest)
+        )
     } else if at == stmt_start && rest.starts_with('"') {
         "node ids must be identifiers (letters, digits and underscores, not starting with a digit); quoted ids are not supported".to_string()
     } else if at == stmt_start && rest.starts_with(|c: char| c.is_ascii_digit()) {
-        format!("node ids must start with a letter or underscore, found {}", found_at(src, at))
+        format!(
+            "node ids must start with a letter or underscore, found {}",
+            found_at(src, at)
+        )
     } else if at == stmt_start {
         match prev_stmt {
             Some((Rule::node_stmt, id, _)) if !prev.is_empty() && prev == id => {
-                format!("expected `->` or `[` after node id `{id}`, found {}", found_at(src, at))
+                format!(
+                    "expected `->` or `[` after node id `{id}`, found {}",
+                    found_at(src, at)
+                )
             }
             _ => format!("expected a statement or `}}`, found {}", found_at(src, at)),
         }
@@ -248,7 +266,10 @@ fn strict_reparse(
     };
     let prev = previous_token(src, deep_at);
     let msg = if src[deep_at..].starts_with(':') {
-        format!("`:` cannot appear in an unquoted value: write \"{prev}{}\" in quotes", rest_word(&src[deep_at..]))
+        format!(
+            "`:` cannot appear in an unquoted value: write \"{prev}{}\" in quotes",
+            rest_word(&src[deep_at..])
+        )
     } else if src[deep_at..].starts_with('<') {
         "HTML-like values (`<...>`) are not supported: use a quoted string".to_string()
     } else {
@@ -269,7 +290,12 @@ fn expected_message(positives: &[Rule], prev: &str, src: &str, at: usize) -> Str
     let is_value = |r: &Rule| {
         matches!(
             r,
-            Rule::string | Rule::duration | Rule::float | Rule::integer | Rule::boolean | Rule::bare
+            Rule::string
+                | Rule::duration
+                | Rule::float
+                | Rule::integer
+                | Rule::boolean
+                | Rule::bare
         )
     };
     let mut wants: Vec<&str> = Vec::new();
@@ -283,7 +309,9 @@ fn expected_message(positives: &[Rule], prev: &str, src: &str, at: usize) -> Str
             _ if is_value(r) => push("a value"),
             Rule::ident | Rule::node_id if prev == "->" => push("a node id"),
             Rule::node_id => push("a node id"),
-            Rule::ident | Rule::key if prev == "[" || prev == "," || prev == ";" => push("an attribute name"),
+            Rule::ident | Rule::key if prev == "[" || prev == "," || prev == ";" => {
+                push("an attribute name")
+            }
             Rule::ident => push("an identifier"),
             Rule::key => push("an attribute name"),
             Rule::edge_op => push("`->`"),
@@ -307,7 +335,11 @@ fn expected_message(positives: &[Rule], prev: &str, src: &str, at: usize) -> Str
     }
     let list = match wants.len() {
         1 => wants[0].to_string(),
-        _ => format!("{} or {}", wants[..wants.len() - 1].join(", "), wants[wants.len() - 1]),
+        _ => format!(
+            "{} or {}",
+            wants[..wants.len() - 1].join(", "),
+            wants[wants.len() - 1]
+        ),
     };
     if prev.is_empty() {
         format!("expected {list}, found {found}")
@@ -329,7 +361,12 @@ fn is_attr_name(src: &str, at: usize) -> bool {
 pub(crate) fn header_error(src: &str, lines: &LineIndex) -> ParseError {
     if let Some(Unclosed::Comment(s)) = find_unclosed(src, 0) {
         let p = lines.pos(src, s);
-        return ParseError::new(p, format!("unterminated block comment starting at {p}"), src, s);
+        return ParseError::new(
+            p,
+            format!("unterminated block comment starting at {p}"),
+            src,
+            s,
+        );
     }
     let at = skip_space_and_comments(src, 0);
     let rest = &src[at..];
@@ -356,14 +393,23 @@ pub(crate) fn header_error(src: &str, lines: &LineIndex) -> ParseError {
 pub(crate) fn trailing_error(src: &str, lines: &LineIndex, end: usize) -> ParseError {
     if let Some(Unclosed::Comment(s)) = find_unclosed(src, end) {
         let p = lines.pos(src, s);
-        return ParseError::new(p, format!("unterminated block comment starting at {p}"), src, s);
+        return ParseError::new(
+            p,
+            format!("unterminated block comment starting at {p}"),
+            src,
+            s,
+        );
     }
     let at = skip_space_and_comments(src, end);
     let word = rest_word(&src[at..]);
     let msg = if matches!(word, "digraph" | "graph" | "strict") {
-        "only one graph per file is supported: found a second graph after the closing `}`".to_string()
+        "only one graph per file is supported: found a second graph after the closing `}`"
+            .to_string()
     } else {
-        format!("unexpected {} after the closing `}}` of the graph", found_at(src, at))
+        format!(
+            "unexpected {} after the closing `}}` of the graph",
+            found_at(src, at)
+        )
     };
     ParseError::new(lines.pos(src, at), msg, src, at)
 }

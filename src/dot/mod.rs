@@ -144,7 +144,11 @@ impl Graph {
             && self.attrs == other.attrs
             && self.nodes.len() == other.nodes.len()
             && self.edges.len() == other.edges.len()
-            && self.nodes.iter().zip(&other.nodes).all(|(a, b)| a.id == b.id && a.attrs == b.attrs)
+            && self
+                .nodes
+                .iter()
+                .zip(&other.nodes)
+                .all(|(a, b)| a.id == b.id && a.attrs == b.attrs)
             && self
                 .edges
                 .iter()
@@ -153,7 +157,11 @@ impl Graph {
     }
 
     pub fn attr_pos(&self, key: &str) -> Option<Pos> {
-        self.attr_pos.iter().rev().find(|(k, _)| k == key).map(|(_, p)| *p)
+        self.attr_pos
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, p)| *p)
     }
 }
 

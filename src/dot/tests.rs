@@ -29,7 +29,9 @@ fn quoted_graph_name() {
 
 #[test]
 fn rejects_undirected_strict_and_nameless() {
-    assert!(err("graph G { a -- b }").message.contains("undirected graphs are not supported: use `digraph`"));
+    assert!(err("graph G { a -- b }")
+        .message
+        .contains("undirected graphs are not supported: use `digraph`"));
     assert!(err("strict digraph G { a }").message.contains("strict"));
     assert!(err("digraph { a }").message.contains("needs a name"));
     assert!(err("").message.contains("empty"));
@@ -37,7 +39,9 @@ fn rejects_undirected_strict_and_nameless() {
 
 #[test]
 fn rejects_second_graph_and_trailing_content() {
-    assert!(err("digraph A { a }\ndigraph B { b }").message.contains("only one graph"));
+    assert!(err("digraph A { a }\ndigraph B { b }")
+        .message
+        .contains("only one graph"));
     let e = err("digraph A { a } junk");
     assert!(e.message.contains("after the closing"), "{}", e.message);
     // Comments and whitespace after the graph are fine.
@@ -57,7 +61,10 @@ fn comments_removed_but_kept_in_strings() {
     let g = ok("digraph G {\n // line\n /* block\n over lines */ a [prompt=\"keep // this /* and */ that\"] # \n}"
         .replace(" # ", " ")
         .as_str());
-    assert_eq!(g.node("a").unwrap().attrs.text("prompt"), Some("keep // this /* and */ that"));
+    assert_eq!(
+        g.node("a").unwrap().attrs.text("prompt"),
+        Some("keep // this /* and */ that")
+    );
 }
 
 #[test]
@@ -66,13 +73,21 @@ fn unterminated_string_and_comment() {
     assert_eq!(e.message, "unterminated string starting at 2:12");
     assert_eq!(e.pos, Pos { line: 2, col: 12 });
     let e = err("digraph G {\n  a /* never closed\n}\n");
-    assert!(e.message.starts_with("unterminated block comment starting at 2:5"), "{}", e.message);
+    assert!(
+        e.message
+            .starts_with("unterminated block comment starting at 2:5"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
 fn escapes_in_strings() {
     let g = ok(r#"digraph G { a [label="say \"hi\"\\ now\nnext\tTab \x"] }"#);
-    assert_eq!(g.node("a").unwrap().attrs.text("label"), Some("say \"hi\"\\ now\nnext\tTab \\x"));
+    assert_eq!(
+        g.node("a").unwrap().attrs.text("label"),
+        Some("say \"hi\"\\ now\nnext\tTab \\x")
+    );
     let g = ok("digraph G { a [prompt=\"one \\\ntwo\"] }");
     assert_eq!(g.node("a").unwrap().attrs.text("prompt"), Some("one two"));
 }
@@ -101,7 +116,11 @@ fn value_types() {
 fn bad_values_are_errors() {
     assert!(parse("digraph G { a [t=1h30m] }").is_err());
     let e = err("digraph G { a [fidelity=summary:high] }");
-    assert!(e.message.contains("`:` cannot appear in an unquoted value"), "{}", e.message);
+    assert!(
+        e.message.contains("`:` cannot appear in an unquoted value"),
+        "{}",
+        e.message
+    );
     let e = err("digraph G { a [label=<b>x</b>] }");
     assert!(e.message.contains("HTML-like"), "{}", e.message);
 }
@@ -112,7 +131,10 @@ fn dotted_keys_everywhere() {
     assert_eq!(g.attrs.text("stack.child_workflow"), Some("c.dot"));
     assert_eq!(g.attrs.get("manager.max_cycles"), Some(&Value::Int(3)));
     assert_eq!(g.node("a").unwrap().attrs.text("acp.command"), Some("x"));
-    assert_eq!(g.node("a").unwrap().attrs.text("human.default_choice"), Some("b"));
+    assert_eq!(
+        g.node("a").unwrap().attrs.text("human.default_choice"),
+        Some("b")
+    );
     assert_eq!(g.edges[0].attrs.get("x.y"), Some(&Value::Int(1)));
 }
 
@@ -155,7 +177,11 @@ fn redeclaring_merges_later_wins() {
 fn edge_chains_expand_pairwise_sharing_attrs() {
     let g = ok("digraph G { a -> b -> c -> d [label=\"x\"] }");
     assert_eq!(g.edges.len(), 3);
-    let pairs: Vec<(&str, &str)> = g.edges.iter().map(|e| (e.from.as_str(), e.to.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = g
+        .edges
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
     assert_eq!(pairs, vec![("a", "b"), ("b", "c"), ("c", "d")]);
     assert!(g.edges.iter().all(|e| e.attrs.text("label") == Some("x")));
 }
@@ -188,7 +214,10 @@ fn class_from_label_rule() {
 #[test]
 fn missing_arrow_is_explained() {
     let e = err("digraph G {\n  a - b\n}");
-    assert_eq!(e.message, "expected `->` or `[` after node id `a`, found `-`");
+    assert_eq!(
+        e.message,
+        "expected `->` or `[` after node id `a`, found `-`"
+    );
     assert_eq!(e.pos, Pos { line: 2, col: 5 });
     let e = err("digraph G { a -- b }");
     assert!(e.message.contains("undirected edges"), "{}", e.message);
@@ -199,7 +228,11 @@ fn missing_arrow_is_explained() {
     let e = err("digraph G { a [label=] }");
     assert!(e.message.contains("a value"), "{}", e.message);
     let e = err("digraph G { \"quoted\" -> b }");
-    assert!(e.message.contains("quoted ids are not supported"), "{}", e.message);
+    assert!(
+        e.message.contains("quoted ids are not supported"),
+        "{}",
+        e.message
+    );
     let e = err("digraph G { a -> b ");
     assert!(e.message.contains("end of file"), "{}", e.message);
 }

@@ -36,34 +36,243 @@ macro_rules! m {
 }
 
 pub const MODELS: &[Model] = &[
-    m!("claude-opus-4-7", ["opus", "claude-opus"], "anthropic", 1_000_000, 128_000, p(5.0, 25.0, 0.5), false, true),
-    m!("claude-opus-4-6", [], "anthropic", 1_000_000, 128_000, p(5.0, 25.0, 0.5), false, true),
-    m!("claude-sonnet-4-6", ["sonnet", "claude-sonnet"], "anthropic", 200_000, 64_000, p(3.0, 15.0, 0.3), true, true),
-    m!("claude-sonnet-4-5", [], "anthropic", 200_000, 64_000, p(3.0, 15.0, 0.3), false, true),
-    m!("claude-haiku-4-5", ["haiku", "claude-haiku"], "anthropic", 200_000, 8_192, p(0.8, 4.0, 0.08), false, false),
-    m!("gpt-5.4", ["gpt54", "gpt-54"], "openai", 1_047_576, 128_000, p(2.5, 15.0, 0.25), true, true),
-    m!("gpt-5.5", ["gpt55", "gpt-55"], "openai", 1_050_000, 128_000, p(5.0, 30.0, 0.5), false, true),
-    m!("gpt-5.5-pro", ["gpt55-pro", "gpt-55-pro"], "openai", 1_050_000, 128_000, p(30.0, 180.0, 3.0), false, true),
-    m!("gpt-5.4-pro", ["gpt54-pro", "gpt-54-pro"], "openai", 1_047_576, 128_000, p(30.0, 180.0, 3.0), false, true),
-    m!("gpt-5.4-mini", ["gpt54-mini", "gpt-54-mini"], "openai", 400_000, 128_000, p(0.75, 4.5, 0.075), false, true),
-    m!("gpt-5.2", ["gpt5"], "openai", 1_047_576, 128_000, p(1.75, 14.0, 0.175), false, true),
-    m!("gpt-5.2-codex", [], "openai", 1_047_576, 128_000, p(1.75, 14.0, 0.175), false, true),
-    m!("gpt-5.3-codex", ["codex"], "openai", 1_047_576, 128_000, p(1.75, 14.0, 0.175), false, true),
-    m!("gpt-5.3-codex-spark", ["codex-spark"], "openai", 131_072, 128_000, None, false, true),
-    m!("gpt-5-mini", ["gpt5-mini"], "openai", 1_047_576, 128_000, p(0.25, 2.0, 0.025), false, true),
-    m!("gemini-3.1-pro-preview", ["gemini-pro"], "gemini", 1_048_576, 65_536, p(2.0, 12.0, 0.5), true, true),
-    m!("gemini-3.1-pro-preview-customtools", ["gemini-customtools"], "gemini", 1_048_576, 65_536, p(2.0, 12.0, 0.5), false, true),
-    m!("gemini-3-flash-preview", ["gemini-flash"], "gemini", 1_048_576, 65_536, p(0.5, 3.0, 0.125), false, true),
-    m!("gemini-3.1-flash-lite-preview", ["gemini-flash-lite"], "gemini", 1_048_576, 65_536, p(0.25, 1.5, 0.0625), false, true),
-    m!("kimi-k2.5", ["kimi"], "kimi", 262_144, 16_000, p(0.6, 3.0, 0.0), true, false),
-    m!("glm-4.7", ["glm", "glm4"], "zai", 202_752, 16_384, p(0.6, 2.2, 0.0), true, false),
-    m!("minimax-m2.5", ["minimax"], "minimax", 196_608, 16_384, p(0.3, 1.2, 0.0), true, false),
-    m!("mercury-2", ["mercury"], "inception", 131_072, 50_000, p(0.25, 0.75, 0.0), true, true),
+    m!(
+        "claude-opus-4-7",
+        ["opus", "claude-opus"],
+        "anthropic",
+        1_000_000,
+        128_000,
+        p(5.0, 25.0, 0.5),
+        false,
+        true
+    ),
+    m!(
+        "claude-opus-4-6",
+        [],
+        "anthropic",
+        1_000_000,
+        128_000,
+        p(5.0, 25.0, 0.5),
+        false,
+        true
+    ),
+    m!(
+        "claude-sonnet-4-6",
+        ["sonnet", "claude-sonnet"],
+        "anthropic",
+        200_000,
+        64_000,
+        p(3.0, 15.0, 0.3),
+        true,
+        true
+    ),
+    m!(
+        "claude-sonnet-4-5",
+        [],
+        "anthropic",
+        200_000,
+        64_000,
+        p(3.0, 15.0, 0.3),
+        false,
+        true
+    ),
+    m!(
+        "claude-haiku-4-5",
+        ["haiku", "claude-haiku"],
+        "anthropic",
+        200_000,
+        8_192,
+        p(0.8, 4.0, 0.08),
+        false,
+        false
+    ),
+    m!(
+        "gpt-5.4",
+        ["gpt54", "gpt-54"],
+        "openai",
+        1_047_576,
+        128_000,
+        p(2.5, 15.0, 0.25),
+        true,
+        true
+    ),
+    m!(
+        "gpt-5.5",
+        ["gpt55", "gpt-55"],
+        "openai",
+        1_050_000,
+        128_000,
+        p(5.0, 30.0, 0.5),
+        false,
+        true
+    ),
+    m!(
+        "gpt-5.5-pro",
+        ["gpt55-pro", "gpt-55-pro"],
+        "openai",
+        1_050_000,
+        128_000,
+        p(30.0, 180.0, 3.0),
+        false,
+        true
+    ),
+    m!(
+        "gpt-5.4-pro",
+        ["gpt54-pro", "gpt-54-pro"],
+        "openai",
+        1_047_576,
+        128_000,
+        p(30.0, 180.0, 3.0),
+        false,
+        true
+    ),
+    m!(
+        "gpt-5.4-mini",
+        ["gpt54-mini", "gpt-54-mini"],
+        "openai",
+        400_000,
+        128_000,
+        p(0.75, 4.5, 0.075),
+        false,
+        true
+    ),
+    m!(
+        "gpt-5.2",
+        ["gpt5"],
+        "openai",
+        1_047_576,
+        128_000,
+        p(1.75, 14.0, 0.175),
+        false,
+        true
+    ),
+    m!(
+        "gpt-5.2-codex",
+        [],
+        "openai",
+        1_047_576,
+        128_000,
+        p(1.75, 14.0, 0.175),
+        false,
+        true
+    ),
+    m!(
+        "gpt-5.3-codex",
+        ["codex"],
+        "openai",
+        1_047_576,
+        128_000,
+        p(1.75, 14.0, 0.175),
+        false,
+        true
+    ),
+    m!(
+        "gpt-5.3-codex-spark",
+        ["codex-spark"],
+        "openai",
+        131_072,
+        128_000,
+        None,
+        false,
+        true
+    ),
+    m!(
+        "gpt-5-mini",
+        ["gpt5-mini"],
+        "openai",
+        1_047_576,
+        128_000,
+        p(0.25, 2.0, 0.025),
+        false,
+        true
+    ),
+    m!(
+        "gemini-3.1-pro-preview",
+        ["gemini-pro"],
+        "gemini",
+        1_048_576,
+        65_536,
+        p(2.0, 12.0, 0.5),
+        true,
+        true
+    ),
+    m!(
+        "gemini-3.1-pro-preview-customtools",
+        ["gemini-customtools"],
+        "gemini",
+        1_048_576,
+        65_536,
+        p(2.0, 12.0, 0.5),
+        false,
+        true
+    ),
+    m!(
+        "gemini-3-flash-preview",
+        ["gemini-flash"],
+        "gemini",
+        1_048_576,
+        65_536,
+        p(0.5, 3.0, 0.125),
+        false,
+        true
+    ),
+    m!(
+        "gemini-3.1-flash-lite-preview",
+        ["gemini-flash-lite"],
+        "gemini",
+        1_048_576,
+        65_536,
+        p(0.25, 1.5, 0.0625),
+        false,
+        true
+    ),
+    m!(
+        "kimi-k2.5",
+        ["kimi"],
+        "kimi",
+        262_144,
+        16_000,
+        p(0.6, 3.0, 0.0),
+        true,
+        false
+    ),
+    m!(
+        "glm-4.7",
+        ["glm", "glm4"],
+        "zai",
+        202_752,
+        16_384,
+        p(0.6, 2.2, 0.0),
+        true,
+        false
+    ),
+    m!(
+        "minimax-m2.5",
+        ["minimax"],
+        "minimax",
+        196_608,
+        16_384,
+        p(0.3, 1.2, 0.0),
+        true,
+        false
+    ),
+    m!(
+        "mercury-2",
+        ["mercury"],
+        "inception",
+        131_072,
+        50_000,
+        p(0.25, 0.75, 0.0),
+        true,
+        true
+    ),
 ];
 
 /// Exact, case-sensitive lookup by id or alias.
 pub fn lookup(name: &str) -> Option<&'static Model> {
-    MODELS.iter().find(|m| m.id == name || m.aliases.contains(&name))
+    MODELS
+        .iter()
+        .find(|m| m.id == name || m.aliases.contains(&name))
 }
 
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-6";

@@ -283,7 +283,10 @@ mod tests {
     #[test]
     fn quoted_and_unquoted_forms_are_equal() {
         assert_eq!(conv(Value::Int(3), Int), conv(Value::Str("3".into()), Int));
-        assert_eq!(conv(Value::Bool(true), Bool), conv(Value::Str("true".into()), Bool));
+        assert_eq!(
+            conv(Value::Bool(true), Bool),
+            conv(Value::Str("true".into()), Bool)
+        );
         assert_eq!(
             conv(Value::Duration("900s".into()), Duration),
             conv(Value::Str("900s".into()), Duration)
@@ -293,7 +296,10 @@ mod tests {
     #[test]
     fn bad_values_name_attribute_value_and_type() {
         let e = convert("max_retries", &Value::Str("three".into()), Int).unwrap_err();
-        assert_eq!(e.to_string(), "attribute `max_retries` has value `three`, expected an integer");
+        assert_eq!(
+            e.to_string(),
+            "attribute `max_retries` has value `three`, expected an integer"
+        );
         assert!(conv(Value::Int(900), Duration).is_err());
         assert!(conv(Value::Bare("yes".into()), Bool).is_err());
         assert!(conv(Value::Str("summary".into()), Fidelity).is_err());
@@ -302,8 +308,15 @@ mod tests {
 
     #[test]
     fn stall_timeout_zero_forms() {
-        for v in [Value::Int(0), Value::Str("0".into()), Value::Duration("0s".into())] {
-            assert_eq!(conv(v, DurationOrZero), Ok(Typed::Duration(std::time::Duration::ZERO)));
+        for v in [
+            Value::Int(0),
+            Value::Str("0".into()),
+            Value::Duration("0s".into()),
+        ] {
+            assert_eq!(
+                conv(v, DurationOrZero),
+                Ok(Typed::Duration(std::time::Duration::ZERO))
+            );
         }
         assert!(conv(Value::Int(5), DurationOrZero).is_err());
     }

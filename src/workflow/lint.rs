@@ -82,7 +82,10 @@ pub const RULES: &[(&str, Rule)] = &[
     ("attribute_type", attribute_type),
     ("condition_syntax", condition_syntax),
     ("stylesheet_syntax", stylesheet_syntax),
-    ("random_selection_no_conditions", random_selection_no_conditions),
+    (
+        "random_selection_no_conditions",
+        random_selection_no_conditions,
+    ),
     ("wait_duration", wait_duration),
     ("freeform_edge_count", freeform_edge_count),
     ("retry_target_exists", retry_target_exists),
@@ -112,7 +115,9 @@ pub fn validate(wf: &Workflow, files: &dyn FileSource) -> Vec<Diagnostic> {
 fn count_msg(kind: &str, shape: &str, ids: &str, found: &[usize], wf: &Workflow) -> String {
     let names: Vec<&str> = found.iter().map(|&i| wf.node(i).id.as_str()).collect();
     if found.is_empty() {
-        format!("the workflow needs exactly one {kind} node (shape={shape} or id {ids}); found none")
+        format!(
+            "the workflow needs exactly one {kind} node (shape={shape} or id {ids}); found none"
+        )
     } else {
         format!(
             "the workflow needs exactly one {kind} node (shape={shape} or id {ids}); found {}: {}",
@@ -125,7 +130,10 @@ fn count_msg(kind: &str, shape: &str, ids: &str, found: &[usize], wf: &Workflow)
 fn start_node(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     let found = wf.nodes_of(HandlerKind::Start);
     if found.len() != 1 {
-        let d = error("start_node", count_msg("start", "Mdiamond", "`start`", &found, wf));
+        let d = error(
+            "start_node",
+            count_msg("start", "Mdiamond", "`start`", &found, wf),
+        );
         out.push(match found.get(1) {
             Some(&i) => d.node(wf, i),
             None => d,
@@ -136,7 +144,10 @@ fn start_node(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
 fn terminal_node(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     let found = wf.nodes_of(HandlerKind::Exit);
     if found.len() != 1 {
-        let d = error("terminal_node", count_msg("exit", "Msquare", "`exit` or `end`", &found, wf));
+        let d = error(
+            "terminal_node",
+            count_msg("exit", "Msquare", "`exit` or `end`", &found, wf),
+        );
         out.push(match found.get(1) {
             Some(&i) => d.node(wf, i),
             None => d,
@@ -147,7 +158,10 @@ fn terminal_node(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
 fn start_no_incoming(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in wf.nodes_of(HandlerKind::Start) {
         if wf.in_degree[i] > 0 {
-            let msg = format!("start node `{}` must not have incoming edges", wf.node(i).id);
+            let msg = format!(
+                "start node `{}` must not have incoming edges",
+                wf.node(i).id
+            );
             out.push(error("start_no_incoming", msg).node(wf, i));
         }
     }
@@ -264,7 +278,11 @@ fn condition_syntax(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>
     for i in 0..wf.graph.nodes.len() {
         if let Some(text) = wf.node_view(i).nonempty("manager.stop_condition") {
             if let Err(e) = super::condition::Condition::parse(text) {
-                let msg = format!("node `{}`: bad manager.stop_condition `{text}`: {}", wf.node(i).id, e.message);
+                let msg = format!(
+                    "node `{}`: bad manager.stop_condition `{text}`: {}",
+                    wf.node(i).id,
+                    e.message
+                );
                 out.push(error("condition_syntax", msg).node(wf, i));
             }
         }
@@ -274,7 +292,10 @@ fn condition_syntax(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>
 fn stylesheet_syntax(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     if let Some(e) = &wf.stylesheet_error {
         let pos = wf.graph.attr_pos("model_stylesheet");
-        let msg = format!("bad model_stylesheet: {} (at offset {})", e.message, e.offset);
+        let msg = format!(
+            "bad model_stylesheet: {} (at offset {})",
+            e.message, e.offset
+        );
         out.push(error("stylesheet_syntax", msg).at(pos));
     }
 }
@@ -308,9 +329,15 @@ fn wait_duration(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
 
 fn freeform_edge_count(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in wf.nodes_of(HandlerKind::Human) {
-        let n = wf.out_edges[i].iter().filter(|&&e| wf.edge_view(e).flag("freeform")).count();
+        let n = wf.out_edges[i]
+            .iter()
+            .filter(|&&e| wf.edge_view(e).flag("freeform"))
+            .count();
         if n > 1 {
-            let msg = format!("human node `{}` has {n} freeform edges; at most one is allowed", wf.node(i).id);
+            let msg = format!(
+                "human node `{}` has {n} freeform edges; at most one is allowed",
+                wf.node(i).id
+            );
             out.push(error("freeform_edge_count", msg).node(wf, i));
         }
     }
@@ -337,7 +364,10 @@ fn retry_target_exists(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnost
 
 fn unresolved_file_ref(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for (node, key, path) in &wf.unresolved {
-        let msg = format!("{key} refers to `{path}`, which cannot be read ({})", files.describe(path));
+        let msg = format!(
+            "{key} refers to `{path}`, which cannot be read ({})",
+            files.describe(path)
+        );
         let d = error("unresolved_file_ref", msg);
         out.push(match wf.node_index(node) {
             Some(i) => d.node(wf, i),
@@ -352,7 +382,10 @@ fn output_schema_valid(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diag
             continue;
         };
         let kind = wf.handler(i);
-        if !matches!(kind, Some(HandlerKind::Agent | HandlerKind::Prompt | HandlerKind::Command)) {
+        if !matches!(
+            kind,
+            Some(HandlerKind::Agent | HandlerKind::Prompt | HandlerKind::Command)
+        ) {
             let msg = format!(
                 "node `{}`: output_schema is supported on agent, prompt and command nodes only",
                 wf.node(i).id
@@ -371,7 +404,10 @@ fn output_schema_valid(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diag
             None => schema.to_string(),
         };
         if let Err(why) = compile_schema(&text) {
-            let msg = format!("node `{}`: output_schema is not a valid JSON Schema: {why}", wf.node(i).id);
+            let msg = format!(
+                "node `{}`: output_schema is not a valid JSON Schema: {why}",
+                wf.node(i).id
+            );
             out.push(error("output_schema_valid", msg).node(wf, i));
         }
     }
@@ -379,7 +415,8 @@ fn output_schema_valid(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diag
 
 /// Parses and compiles a JSON Schema document.
 pub fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     jsonschema::validator_for(&value).map_err(|e| e.to_string())
 }
 
@@ -387,7 +424,10 @@ fn acp_output_schema(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic
     for i in 0..wf.graph.nodes.len() {
         let v = wf.node_view(i);
         if v.text("backend") == Some("acp") && v.nonempty("output_schema").is_some() {
-            let msg = format!("node `{}`: backend=acp does not support output_schema", wf.node(i).id);
+            let msg = format!(
+                "node `{}`: backend=acp does not support output_schema",
+                wf.node(i).id
+            );
             out.push(error("acp_output_schema", msg).node(wf, i));
         }
     }
@@ -397,7 +437,10 @@ fn acp_command_or_config(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagno
     for i in 0..wf.graph.nodes.len() {
         let v = wf.node_view(i);
         if v.nonempty("acp.command").is_some() && v.nonempty("acp.config").is_some() {
-            let msg = format!("node `{}`: set either acp.command or acp.config, not both", wf.node(i).id);
+            let msg = format!(
+                "node `{}`: set either acp.command or acp.config, not both",
+                wf.node(i).id
+            );
             out.push(error("acp_command_or_config", msg).node(wf, i));
         }
     }
@@ -406,7 +449,10 @@ fn acp_command_or_config(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagno
 fn prompt_backend_api(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in wf.nodes_of(HandlerKind::Prompt) {
         if wf.node_view(i).text("backend") == Some("acp") {
-            let msg = format!("prompt node `{}` is API-only: backend=acp is for agent nodes", wf.node(i).id);
+            let msg = format!(
+                "prompt node `{}` is API-only: backend=acp is for agent nodes",
+                wf.node(i).id
+            );
             out.push(error("prompt_backend_api", msg).node(wf, i));
         }
     }
@@ -415,7 +461,9 @@ fn prompt_backend_api(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnosti
 fn manager_child_workflow(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in wf.nodes_of(HandlerKind::ManagerLoop) {
         let v = wf.node_view(i);
-        if v.nonempty("stack.child_workflow").is_none() && v.nonempty("stack.child_dot_source").is_none() {
+        if v.nonempty("stack.child_workflow").is_none()
+            && v.nonempty("stack.child_dot_source").is_none()
+        {
             let msg = format!(
                 "manager loop node `{}` needs a child workflow: set stack.child_workflow or stack.child_dot_source",
                 wf.node(i).id
@@ -450,7 +498,10 @@ fn reachability(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     let seen = reachable_from_start(wf);
     for (i, reached) in seen.iter().enumerate() {
         if !reached {
-            let msg = format!("node `{}` cannot be reached from the start node", wf.node(i).id);
+            let msg = format!(
+                "node `{}` cannot be reached from the start node",
+                wf.node(i).id
+            );
             out.push(warning("reachability", msg).node(wf, i));
         }
     }
@@ -460,7 +511,10 @@ fn model_known(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in 0..wf.graph.nodes.len() {
         if let Some(model) = wf.node_view(i).nonempty("model") {
             if crate::llm::catalog::lookup(model).is_none() {
-                let msg = format!("node `{}`: model `{model}` is not in the model catalog", wf.node(i).id);
+                let msg = format!(
+                    "node `{}`: model `{model}` is not in the model catalog",
+                    wf.node(i).id
+                );
                 out.push(warning("model_known", msg).node(wf, i));
             }
         }
@@ -534,9 +588,14 @@ fn goal_gate_has_retry(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnost
 fn prompt_variables(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in 0..wf.graph.nodes.len() {
         for key in ["prompt"] {
-            let Some(text) = wf.node_view(i).text(key) else { continue };
+            let Some(text) = wf.node_view(i).text(key) else {
+                continue;
+            };
             for var in unknown_variables(text) {
-                let msg = format!("node `{}`: unknown variable `${var}` in {key} is left as written", wf.node(i).id);
+                let msg = format!(
+                    "node `{}`: unknown variable `${var}` in {key} is left as written",
+                    wf.node(i).id
+                );
                 out.push(warning("prompt_variables", msg).node(wf, i));
             }
         }

@@ -168,7 +168,9 @@ pub struct Loaded {
 
 impl Loaded {
     pub fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
     }
 }
 
@@ -273,13 +275,21 @@ impl Workflow {
     }
     pub fn label(&self, i: usize) -> &str {
         let n = &self.graph.nodes[i];
-        n.attrs.text("label").filter(|l| !l.is_empty()).unwrap_or(&n.id)
+        n.attrs
+            .text("label")
+            .filter(|l| !l.is_empty())
+            .unwrap_or(&n.id)
     }
 }
 
 /// `type` wins over the shape; the reserved ids make start and exit nodes without a shape.
 fn resolve_handler(node: &Node) -> Option<HandlerKind> {
-    if let Some(t) = node.attrs.text("type").map(str::trim).filter(|t| !t.is_empty()) {
+    if let Some(t) = node
+        .attrs
+        .text("type")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
         return HandlerKind::from_type(t);
     }
     match node.attrs.text("shape") {
@@ -366,7 +376,11 @@ fn inline_file_refs(graph: &mut Graph, files: &dyn FileSource) -> Vec<(String, S
         }
         if let Some(path) = node.attrs.text("stack.child_workflow").map(str::trim) {
             if !path.is_empty() && files.read(path).is_none() {
-                unresolved.push((node.id.clone(), "stack.child_workflow".into(), path.to_string()));
+                unresolved.push((
+                    node.id.clone(),
+                    "stack.child_workflow".into(),
+                    path.to_string(),
+                ));
             }
         }
     }

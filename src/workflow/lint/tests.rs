@@ -44,10 +44,16 @@ fn minimal_workflow_is_clean() {
 #[test]
 fn start_node_rule() {
     assert!(fired(&flow("start -> exit"), "start_node").is_empty());
-    let d = fired("digraph T { a -> exit [label=x] exit [shape=Msquare] }", "start_node");
+    let d = fired(
+        "digraph T { a -> exit [label=x] exit [shape=Msquare] }",
+        "start_node",
+    );
     assert_eq!(d.len(), 1);
     assert!(d[0].message.contains("Mdiamond") && d[0].message.contains("found none"));
-    let d = fired(&flow("start -> exit\n s2 [shape=Mdiamond] s2 -> exit"), "start_node");
+    let d = fired(
+        &flow("start -> exit\n s2 [shape=Mdiamond] s2 -> exit"),
+        "start_node",
+    );
     assert!(d[0].message.contains("found 2"), "{}", d[0].message);
     // Reserved ids count as start/exit even without a shape.
     assert!(fired("digraph T { start -> a -> end }", "start_node").is_empty());
@@ -58,7 +64,10 @@ fn start_node_rule() {
 fn terminal_node_rule() {
     let d = fired("digraph T { start -> a }", "terminal_node");
     assert!(d[0].message.contains("Msquare"));
-    let d = fired(&flow("start -> exit\n start -> e2\n e2 [shape=Msquare]"), "terminal_node");
+    let d = fired(
+        &flow("start -> exit\n start -> e2\n e2 [shape=Msquare]"),
+        "terminal_node",
+    );
     assert!(d[0].message.contains("found 2"));
     assert_eq!(d[0].severity, Severity::Error);
 }
@@ -66,14 +75,20 @@ fn terminal_node_rule() {
 #[test]
 fn start_no_incoming_rule() {
     assert!(fired(&flow("start -> exit"), "start_no_incoming").is_empty());
-    let d = fired(&flow("start -> a -> exit\n a -> start [condition=\"outcome=failed\"]"), "start_no_incoming");
+    let d = fired(
+        &flow("start -> a -> exit\n a -> start [condition=\"outcome=failed\"]"),
+        "start_no_incoming",
+    );
     assert_eq!(d[0].node_id.as_deref(), Some("start"));
 }
 
 #[test]
 fn exit_no_outgoing_rule() {
     assert!(fired(&flow("start -> exit"), "exit_no_outgoing").is_empty());
-    assert_eq!(fired(&flow("start -> exit -> a -> exit"), "exit_no_outgoing").len(), 1);
+    assert_eq!(
+        fired(&flow("start -> exit -> a -> exit"), "exit_no_outgoing").len(),
+        1
+    );
 }
 
 #[test]
@@ -99,70 +114,179 @@ fn all_conditional_out_edges_are_allowed() {
 
 #[test]
 fn type_known_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a [type=\"codergen\"]"), "type_known").is_empty());
-    assert!(fired(&flow("start -> a -> exit\n a [type=\"wait.human\"]"), "type_known").is_empty());
-    let d = fired(&flow("start -> a -> exit\n a [type=\"subgraph\"]"), "type_known");
+    assert!(fired(
+        &flow("start -> a -> exit\n a [type=\"codergen\"]"),
+        "type_known"
+    )
+    .is_empty());
+    assert!(fired(
+        &flow("start -> a -> exit\n a [type=\"wait.human\"]"),
+        "type_known"
+    )
+    .is_empty());
+    let d = fired(
+        &flow("start -> a -> exit\n a [type=\"subgraph\"]"),
+        "type_known",
+    );
     assert!(d[0].message.contains("unknown type `subgraph`"));
 }
 
 #[test]
 fn attribute_type_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a [max_retries=\"3\", goal_gate=\"true\", timeout=\"900s\"]"), "attribute_type").is_empty());
-    let d = fired(&flow("start -> a -> exit\n a [max_retries=lots]"), "attribute_type");
-    assert!(d[0].message.contains("`max_retries` has value `lots`, expected an integer"), "{}", d[0].message);
+    assert!(fired(
+        &flow("start -> a -> exit\n a [max_retries=\"3\", goal_gate=\"true\", timeout=\"900s\"]"),
+        "attribute_type"
+    )
+    .is_empty());
+    let d = fired(
+        &flow("start -> a -> exit\n a [max_retries=lots]"),
+        "attribute_type",
+    );
+    assert!(
+        d[0].message
+            .contains("`max_retries` has value `lots`, expected an integer"),
+        "{}",
+        d[0].message
+    );
     let d = fired(&flow("start -> a -> exit [weight=heavy]"), "attribute_type");
     assert_eq!(d.len(), 2, "both edges of the chain carry the bad weight");
     assert!(d[0].edge.is_some());
-    let d = fired(&flow("start -> exit\n graph [stall_timeout=300]"), "attribute_type");
+    let d = fired(
+        &flow("start -> exit\n graph [stall_timeout=300]"),
+        "attribute_type",
+    );
     assert_eq!(d.len(), 1);
-    assert!(fired(&flow("start -> exit\n graph [stall_timeout=0]"), "attribute_type").is_empty());
-    let d = fired(&flow("start -> a -> exit\n a [fidelity=\"summary\"]"), "attribute_type");
+    assert!(fired(
+        &flow("start -> exit\n graph [stall_timeout=0]"),
+        "attribute_type"
+    )
+    .is_empty());
+    let d = fired(
+        &flow("start -> a -> exit\n a [fidelity=\"summary\"]"),
+        "attribute_type",
+    );
     assert_eq!(d.len(), 1);
 }
 
 #[test]
 fn condition_syntax_rule() {
-    assert!(fired(&flow("start -> exit [condition=\"outcome=succeeded\"]\n start -> exit"), "condition_syntax").is_empty());
-    let d = fired(&flow("start -> exit [condition=\"(outcome=succeeded)\"]\n start -> exit"), "condition_syntax");
+    assert!(fired(
+        &flow("start -> exit [condition=\"outcome=succeeded\"]\n start -> exit"),
+        "condition_syntax"
+    )
+    .is_empty());
+    let d = fired(
+        &flow("start -> exit [condition=\"(outcome=succeeded)\"]\n start -> exit"),
+        "condition_syntax",
+    );
     assert_eq!(d.len(), 1);
-    let d = fired(&flow("start -> exit [condition=\"context.x matches \\\"[\\\"\"]\n start -> exit"), "condition_syntax");
+    let d = fired(
+        &flow("start -> exit [condition=\"context.x matches \\\"[\\\"\"]\n start -> exit"),
+        "condition_syntax",
+    );
     assert_eq!(d.len(), 1, "bad regex is a condition error");
-    let d = fired(&flow("start -> exit [condition=\"context.x !contains y\"]\n start -> exit"), "condition_syntax");
+    let d = fired(
+        &flow("start -> exit [condition=\"context.x !contains y\"]\n start -> exit"),
+        "condition_syntax",
+    );
     assert_eq!(d.len(), 1);
 }
 
 #[test]
 fn stylesheet_syntax_rule() {
-    assert!(fired(&flow("start -> exit\n graph [model_stylesheet=\"* { model: sonnet; }\"]"), "stylesheet_syntax").is_empty());
-    assert_eq!(fired(&flow("start -> exit\n graph [model_stylesheet=\"* { model sonnet }\"]"), "stylesheet_syntax").len(), 1);
+    assert!(fired(
+        &flow("start -> exit\n graph [model_stylesheet=\"* { model: sonnet; }\"]"),
+        "stylesheet_syntax"
+    )
+    .is_empty());
+    assert_eq!(
+        fired(
+            &flow("start -> exit\n graph [model_stylesheet=\"* { model sonnet }\"]"),
+            "stylesheet_syntax"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
 fn random_selection_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a -> exit\n a [selection=random]"), "random_selection_no_conditions").is_empty());
-    let d = fired(&flow("start -> a -> exit\n a -> exit [condition=\"outcome=failed\"]\n a [selection=random]"), "random_selection_no_conditions");
+    assert!(fired(
+        &flow("start -> a -> exit\n a -> exit\n a [selection=random]"),
+        "random_selection_no_conditions"
+    )
+    .is_empty());
+    let d = fired(
+        &flow(
+            "start -> a -> exit\n a -> exit [condition=\"outcome=failed\"]\n a [selection=random]",
+        ),
+        "random_selection_no_conditions",
+    );
     assert_eq!(d.len(), 1);
 }
 
 #[test]
 fn wait_duration_rule() {
-    assert!(fired(&flow("start -> w -> exit\n w [shape=insulator, duration=5s]"), "wait_duration").is_empty());
-    assert_eq!(fired(&flow("start -> w -> exit\n w [shape=insulator]"), "wait_duration").len(), 1);
-    assert_eq!(fired(&flow("start -> w -> exit\n w [shape=insulator, duration=5]"), "wait_duration").len(), 1);
+    assert!(fired(
+        &flow("start -> w -> exit\n w [shape=insulator, duration=5s]"),
+        "wait_duration"
+    )
+    .is_empty());
+    assert_eq!(
+        fired(
+            &flow("start -> w -> exit\n w [shape=insulator]"),
+            "wait_duration"
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        fired(
+            &flow("start -> w -> exit\n w [shape=insulator, duration=5]"),
+            "wait_duration"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
 fn freeform_edge_count_rule() {
-    assert!(fired(&flow("start -> h -> exit [freeform=true]\n h [shape=hexagon]"), "freeform_edge_count").is_empty());
-    let d = fired(&flow("start -> h -> exit [freeform=true]\n h -> exit [freeform=true]\n h [shape=hexagon]"), "freeform_edge_count");
+    assert!(fired(
+        &flow("start -> h -> exit [freeform=true]\n h [shape=hexagon]"),
+        "freeform_edge_count"
+    )
+    .is_empty());
+    let d = fired(
+        &flow("start -> h -> exit [freeform=true]\n h -> exit [freeform=true]\n h [shape=hexagon]"),
+        "freeform_edge_count",
+    );
     assert_eq!(d.len(), 1);
 }
 
 #[test]
 fn retry_target_exists_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a [retry_target=a]"), "retry_target_exists").is_empty());
-    assert_eq!(fired(&flow("start -> a -> exit\n a [retry_target=nope]"), "retry_target_exists").len(), 1);
-    assert_eq!(fired(&flow("start -> exit\n graph [fallback_retry_target=nope]"), "retry_target_exists").len(), 1);
+    assert!(fired(
+        &flow("start -> a -> exit\n a [retry_target=a]"),
+        "retry_target_exists"
+    )
+    .is_empty());
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [retry_target=nope]"),
+            "retry_target_exists"
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        fired(
+            &flow("start -> exit\n graph [fallback_retry_target=nope]"),
+            "retry_target_exists"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
@@ -170,39 +294,106 @@ fn unresolved_file_ref_rule() {
     let src = flow("start -> a -> exit\n a [prompt=\"@prompts/a.md\"]");
     let files = Files(HashMap::from([("prompts/a.md", "Do the thing")]));
     let loaded = load(&src, &files).unwrap();
-    assert!(loaded.diagnostics.iter().all(|d| d.rule != "unresolved_file_ref"));
+    assert!(loaded
+        .diagnostics
+        .iter()
+        .all(|d| d.rule != "unresolved_file_ref"));
     let i = loaded.workflow.node_index("a").unwrap();
-    assert_eq!(loaded.workflow.node_view(i).text("prompt"), Some("Do the thing"));
+    assert_eq!(
+        loaded.workflow.node_view(i).text("prompt"),
+        Some("Do the thing")
+    );
     let d = fired(&src, "unresolved_file_ref");
     assert_eq!(d.len(), 1);
     assert!(d[0].message.contains("prompts/a.md"));
-    let d = fired(&flow("start -> m -> exit\n m [shape=house, stack.child_workflow=\"child.dot\"]"), "unresolved_file_ref");
+    let d = fired(
+        &flow("start -> m -> exit\n m [shape=house, stack.child_workflow=\"child.dot\"]"),
+        "unresolved_file_ref",
+    );
     assert_eq!(d.len(), 1);
 }
 
 #[test]
 fn output_schema_valid_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a [output_schema=routing]"), "output_schema_valid").is_empty());
+    assert!(fired(
+        &flow("start -> a -> exit\n a [output_schema=routing]"),
+        "output_schema_valid"
+    )
+    .is_empty());
     assert!(fired(&flow("start -> a -> exit\n a [shape=parallelogram, script=\"echo\", output_schema=\"{\\\"type\\\": \\\"object\\\"}\"]"), "output_schema_valid").is_empty());
-    assert_eq!(fired(&flow("start -> a -> exit\n a [output_schema=\"{not json\"]"), "output_schema_valid").len(), 1);
-    assert_eq!(fired(&flow("start -> a -> exit\n a [output_schema=\"{\\\"type\\\": 12}\"]"), "output_schema_valid").len(), 1);
-    assert_eq!(fired(&flow("start -> a -> exit\n a [shape=hexagon, output_schema=routing]"), "output_schema_valid").len(), 1);
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [output_schema=\"{not json\"]"),
+            "output_schema_valid"
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [output_schema=\"{\\\"type\\\": 12}\"]"),
+            "output_schema_valid"
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [shape=hexagon, output_schema=routing]"),
+            "output_schema_valid"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
 fn acp_rules() {
-    assert!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.command=\"agent\"]"), "acp_output_schema").is_empty());
+    assert!(fired(
+        &flow("start -> a -> exit\n a [backend=acp, acp.command=\"agent\"]"),
+        "acp_output_schema"
+    )
+    .is_empty());
     assert_eq!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.command=\"agent\", output_schema=routing]"), "acp_output_schema").len(), 1);
-    assert!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.config=\"c.json\"]"), "acp_command_or_config").is_empty());
-    assert_eq!(fired(&flow("start -> a -> exit\n a [backend=acp, acp.command=\"x\", acp.config=\"c.json\"]"), "acp_command_or_config").len(), 1);
-    assert!(fired(&flow("start -> a -> exit\n a [shape=tab]"), "prompt_backend_api").is_empty());
-    assert_eq!(fired(&flow("start -> a -> exit\n a [shape=tab, backend=acp]"), "prompt_backend_api").len(), 1);
+    assert!(fired(
+        &flow("start -> a -> exit\n a [backend=acp, acp.config=\"c.json\"]"),
+        "acp_command_or_config"
+    )
+    .is_empty());
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [backend=acp, acp.command=\"x\", acp.config=\"c.json\"]"),
+            "acp_command_or_config"
+        )
+        .len(),
+        1
+    );
+    assert!(fired(
+        &flow("start -> a -> exit\n a [shape=tab]"),
+        "prompt_backend_api"
+    )
+    .is_empty());
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [shape=tab, backend=acp]"),
+            "prompt_backend_api"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
 fn manager_child_workflow_rule() {
     assert!(fired(&flow("start -> m -> exit\n m [shape=house, stack.child_dot_source=\"digraph C { start -> exit }\"]"), "manager_child_workflow").is_empty());
-    assert_eq!(fired(&flow("start -> m -> exit\n m [shape=house]"), "manager_child_workflow").len(), 1);
+    assert_eq!(
+        fired(
+            &flow("start -> m -> exit\n m [shape=house]"),
+            "manager_child_workflow"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
@@ -215,42 +406,88 @@ fn reachability_is_a_warning() {
 
 #[test]
 fn model_known_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a [model=sonnet]"), "model_known").is_empty());
-    let d = fired(&flow("start -> a -> exit\n a [model=\"gpt-9000\"]"), "model_known");
+    assert!(fired(
+        &flow("start -> a -> exit\n a [model=sonnet]"),
+        "model_known"
+    )
+    .is_empty());
+    let d = fired(
+        &flow("start -> a -> exit\n a [model=\"gpt-9000\"]"),
+        "model_known",
+    );
     assert_eq!(d[0].severity, Severity::Warning);
 }
 
 #[test]
 fn legacy_outcome_names_rule() {
-    assert!(fired(&flow("start -> exit [condition=\"outcome=succeeded\"]\n start -> exit"), "legacy_outcome_names").is_empty());
-    let d = fired(&flow("start -> exit [condition=\"outcome=success\"]\n start -> exit"), "legacy_outcome_names");
+    assert!(fired(
+        &flow("start -> exit [condition=\"outcome=succeeded\"]\n start -> exit"),
+        "legacy_outcome_names"
+    )
+    .is_empty());
+    let d = fired(
+        &flow("start -> exit [condition=\"outcome=success\"]\n start -> exit"),
+        "legacy_outcome_names",
+    );
     assert_eq!(d[0].severity, Severity::Warning);
     assert!(d[0].message.contains("`succeeded`"));
 }
 
 #[test]
 fn thread_id_requires_full_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a [thread_id=t, fidelity=full]"), "thread_id_requires_full").is_empty());
-    assert_eq!(fired(&flow("start -> a -> exit\n a [thread_id=t]"), "thread_id_requires_full").len(), 1);
+    assert!(fired(
+        &flow("start -> a -> exit\n a [thread_id=t, fidelity=full]"),
+        "thread_id_requires_full"
+    )
+    .is_empty());
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [thread_id=t]"),
+            "thread_id_requires_full"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
 fn rankdir_rule() {
     assert!(fired(&flow("start -> exit\n rankdir=LR"), "rankdir_valid").is_empty());
-    assert_eq!(fired(&flow("start -> exit\n rankdir=XY"), "rankdir_valid").len(), 1);
+    assert_eq!(
+        fired(&flow("start -> exit\n rankdir=XY"), "rankdir_valid").len(),
+        1
+    );
 }
 
 #[test]
 fn goal_gate_has_retry_rule() {
-    assert!(fired(&flow("start -> a -> exit\n a [goal_gate=true, retry_target=a]"), "goal_gate_has_retry").is_empty());
-    assert!(fired(&flow("start -> a -> exit\n a [goal_gate=true]\n graph [retry_target=a]"), "goal_gate_has_retry").is_empty());
-    assert_eq!(fired(&flow("start -> a -> exit\n a [goal_gate=true]"), "goal_gate_has_retry").len(), 1);
+    assert!(fired(
+        &flow("start -> a -> exit\n a [goal_gate=true, retry_target=a]"),
+        "goal_gate_has_retry"
+    )
+    .is_empty());
+    assert!(fired(
+        &flow("start -> a -> exit\n a [goal_gate=true]\n graph [retry_target=a]"),
+        "goal_gate_has_retry"
+    )
+    .is_empty());
+    assert_eq!(
+        fired(
+            &flow("start -> a -> exit\n a [goal_gate=true]"),
+            "goal_gate_has_retry"
+        )
+        .len(),
+        1
+    );
 }
 
 #[test]
 fn prompt_variables_rule() {
     assert!(fired(&flow("start -> a -> exit\n a [prompt=\"Goal: $goal, ${context.x} $inputs.y costs $5 $HOME\"]"), "prompt_variables").is_empty());
-    let d = fired(&flow("start -> a -> exit\n a [prompt=\"Use $golas\"]"), "prompt_variables");
+    let d = fired(
+        &flow("start -> a -> exit\n a [prompt=\"Use $golas\"]"),
+        "prompt_variables",
+    );
     assert_eq!(d.len(), 1);
     assert!(d[0].message.contains("$golas"));
 }
@@ -261,11 +498,22 @@ fn stylesheet_fills_missing_and_beats_defaults_only() {
         "graph [model_stylesheet=\"* { model: sonnet; provider: anthropic } .fast { model: haiku } #b { model: opus }\"]\n node [model=\"gpt-5.2\"]\n start -> a -> b -> c -> exit\n a [class=fast]\n c [model=\"gpt-5.4\"]",
     );
     let w = load(&src, &NoFiles).unwrap().workflow;
-    let model = |id: &str| w.node_view(w.node_index(id).unwrap()).text("model").map(str::to_string);
+    let model = |id: &str| {
+        w.node_view(w.node_index(id).unwrap())
+            .text("model")
+            .map(str::to_string)
+    };
     assert_eq!(model("a").as_deref(), Some("haiku"));
     assert_eq!(model("b").as_deref(), Some("opus"));
-    assert_eq!(model("c").as_deref(), Some("gpt-5.4"), "explicit attribute wins");
-    let prov = w.node_view(w.node_index("c").unwrap()).text("provider").map(str::to_string);
+    assert_eq!(
+        model("c").as_deref(),
+        Some("gpt-5.4"),
+        "explicit attribute wins"
+    );
+    let prov = w
+        .node_view(w.node_index("c").unwrap())
+        .text("provider")
+        .map(str::to_string);
     assert_eq!(prov.as_deref(), Some("anthropic"));
 }
 
@@ -277,7 +525,15 @@ fn handler_resolution() {
     assert_eq!(h("b"), Some(HandlerKind::Command));
     assert_eq!(h("c"), Some(HandlerKind::Agent));
     assert_eq!(h("start"), Some(HandlerKind::Start));
-    let w = load("digraph T { Start -> x -> End }", &NoFiles).unwrap().workflow;
-    assert_eq!(w.handler(w.node_index("Start").unwrap()), Some(HandlerKind::Start));
-    assert_eq!(w.handler(w.node_index("End").unwrap()), Some(HandlerKind::Exit));
+    let w = load("digraph T { Start -> x -> End }", &NoFiles)
+        .unwrap()
+        .workflow;
+    assert_eq!(
+        w.handler(w.node_index("Start").unwrap()),
+        Some(HandlerKind::Start)
+    );
+    assert_eq!(
+        w.handler(w.node_index("End").unwrap()),
+        Some(HandlerKind::Exit)
+    );
 }
