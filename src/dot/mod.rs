@@ -31,7 +31,26 @@ impl std::fmt::Display for Pos {
 /// Attributes in first-set order. Lists are short (a handful per node), so a vector with a
 /// linear search beats a map in both time and memory.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Attrs(Vec<(String, Value)>);
+pub struct Attrs(Vec<(Key, Value)>);
+
+/// Attribute keys: the common ones are static (no allocation per node, which matters for
+/// 100k-node graphs); others are owned.
+type Key = std::borrow::Cow<'static, str>;
+
+const COMMON_KEYS: &[&str] = &[
+    "label", "shape", "prompt", "type", "class", "timeout", "max_retries", "retry_policy",
+    "retry_target", "fallback_retry_target", "goal_gate", "auto_status", "allow_partial",
+    "model", "provider", "reasoning_effort", "script", "language", "condition", "weight",
+    "fidelity", "thread_id", "loop_restart", "freeform", "duration", "max_visits",
+    "output_schema", "goal", "rankdir", "selection", "max_parallel", "question_type",
+];
+
+fn intern(key: &str) -> Key {
+    match COMMON_KEYS.iter().find(|k| **k == key) {
+        Some(k) => Key::Borrowed(k),
+        None => Key::Owned(key.to_string()),
+    }
+}
 
 impl Attrs {
     pub fn new() -> Self {
@@ -44,7 +63,7 @@ impl Attrs {
     pub fn set(&mut self, key: &str, value: Value) {
         match self.0.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value,
-            None => self.0.push((key.to_string(), value)),
+            None => self.0.push((intern(key), value)),
         }
     }
     pub fn remove(&mut self, key: &str) -> Option<Value> {
@@ -61,7 +80,7 @@ impl Attrs {
         self.get(key).is_some()
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v))
+        self.0.iter().map(|(k, v)| (k.as_ref(), v))
     }
     pub fn len(&self) -> usize {
         self.0.len()
