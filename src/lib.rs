@@ -7,4 +7,5 @@
 
 pub mod cli;
 pub mod dot;
+pub mod store;
 pub mod workflow;
