@@ -9,4 +9,7 @@ pub mod cli;
 pub mod dot;
 pub mod engine;
 pub mod llm;
+pub mod server;
+pub mod settings;
+pub mod store;
 pub mod workflow;

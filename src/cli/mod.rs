@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and output formatting only. Every command is a
 //! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
 
+mod server;
 mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -22,6 +23,10 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Print a workflow after defaults, subgraph classes and the stylesheet, as JSON.
     Parse(validate::ParseArgs),
+    /// Run the HTTP service (`svc server start --dev`).
+    Server(server::ServerArgs),
+    /// Manage the server's secret vault (values are never printed).
+    Secrets(server::SecretsArgs),
 }
 
 /// Output formats shared by commands.
@@ -44,5 +49,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Validate(a) => validate::validate(a),
         Command::Parse(a) => validate::parse(a),
+        Command::Server(a) => server::server(a),
+        Command::Secrets(a) => server::secrets(a),
     }
 }
