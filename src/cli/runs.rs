@@ -149,7 +149,11 @@ fn write_runs(out: &mut impl Write, rows: &[RunRow], format: ListFormat) -> io::
             writeln!(out, "{}", json!({ "data": data }))?;
         }
         ListFormat::Text => {
-            writeln!(out, "{:<26}  {:<20}  {:<24}  TITLE", "ID", "STATUS", "CREATED")?;
+            writeln!(
+                out,
+                "{:<26}  {:<20}  {:<24}  TITLE",
+                "ID", "STATUS", "CREATED"
+            )?;
             for row in rows {
                 let status = if row.archived {
                     format!("{} (archived)", row.status.name())
@@ -323,4 +327,187 @@ pub fn import(args: ImportArgs) -> i32 {
         args.dir.display()
     );
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EventDraft, NewRun};
+    use clap::{CommandFactory, Parser, Subcommand};
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: Cmd,
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum Cmd {
+        Runs(RunsArgs),
+        Events(EventsArgs),
+        Export(ExportArgs),
+        Import(ImportArgs),
+    }
+
+    fn parse(args: &[&str]) -> Result<Cmd, clap::Error> {
+        Cli::try_parse_from(std::iter::once("svc").chain(args.iter().copied())).map(|c| c.cmd)
+    }
+
+    #[test]
+    fn argument_definitions_parse() {
+        Cli::command().debug_assert();
+        match parse(&["runs", "--state-dir", "/s", "--format", "json"]) {
+            Ok(Cmd::Runs(a)) => {
+                assert_eq!(a.state_dir, Some(PathBuf::from("/s")));
+                assert_eq!(a.format, ListFormat::Json);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&[
+            "events",
+            "01JD0000000000000000000000",
+            "--since",
+            "5",
+            "--format",
+            "text",
+        ]) {
+            Ok(Cmd::Events(a)) => {
+                assert_eq!((a.since, a.format), (5, EventsFormat::Text));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["export", "--state-dir", "/s", "/out", "A", "B"]) {
+            Ok(Cmd::Export(a)) => {
+                assert_eq!(a.out_dir, PathBuf::from("/out"));
+                assert_eq!(a.run_ids, vec!["A".to_string(), "B".to_string()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse(&["import", "/in"]), Ok(Cmd::Import(_))));
+        let usage = parse(&["events"]).map(|_| ()).unwrap_err();
+        assert_eq!(usage.exit_code(), 2);
+        assert!(parse(&["runs", "--format", "yaml"]).is_err());
+    }
+
+    #[test]
+    fn list_output_formats() {
+        let store = crate::store::MemoryStore::new();
+        let r = store
+            .create_run(NewRun {
+                title: "Fix it".into(),
+                ..NewRun::default()
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .append(
+                &r.id,
+                EventDraft::new("run.archived", serde_json::Value::Null),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let rows = store.list_runs(0, 10).unwrap_or_default();
+        let mut text = Vec::new();
+        write_runs(&mut text, &rows, ListFormat::Text).unwrap_or_default();
+        let text = String::from_utf8(text).unwrap_or_default();
+        assert!(text.starts_with("ID "), "{text}");
+        assert!(
+            text.contains("submitted (archived)") && text.contains("Fix it"),
+            "{text}"
+        );
+        let mut out = Vec::new();
+        write_runs(&mut out, &rows, ListFormat::Json).unwrap_or_default();
+        let v: Value = serde_json::from_slice(&out).unwrap_or_default();
+        assert_eq!(v["data"][0]["id"], r.id.as_str());
+        assert_eq!(v["data"][0]["status"], "submitted");
+        assert_eq!(v["data"][0]["archived"], true);
+        let line = event_text_line(
+            r#"{"seq":3,"id":"x","ts":"2026-01-01T00:00:00.000Z","run_id":"R","event":"stage.started","properties":{"a":1},"node_id":"plan"}"#,
+        );
+        assert!(
+            line.contains("stage.started") && line.contains("plan") && line.contains(r#"{"a":1}"#)
+        );
+    }
+
+    #[test]
+    fn commands_end_to_end() {
+        let Ok(tmp) = tempfile::tempdir() else {
+            panic!("tempdir")
+        };
+        let state = tmp.path().join("state");
+        // Nothing there yet: an empty list, not an error.
+        let list = |dir: &Path| {
+            runs(RunsArgs {
+                state_dir: Some(dir.to_path_buf()),
+                format: ListFormat::Json,
+                limit: None,
+            })
+        };
+        assert_eq!(list(&state), 0);
+        let ids: Vec<String> = {
+            let store = SqliteStore::activate(&state).unwrap_or_else(|e| panic!("{e}"));
+            (0..3)
+                .map(|i| {
+                    let r = store
+                        .create_run(NewRun {
+                            title: format!("r{i}"),
+                            ..NewRun::default()
+                        })
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    store
+                        .append(&r.id, EventDraft::new("run.queued", serde_json::json!({})))
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    r.id
+                })
+                .collect()
+        };
+        assert_eq!(list(&state), 0);
+        let ev = |run_id: &str, format| {
+            events(EventsArgs {
+                run_id: run_id.to_string(),
+                since: 2,
+                format,
+                state_dir: Some(state.clone()),
+            })
+        };
+        assert_eq!(ev(&ids[0], EventsFormat::Jsonl), 0);
+        assert_eq!(ev(&ids[0], EventsFormat::Text), 0);
+        assert_eq!(ev("nope", EventsFormat::Jsonl), 2);
+        assert_eq!(ev(&crate::store::new_ulid(), EventsFormat::Jsonl), 1);
+
+        let out = tmp.path().join("export");
+        let code = export(ExportArgs {
+            state_dir: Some(state.clone()),
+            out_dir: out.clone(),
+            run_ids: vec![ids[1].clone()],
+        });
+        assert_eq!(code, 0);
+        assert!(out
+            .join("runs")
+            .join(&ids[1])
+            .join("events.jsonl")
+            .is_file());
+        assert!(!out.join("runs").join(&ids[0]).exists());
+        let bad = export(ExportArgs {
+            state_dir: Some(state.clone()),
+            out_dir: tmp.path().join("x"),
+            run_ids: vec![crate::store::new_ulid()],
+        });
+        assert_eq!(bad, 1);
+
+        let other = tmp.path().join("other-state");
+        let import_into = |dir: &Path| {
+            import(ImportArgs {
+                dir: out.clone(),
+                state_dir: Some(dir.to_path_buf()),
+            })
+        };
+        assert_eq!(import_into(&other), 0);
+        assert_eq!(import_into(&other), 0, "importing twice is harmless");
+        let store = SqliteStore::open(&other.join(DB_FILE)).unwrap_or_else(|e| panic!("{e}"));
+        let rows = store.list_runs(0, 10).unwrap_or_default();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].id, ids[1]);
+        // A broken directory fails with exit code 1.
+        std::fs::write(out.join("stray.txt"), "x").unwrap_or_default();
+        assert_eq!(import_into(&other), 1);
+    }
 }
