@@ -15,6 +15,8 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
 use svc::store::{
     ActivationOptions, EventDraft, IntegrityMode, NewRun, RunStore, SqliteStore, DB_FILE,
 };
@@ -79,38 +81,36 @@ impl Stats {
 
 /// Raw baseline. With `bg_checkpoint`, set up like the store: the inserting connection's
 /// autocheckpoint is raised and a second connection checkpoints (PASSIVE) every 100 ms.
-fn raw_inserts(dir: &Path, n: usize, bg_checkpoint: bool) -> Stats {
+fn raw_inserts(dir: &Path, n: usize, bg_checkpoint: bool) -> Res<Stats> {
     let path = dir.join(format!("raw-{bg_checkpoint}.db"));
-    let conn = rusqlite::Connection::open(&path).expect("open raw db");
-    conn.busy_timeout(Duration::from_secs(10)).expect("busy");
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-        .expect("wal");
+    let conn = rusqlite::Connection::open(&path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     assert_eq!(mode, "wal");
     conn.execute_batch(
         "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;
          CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
             ts TEXT NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;",
-    )
-    .expect("schema");
+    )?;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let checkpointer = bg_checkpoint.then(|| {
-        conn.execute_batch("PRAGMA wal_autocheckpoint=16384;")
-            .expect("autocheckpoint");
-        let c = rusqlite::Connection::open(&path).expect("open checkpointer");
-        c.busy_timeout(Duration::from_millis(100)).expect("busy");
+    let checkpointer = if bg_checkpoint {
+        conn.execute_batch("PRAGMA wal_autocheckpoint=16384;")?;
+        let c = rusqlite::Connection::open(&path)?;
+        c.busy_timeout(Duration::from_millis(100))?;
         let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
+        Some(std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(100));
                 let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
             }
-        })
-    });
+        }))
+    } else {
+        None
+    };
     let payloads: Vec<String> = (1..=n).map(payload_of_typical_size).collect();
-    let mut st = conn
-        .prepare("INSERT INTO events (run_id, seq, kind, ts, payload) VALUES (?1, ?2, ?3, ?4, ?5)")
-        .expect("prepare");
+    let mut st = conn.prepare(
+        "INSERT INTO events (run_id, seq, kind, ts, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
     let mut lat = Vec::with_capacity(n);
     let start = Instant::now();
     for (i, p) in payloads.iter().enumerate() {
@@ -121,73 +121,70 @@ fn raw_inserts(dir: &Path, n: usize, bg_checkpoint: bool) -> Stats {
             "stage.started",
             "2026-11-21T20:05:46.123Z",
             p
-        ])
-        .expect("insert");
+        ])?;
         lat.push(t.elapsed());
     }
     let elapsed = start.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(h) = checkpointer {
-        h.join().expect("checkpointer");
+        h.join().map_err(|_| "the checkpointer thread panicked")?;
     }
-    Stats {
+    Ok(Stats {
         count: n,
         elapsed,
         lat,
-    }
+    })
 }
 
-fn store_appends(dir: &Path, writers: usize, n: usize) -> Stats {
-    let store =
-        Arc::new(SqliteStore::open(&dir.join(format!("store-{writers}.db"))).expect("open"));
-    let runs: Vec<String> = (0..writers)
+fn store_appends(dir: &Path, writers: usize, n: usize) -> Res<Stats> {
+    let store = Arc::new(SqliteStore::open(&dir.join(format!("store-{writers}.db")))?);
+    let runs = (0..writers)
         .map(|i| {
             store
                 .create_run(NewRun {
                     title: format!("bench {i}"),
                     ..NewRun::default()
                 })
-                .expect("create")
-                .id
+                .map(|r| r.id)
         })
-        .collect();
+        .collect::<Result<Vec<String>, _>>()?;
     let per = n / writers;
     let start = Instant::now();
     let handles: Vec<_> = runs
         .into_iter()
         .map(|run_id| {
             let store = Arc::clone(&store);
-            std::thread::spawn(move || {
+            std::thread::spawn(move || -> Res<Vec<Duration>> {
                 let mut lat = Vec::with_capacity(per);
                 for i in 0..per {
                     let draft = EventDraft::new("stage.started", props(i)).node("n1");
                     let t = Instant::now();
-                    store.append(&run_id, draft).expect("append");
+                    store.append(&run_id, draft)?;
                     lat.push(t.elapsed());
                 }
-                lat
+                Ok(lat)
             })
         })
         .collect();
     let mut lat = Vec::with_capacity(n);
     for h in handles {
-        lat.extend(h.join().expect("writer thread"));
+        lat.extend(h.join().map_err(|_| "a writer thread panicked")??);
     }
-    Stats {
+    Ok(Stats {
         count: per * writers,
         elapsed: start.elapsed(),
         lat,
-    }
+    })
 }
 
-fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize) {
+fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize) -> Res<()> {
     let db = state_dir.join(DB_FILE);
     if db.exists() {
         println!("startup db: reusing {}", db.display());
-        return;
+        return Ok(());
     }
-    std::fs::create_dir_all(state_dir).expect("mkdir");
-    let store = SqliteStore::open(&db).expect("open");
+    std::fs::create_dir_all(state_dir)?;
+    let store = SqliteStore::open(&db)?;
     let t = Instant::now();
     for r in 0..runs {
         let run_id = svc::store::new_ulid();
@@ -210,7 +207,7 @@ fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize) {
                 svc::store::new_ulid()
             ));
         }
-        store.import_run(&run_id, &lines).expect("import");
+        store.import_run(&run_id, &lines)?;
         if (r + 1) % 1000 == 0 {
             println!(
                 "  built {} runs ({} events) in {:.1} s",
@@ -220,9 +217,10 @@ fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize) {
             );
         }
     }
+    Ok(())
 }
 
-fn main() {
+fn main() -> Res<()> {
     let n = env_usize("STORE_BENCH_APPENDS", 20_000);
     let runs = env_usize("STORE_BENCH_RUNS", 10_000);
     let per_run = env_usize("STORE_BENCH_EVENTS_PER_RUN", 100);
@@ -230,13 +228,13 @@ fn main() {
     let base: PathBuf = match std::env::var_os("STORE_BENCH_DIR") {
         Some(d) => PathBuf::from(d),
         None => {
-            _tmp = tempfile::tempdir().expect("tempdir");
+            _tmp = tempfile::tempdir()?;
             _tmp.path().to_path_buf()
         }
     };
     let appends = base.join("appends");
     let _ = std::fs::remove_dir_all(&appends);
-    std::fs::create_dir_all(&appends).expect("mkdir");
+    std::fs::create_dir_all(&appends)?;
     println!(
         "store_bench: WAL, synchronous=NORMAL, dir {}",
         base.display()
@@ -251,17 +249,17 @@ fn main() {
     for round in 1..=rounds {
         println!("round {round}/{rounds}");
         let dir = appends.join(format!("round-{round}"));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let s = raw_inserts(&dir, n, false);
+        std::fs::create_dir_all(&dir)?;
+        let s = raw_inserts(&dir, n, false)?;
         println!("  {}", s.line("raw INSERT, inline checkpoints"));
         inline.push(s.rate());
-        let s = raw_inserts(&dir, n, true);
+        let s = raw_inserts(&dir, n, true)?;
         println!("  {}", s.line("raw INSERT, bg checkpoints"));
         bg.push(s.rate());
-        let s = store_appends(&dir, 1, n);
+        let s = store_appends(&dir, 1, n)?;
         println!("  {}", s.line("store.append, 1 writer"));
         one.push(s.rate());
-        let s = store_appends(&dir, 4, n);
+        let s = store_appends(&dir, 4, n)?;
         println!("  {}", s.line("store.append, 4 writers"));
         four.push(s.rate());
         let _ = std::fs::remove_dir_all(&dir);
@@ -291,7 +289,7 @@ fn main() {
     );
 
     let state_dir = base.join("startup");
-    build_startup_db(&state_dir, runs, per_run);
+    build_startup_db(&state_dir, runs, per_run)?;
     let db = state_dir.join(DB_FILE);
     let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
     println!(
@@ -300,18 +298,22 @@ fn main() {
         size as f64 / (1024.0 * 1024.0)
     );
     let mut times = Vec::new();
+    let mut check = "";
     for _ in 0..7 {
         let t = Instant::now();
-        let store = SqliteStore::activate(&state_dir).expect("activate");
+        let store = SqliteStore::activate(&state_dir)?;
         let ready = t.elapsed();
-        let first = store.list_runs(0, 20).expect("list");
+        if let Some(r) = store.activation_report() {
+            check = r.integrity_check;
+        }
+        let first = store.list_runs(0, 20)?;
         assert_eq!(first.len(), 20.min(runs));
         times.push(ready);
         drop(store);
     }
     times.sort();
     println!(
-        "activate (default, Auto integrity) to ready: min {:.1} ms, median {:.1} ms, max {:.1} ms (target < 100 ms)",
+        "activate (default: Auto integrity, ran {check:?}) to ready: min {:.1} ms, median {:.1} ms, max {:.1} ms (target < 100 ms)",
         times[0].as_secs_f64() * 1e3,
         times[times.len() / 2].as_secs_f64() * 1e3,
         times[times.len() - 1].as_secs_f64() * 1e3
@@ -324,8 +326,7 @@ fn main() {
                 integrity: mode,
                 ..ActivationOptions::default()
             },
-        )
-        .expect("activate");
+        )?;
         println!(
             "activate with {:?} check: {:.0} ms",
             mode,
@@ -333,4 +334,5 @@ fn main() {
         );
         drop(store);
     }
+    Ok(())
 }

@@ -33,7 +33,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Rows kept in the writer's cache (the engine appends to a handful of active runs).
-const ROW_CACHE_CAPACITY: usize = 256;
+const ROW_CACHE_CAPACITY: usize = 64;
 /// Idle read connections kept open.
 const READER_POOL: usize = 8;
 
@@ -729,9 +729,10 @@ impl RunStore for SqliteStore {
 
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
         prep::check_draft(run_id, &draft)?;
-        let mut event = prep::mint(run_id, 0, draft);
         let mut guard = self.writer.lock();
         let w = &mut *guard;
+        // Minted under the lock, so timestamps follow seq order (as far as the clock does).
+        let mut event = prep::mint(run_id, 0, draft);
         for _attempt in 0..2 {
             let row = w.take_row(run_id)?;
             let prev_seq = row.last_seq;
