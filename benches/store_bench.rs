@@ -177,7 +177,7 @@ fn store_appends(dir: &Path, writers: usize, n: usize) -> Res<Stats> {
     })
 }
 
-fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize) -> Res<()> {
+fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize, max_bytes: u64) -> Res<()> {
     let db = state_dir.join(DB_FILE);
     if db.exists() {
         println!("startup db: reusing {}", db.display());
@@ -208,7 +208,13 @@ fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize) -> Res<()> {
             ));
         }
         store.import_run(&run_id, &lines)?;
-        if (r + 1) % 1000 == 0 {
+        if max_bytes < u64::MAX && r % 10 == 9 {
+            let size = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+            if size(db.clone()) >= max_bytes {
+                break;
+            }
+        }
+        if (r + 1) % 1000 == 0 && max_bytes == u64::MAX {
             println!(
                 "  built {} runs ({} events) in {:.1} s",
                 r + 1,
@@ -217,6 +223,7 @@ fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize) -> Res<()> {
             );
         }
     }
+
     Ok(())
 }
 
@@ -289,7 +296,7 @@ fn main() -> Res<()> {
     );
 
     let state_dir = base.join("startup");
-    build_startup_db(&state_dir, runs, per_run)?;
+    build_startup_db(&state_dir, runs, per_run, u64::MAX)?;
     let db = state_dir.join(DB_FILE);
     let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
     println!(
@@ -334,5 +341,36 @@ fn main() -> Res<()> {
         );
         drop(store);
     }
+
+    // The largest database that still gets quick_check at a normal start.
+    let small = base.join("startup-small");
+    let _ = std::fs::remove_dir_all(&small);
+    build_startup_db(
+        &small,
+        usize::MAX,
+        per_run,
+        svc::store::QUICK_CHECK_MAX_BYTES * 80 / 100,
+    )?;
+    drop(SqliteStore::open(&small.join(DB_FILE))?); // fold the WAL into the file
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let store = SqliteStore::activate(&small)?;
+        times.push(t.elapsed());
+        if let Some(r) = store.activation_report() {
+            check = r.integrity_check;
+        }
+    }
+    times.sort();
+    println!(
+        "activate on a {:.1} MiB database (ran {check:?}): median {:.1} ms, max {:.1} ms",
+        std::fs::metadata(small.join(DB_FILE))
+            .map(|m| m.len())
+            .unwrap_or(0) as f64
+            / 1048576.0,
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        times[times.len() - 1].as_secs_f64() * 1e3
+    );
+    let _ = std::fs::remove_dir_all(&small);
     Ok(())
 }
