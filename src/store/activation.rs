@@ -7,8 +7,8 @@
 //!
 //! Integrity policy. `PRAGMA quick_check` reads the whole file, so its cost grows with the
 //! database: measured by `benches/store_bench.rs` on the 508 MiB database of 10,000 runs /
-//! 1,000,000 events, 1.6 s to 5.5 s (3 to 11 ms per MiB on a loaded 2-core machine), far over
-//! the 100 ms startup budget, while startup without it takes about 0.5 ms. So in
+//! 1,000,000 events, 1.6 s to 10 s (3 to 20 ms per MiB on a loaded 2-core machine), far over
+//! the 100 ms startup budget, while startup without it takes under 1 ms. So in
 //! [`IntegrityMode::Auto`] (the default) a normal start runs `quick_check` only while the
 //! database and its WAL total at most [`QUICK_CHECK_MAX_BYTES`]; above that it runs cheap
 //! checks that read a few pages whatever the size: SQLite's header and schema are read by the
