@@ -3,3 +3,7 @@
 //! Must not parse DOT or know about HTTP.
 
 pub mod cancel;
+pub mod command;
+pub mod failure;
+pub mod human;
+pub mod output;

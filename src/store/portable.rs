@@ -427,11 +427,13 @@ pub fn import_dir(store: &dyn RunStore, dir: &Path) -> Result<ImportSummary, Por
     Ok(summary)
 }
 
+/// Writes a file under a temporary name and renames it into place, so a reader never sees
+/// half a file. Not fsynced: an export is a copy, the database stays the authority, and one
+/// fsync per file would make exporting thousands of runs take minutes on a busy disk.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PortableError> {
     let tmp = path.with_extension("partial");
     let mut f = fs::File::create(&tmp).map_err(|e| PortableError::io(&tmp, "create", e))?;
     f.write_all(bytes)
-        .and_then(|_| f.sync_all())
         .map_err(|e| PortableError::io(&tmp, "write", e))?;
     fs::rename(&tmp, path).map_err(|e| PortableError::io(path, "rename into place", e))
 }
@@ -524,9 +526,7 @@ pub fn export_runs(
                     "an exported event references this blob, but the store does not hold it".into(),
                 )
             })?;
-        if !path.exists() {
-            write_file(&path, &bytes)?;
-        }
+        write_file(&path, &bytes)?;
         summary.blobs += 1;
     }
     Ok(summary)

@@ -7,7 +7,8 @@
 //! Durability: WAL with `synchronous=NORMAL` makes every commit durable against a crash of the
 //! process (the commit is in the WAL, in the OS page cache, before `COMMIT` returns), which is
 //! what the SIGKILL test checks. A power loss can drop the last commits (never corrupt the
-//! database); that is SQLite's documented trade-off for this mode.
+//! database); that is SQLite's documented trade-off for this mode. Checkpoints (the only
+//! fsyncs in this mode) run on a background thread, off the commit path.
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::path::Path;
@@ -123,9 +124,33 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, SchemaError> {
     ctx(
         "setting pragmas",
         conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-16384;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-16384;
+             PRAGMA journal_size_limit=67108864;",
         ),
     )?;
+    Ok(conn)
+}
+
+/// WAL pages after which the writer checkpoints inline. Normally the background checkpointer
+/// (see `sqlite.rs`) keeps the WAL far below this; it is the safety net if it cannot.
+pub(crate) const WRITER_AUTOCHECKPOINT_PAGES: u32 = 16_384;
+
+/// Moves the writer's checkpoints off the commit path (the background checkpointer does
+/// them), keeping an inline one only as a safety net.
+pub(crate) fn defer_checkpoints(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!(
+        "PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT_PAGES};"
+    ))
+}
+
+/// Opens the background checkpointer's connection (read-write, never writes rows).
+pub(crate) fn open_checkpointer(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_millis(100))?;
+    conn.execute_batch("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864;")?;
     Ok(conn)
 }
 

@@ -21,6 +21,7 @@ use super::model::{
 use super::prep::{self, sha256_hex};
 use super::schema::{self, SchemaError};
 use super::{clock, ActivationReport, RunStore};
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
@@ -28,11 +29,16 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Rows kept in the writer's cache (the engine appends to a handful of active runs).
-const ROW_CACHE_CAPACITY: usize = 256;
+const ROW_CACHE_CAPACITY: usize = 64;
 /// Idle read connections kept open.
 const READER_POOL: usize = 8;
+
+/// How often the background checkpointer copies committed WAL pages into the database.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The SQLite-backed store. Create it with [`SqliteStore::activate`] (the server) or
 /// [`SqliteStore::open`] (tools and tests).
@@ -41,7 +47,55 @@ pub struct SqliteStore {
     writer: Mutex<Writer>,
     readers: Mutex<Vec<Connection>>,
     hub: Hub,
+    _checkpointer: Option<Checkpointer>,
     pub(crate) report: Option<ActivationReport>,
+}
+
+/// A thread that runs `PRAGMA wal_checkpoint(PASSIVE)` every [`CHECKPOINT_INTERVAL`], so the
+/// fsyncs of checkpointing never stall a commit. Passive checkpoints never block writers or
+/// readers; they skip what they cannot do now and catch up next time.
+struct Checkpointer {
+    stop: Option<Sender<()>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn spawn(path: &Path) -> Result<Checkpointer, ActivationError> {
+        let conn = schema::open_checkpointer(path).map_err(|source| ActivationError::Database {
+            what: "opening the checkpointer connection".into(),
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (stop, stopped) = bounded::<()>(1);
+        let handle = std::thread::Builder::new()
+            .name("svc-store-checkpoint".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_INTERVAL)
+                {
+                    // A failure here (busy, I/O) is retried next tick; the writer's inline
+                    // autocheckpoint is the safety net if it keeps failing.
+                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            })
+            .map_err(|source| ActivationError::Io {
+                what: "start the checkpointer thread for",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Checkpointer {
+            stop: Some(stop),
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -218,7 +272,7 @@ fn sql_limit(limit: usize) -> i64 {
 }
 
 fn insert_run_row(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     row: &RunRow,
     state: &str,
     checkpoint_seq: Option<u64>,
@@ -246,7 +300,7 @@ fn insert_run_row(
 }
 
 fn insert_event(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     run_id: &str,
     seq: u64,
     kind: &str,
@@ -285,6 +339,8 @@ impl SqliteStore {
         };
         let mut conn = schema::open_writer(db_path).map_err(schema_err)?;
         schema::migrate(&mut conn).map_err(schema_err)?;
+        schema::defer_checkpoints(&conn).map_err(|e| dberr("setting wal_autocheckpoint", e))?;
+        let checkpointer = Some(Checkpointer::spawn(db_path)?);
         Ok(SqliteStore {
             path: db_path.to_path_buf(),
             writer: Mutex::new(Writer {
@@ -293,6 +349,7 @@ impl SqliteStore {
             }),
             readers: Mutex::new(Vec::new()),
             hub: Hub::new(),
+            _checkpointer: checkpointer,
             report: None,
         })
     }
@@ -491,22 +548,56 @@ impl SqliteStore {
             .map_err(StoreError::db_global("setting max_page_count"))
     }
 
+    /// One append transaction: the row update (guarded by the previous `last_seq`) and the
+    /// event insert. `Ok(false)` when the guard failed (stale cached row; nothing written).
+    /// BEGIN/COMMIT are cached statements: this is the hot path.
+    #[allow(clippy::too_many_arguments)]
     fn write_append(
-        conn: &mut Connection,
+        conn: &Connection,
         event: &Event,
         payload: &str,
         row: &RunRow,
         state: &str,
         prev_seq: u64,
+        status_changed: bool,
     ) -> Result<bool, StoreError> {
         let run_id = event.run_id.as_str();
         let err = StoreError::db("appending an event", run_id);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+        conn.prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut st| st.execute([]))
             .map_err(&err)?;
+        let written =
+            Self::append_statements(conn, event, payload, row, state, prev_seq, status_changed)
+                .and_then(|written| {
+                    if written {
+                        conn.prepare_cached("COMMIT")
+                            .and_then(|mut st| st.execute([]))
+                            .map_err(&err)?;
+                    }
+                    Ok(written)
+                });
+        if !matches!(written, Ok(true)) && !conn.is_autocommit() {
+            // Nothing of this append may remain; a failed ROLLBACK leaves SQLite to roll back.
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        written
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn append_statements(
+        conn: &Connection,
+        event: &Event,
+        payload: &str,
+        row: &RunRow,
+        state: &str,
+        prev_seq: u64,
+        status_changed: bool,
+    ) -> Result<bool, StoreError> {
+        let run_id = event.run_id.as_str();
+        let err = StoreError::db("appending an event", run_id);
         let checkpoint_seq = (event.event == "checkpoint.completed").then_some(event.seq);
-        let updated = tx
-            .prepare_cached(
+        let updated = if status_changed {
+            conn.prepare_cached(
                 "UPDATE runs SET status = ?2, archived = ?3, updated_at = ?4, last_seq = ?5, \
                  checkpoint_seq = COALESCE(?6, checkpoint_seq), state = ?7 \
                  WHERE id = ?1 AND last_seq = ?8",
@@ -523,13 +614,30 @@ impl SqliteStore {
                     prev_seq
                 ])
             })
-            .map_err(&err)?;
+        } else {
+            // Indexed columns unchanged: leave them out so no index is touched.
+            conn.prepare_cached(
+                "UPDATE runs SET updated_at = ?2, last_seq = ?3, \
+                 checkpoint_seq = COALESCE(?4, checkpoint_seq), state = ?5 \
+                 WHERE id = ?1 AND last_seq = ?6",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    run_id,
+                    row.updated_at,
+                    row.last_seq,
+                    checkpoint_seq,
+                    state,
+                    prev_seq
+                ])
+            })
+        }
+        .map_err(&err)?;
         if updated != 1 {
-            // The cached row was stale (or the run is gone): roll back, let the caller reload.
             return Ok(false);
         }
         insert_event(
-            &tx,
+            conn,
             run_id,
             event.seq,
             &event.event,
@@ -537,7 +645,6 @@ impl SqliteStore {
             payload,
             "appending an event",
         )?;
-        tx.commit().map_err(&err)?;
         Ok(true)
     }
 
@@ -622,17 +729,28 @@ impl RunStore for SqliteStore {
 
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
         prep::check_draft(run_id, &draft)?;
-        let mut event = prep::mint(run_id, 0, draft);
         let mut guard = self.writer.lock();
         let w = &mut *guard;
+        // Minted under the lock, so timestamps follow seq order (as far as the clock does).
+        let mut event = prep::mint(run_id, 0, draft);
         for _attempt in 0..2 {
             let row = w.take_row(run_id)?;
             let prev_seq = row.last_seq;
+            let before = (row.status.name(), row.archived);
             event.seq = prev_seq + 1;
             let payload = prep::encode(&event)?;
             let row = fold(row, &event);
             let state = encode_state(&row)?;
-            if Self::write_append(&mut w.conn, &event, &payload, &row, &state, prev_seq)? {
+            let status_changed = before != (row.status.name(), row.archived);
+            if Self::write_append(
+                &w.conn,
+                &event,
+                &payload,
+                &row,
+                &state,
+                prev_seq,
+                status_changed,
+            )? {
                 w.keep_row(row);
                 return Ok(self.publish(event));
             }
