@@ -1,8 +1,9 @@
 //! Command-line interface: argument parsing and output formatting only. Every command is a
 //! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
 
+pub mod runs;
 mod server;
-mod validate;
+pub mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -23,6 +24,14 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Print a workflow after defaults, subgraph classes and the stylesheet, as JSON.
     Parse(validate::ParseArgs),
+    /// List runs in the state directory, newest first.
+    Runs(runs::RunsArgs),
+    /// Print a run's events.
+    Events(runs::EventsArgs),
+    /// Write runs in the portable export format (runs/<id>/events.jsonl + blobs/).
+    Export(runs::ExportArgs),
+    /// Import a portable export directory into the state directory.
+    Import(runs::ImportArgs),
     /// Run the HTTP service (`svc server start --dev`).
     Server(server::ServerArgs),
     /// Manage the server's secret vault (values are never printed).
@@ -49,6 +58,10 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Validate(a) => validate::validate(a),
         Command::Parse(a) => validate::parse(a),
+        Command::Runs(a) => runs::runs(a),
+        Command::Events(a) => runs::events(a),
+        Command::Export(a) => runs::export(a),
+        Command::Import(a) => runs::import(a),
         Command::Server(a) => server::server(a),
         Command::Secrets(a) => server::secrets(a),
     }
