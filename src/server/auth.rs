@@ -22,13 +22,17 @@ pub enum TokenError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path} does not hold a dev token (expected svc_dev_ followed by 64 lowercase hex digits)")]
+    #[error(
+        "{path} does not hold a dev token (expected svc_dev_ followed by 64 lowercase hex digits)"
+    )]
     Malformed { path: String },
 }
 
 pub fn is_dev_token(s: &str) -> bool {
     s.strip_prefix(DEV_TOKEN_PREFIX).is_some_and(|h| {
-        h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 

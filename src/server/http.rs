@@ -617,7 +617,10 @@ fn stream(rq: tiny_http::Request, s: StreamReply, request_id: &str, http10: bool
     } else {
         head.push_str("Transfer-Encoding: chunked\r\n\r\n");
     }
-    if w.write_all(head.as_bytes()).and_then(|_| w.flush()).is_err() {
+    if w.write_all(head.as_bytes())
+        .and_then(|_| w.flush())
+        .is_err()
+    {
         return;
     }
     let mut cw = ChunkWriter {

@@ -21,6 +21,7 @@ pub mod ids;
 pub mod openapi;
 pub mod router;
 pub mod routes;
+pub mod runs;
 pub mod system;
 pub mod versions;
 
@@ -37,24 +38,27 @@ pub struct App {
     pub settings: SettingsHandle,
     pub state_dir: PathBuf,
     pub dev_token: Option<String>,
-    pub versions: versions::VersionStore,
+    pub versions: Arc<versions::VersionStore>,
+    pub runs: Arc<runs::Runs>,
     pub router: Router,
     pub started: Instant,
 }
 
 impl App {
-    /// An app over `state_dir` with the given settings and versions table (tests, embedding).
+    /// An app over `state_dir` with the given settings, versions table and runs service.
     pub fn new(
         settings: SettingsHandle,
         state_dir: PathBuf,
         dev_token: Option<String>,
-        versions: versions::VersionStore,
+        versions: Arc<versions::VersionStore>,
+        runs: Arc<runs::Runs>,
     ) -> App {
         App {
             settings,
             state_dir,
             dev_token,
             versions,
+            runs,
             router: Router::new(routes::routes()),
             started: Instant::now(),
         }
@@ -94,11 +98,7 @@ impl App {
         }
         if route.access == Access::User {
             let s = self.settings.get();
-            ctx.principal = Some(auth::authenticate(
-                &s,
-                self.dev_token.as_deref(),
-                ctx.inc,
-            )?);
+            ctx.principal = Some(auth::authenticate(&s, self.dev_token.as_deref(), ctx.inc)?);
         }
         (route.handler)(self, &mut ctx)
     }
@@ -142,6 +142,8 @@ pub enum StartError {
     SessionSecret,
     #[error("cannot open the state directory {path}: {message}")]
     State { path: PathBuf, message: String },
+    #[error("{0}")]
+    Store(#[from] crate::store::ActivationError),
     #[error("cannot listen on {listen}: {source}")]
     Bind {
         listen: Listen,
@@ -181,10 +183,9 @@ impl RunningServer {
 /// The listener the settings ask for.
 pub fn listen_of(s: &Settings, state_dir: &Path) -> Listen {
     match &s.server.listen {
-        ListenSettings::Unix { path } => Listen::Unix(
-            path.clone()
-                .unwrap_or_else(|| state_dir.join("svc.sock")),
-        ),
+        ListenSettings::Unix { path } => {
+            Listen::Unix(path.clone().unwrap_or_else(|| state_dir.join("svc.sock")))
+        }
         ListenSettings::Tcp { address } => Listen::Tcp(address.clone()),
     }
 }
@@ -204,10 +205,13 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     };
     let mut initial = initial;
     if opts.dev && !initial.has_auth(settings::AuthMethod::DevToken) {
-        initial.server.auth.methods.push(settings::AuthMethod::DevToken);
+        initial
+            .server
+            .auth
+            .methods
+            .push(settings::AuthMethod::DevToken);
     }
-    if initial.server.web.enabled
-        && std::env::var("SESSION_SECRET").map_or(true, |s| s.len() < 32)
+    if initial.server.web.enabled && std::env::var("SESSION_SECRET").map_or(true, |s| s.len() < 32)
     {
         return Err(StartError::SessionSecret);
     }
@@ -221,8 +225,12 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     } else {
         None
     };
-    let versions = versions::VersionStore::open(&opts.state_dir.join("svc.db"))
-        .map_err(|e| state_err(&e))?;
+    let store: Arc<dyn crate::store::RunStore> =
+        Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
+    let versions = Arc::new(
+        versions::VersionStore::open(&opts.state_dir.join(crate::store::DB_FILE))
+            .map_err(|e| state_err(&e))?,
+    );
 
     let listen = opts
         .listen
@@ -240,11 +248,26 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         }
     });
     let watcher = settings::watch(&settings_path, handle.clone());
+    let runs = runs::Runs::new(
+        store,
+        executor(),
+        handle.clone(),
+        opts.state_dir.clone(),
+        Arc::clone(&versions),
+    );
+    let failed = runs.recover().map_err(|e| state_err(&e))?;
+    if failed > 0 {
+        log::warn!(
+            "{failed} run(s) were active when the server last stopped; marked failed (terminated)"
+        );
+    }
+    runs.start_scheduler().map_err(|e| state_err(&e))?;
     let app = Arc::new(App::new(
         handle,
         opts.state_dir.clone(),
         dev_token.as_ref().map(|(t, _)| t.clone()),
         versions,
+        runs,
     ));
     let http = HttpServer::bind(&listen, &http_opts).map_err(|source| StartError::Bind {
         listen: listen.clone(),
@@ -261,6 +284,11 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         dev_token,
         _watcher: watcher,
     })
+}
+
+/// The executor worker threads run promoted runs with.
+pub fn executor() -> Arc<dyn runs::exec::Executor> {
+    Arc::new(runs::exec::NoEngine)
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -5,7 +5,7 @@
 //! (see [`super::versions`]) or runs.
 
 use super::error::ApiError;
-use super::http::{Reply, parse_json};
+use super::http::{parse_json, Reply};
 use super::router::Ctx;
 use super::versions::Package;
 use super::{openapi, App};
@@ -47,7 +47,10 @@ pub fn openapi_doc(_: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 }
 
 pub fn user(_: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let p = ctx.principal.clone().unwrap_or_else(super::auth::dev_principal);
+    let p = ctx
+        .principal
+        .clone()
+        .unwrap_or_else(super::auth::dev_principal);
     Ok(Reply::json(
         200,
         &json!({"login": p["login"], "auth_method": p["auth_method"]}),

@@ -128,10 +128,15 @@ pub fn check_path(path: &str) -> Result<(), String> {
         return Err("a file path is empty".into());
     }
     if path.len() > 1024 {
-        return Err(format!("file path `{}…` is longer than 1024 bytes", &path[..32]));
+        return Err(format!(
+            "file path `{}…` is longer than 1024 bytes",
+            &path[..32]
+        ));
     }
     if path.starts_with('/') {
-        return Err(format!("file path `{path}` is absolute; paths are relative to the package"));
+        return Err(format!(
+            "file path `{path}` is absolute; paths are relative to the package"
+        ));
     }
     if path.contains('\\') {
         return Err(format!("file path `{path}` contains a backslash; use `/`"));
@@ -142,9 +147,7 @@ pub fn check_path(path: &str) -> Result<(), String> {
     for seg in path.split('/') {
         match seg {
             "" => return Err(format!("file path `{path}` has an empty segment")),
-            "." | ".." => {
-                return Err(format!("file path `{path}` contains a `{seg}` segment"))
-            }
+            "." | ".." => return Err(format!("file path `{path}` contains a `{seg}` segment")),
             _ => {}
         }
     }
@@ -152,7 +155,9 @@ pub fn check_path(path: &str) -> Result<(), String> {
 }
 
 fn is_version_id(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Resolves `rel` against the directory of `from` inside a package; `None` when it is
@@ -280,7 +285,10 @@ fn check_workflow(
         if child.is_empty() {
             continue;
         }
-        if deps.iter().any(|d| d.id == child || d.package.entrypoint == child) {
+        if deps
+            .iter()
+            .any(|d| d.id == child || d.package.entrypoint == child)
+        {
             continue;
         }
         match resolve(path, child) {
@@ -418,8 +426,9 @@ impl VersionStore {
         let Some((text, created_at)) = row else {
             return Ok(None);
         };
-        let package: Package = serde_json::from_str(&text)
-            .map_err(|e| ApiError::internal(format!("stored workflow version {id} is unreadable: {e}")))?;
+        let package: Package = serde_json::from_str(&text).map_err(|e| {
+            ApiError::internal(format!("stored workflow version {id} is unreadable: {e}"))
+        })?;
         let v = Arc::new(Version {
             id: id.to_string(),
             package,
@@ -479,7 +488,8 @@ fn db_err(e: rusqlite::Error) -> ApiError {
 mod tests {
     use super::*;
 
-    const HELLO: &str = "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }";
+    const HELLO: &str =
+        "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }";
 
     fn pkg(files: &[(&str, &str)], entry: &str) -> Package {
         Package {
@@ -516,14 +526,22 @@ mod tests {
 
     #[test]
     fn path_rules() {
-        for bad in ["", "/abs", "a/../b", "./a", "a//b", "a/", "..", "a\\b", "a\u{1}b"] {
+        for bad in [
+            "", "/abs", "a/../b", "./a", "a//b", "a/", "..", "a\\b", "a\u{1}b",
+        ] {
             assert!(check_path(bad).is_err(), "accepted {bad:?}");
         }
         for good in ["a", "a/b.dot", "prompts/x y.md", "é/ü.md"] {
             assert!(check_path(good).is_ok(), "refused {good:?}");
         }
-        assert_eq!(resolve("flows/main.dot", "p/a.md").as_deref(), Some("flows/p/a.md"));
-        assert_eq!(resolve("flows/main.dot", "../a.md").as_deref(), Some("a.md"));
+        assert_eq!(
+            resolve("flows/main.dot", "p/a.md").as_deref(),
+            Some("flows/p/a.md")
+        );
+        assert_eq!(
+            resolve("flows/main.dot", "../a.md").as_deref(),
+            Some("a.md")
+        );
         assert_eq!(resolve("main.dot", "../a.md"), None);
         assert_eq!(resolve("main.dot", "/etc/passwd"), None);
     }
@@ -532,10 +550,15 @@ mod tests {
     fn file_refs_resolve_inside_the_package() {
         let s = VersionStore::in_memory().unwrap();
         let src = r#"digraph g { start [shape=Mdiamond]; a [prompt="@prompts/a.md"]; exit [shape=Msquare]; start -> a -> exit }"#;
-        let err = s.register(pkg(&[("main.dot", src)], "main.dot")).unwrap_err();
+        let err = s
+            .register(pkg(&[("main.dot", src)], "main.dot"))
+            .unwrap_err();
         assert_eq!(err.status, 422);
         assert!(err.extra.is_some());
-        s.register(pkg(&[("main.dot", src), ("prompts/a.md", "do it")], "main.dot"))
-            .unwrap();
+        s.register(pkg(
+            &[("main.dot", src), ("prompts/a.md", "do it")],
+            "main.dot",
+        ))
+        .unwrap();
     }
 }

@@ -241,7 +241,9 @@ impl Settings {
             ));
         }
         if self.server.auth.methods.is_empty() {
-            return bad("server.auth.methods must name at least one method (dev-token, codehost)".into());
+            return bad(
+                "server.auth.methods must name at least one method (dev-token, codehost)".into(),
+            );
         }
         if self.server.scheduler.max_concurrent_runs == 0 {
             return bad("server.scheduler.max_concurrent_runs must be at least 1".into());
@@ -398,7 +400,10 @@ pub fn watch(path: &Path, handle: SettingsHandle) -> SettingsWatcher {
                 }
             }
         })
-        .and_then(|mut w| w.watch(&dir, notify::RecursiveMode::NonRecursive).map(|_| w))
+        .and_then(|mut w| {
+            w.watch(&dir, notify::RecursiveMode::NonRecursive)
+                .map(|_| w)
+        })
     };
     let watcher = match watcher {
         Ok(w) => Some(w),
@@ -442,10 +447,7 @@ pub fn watch(path: &Path, handle: SettingsHandle) -> SettingsWatcher {
                             log::info!("settings reloaded from {}", path.display());
                         }
                     }
-                    Err(e) => log::error!(
-                        "{}: {e}; keeping the previous settings",
-                        path.display()
-                    ),
+                    Err(e) => log::error!("{}: {e}; keeping the previous settings", path.display()),
                 },
             }
             last = now;

@@ -269,13 +269,16 @@ mod tests {
         assert!(v.set("rel/path", "x", SecretType::File).is_err());
         assert!(v.set("/a/../b", "x", SecretType::File).is_err());
         v.set("/etc/x.pem", "x", SecretType::File).unwrap();
-        assert!(!format!("{:?}", Secret {
-            value: "topsecret".into(),
-            kind: SecretType::File,
-            description: None,
-            created_at: String::new(),
-            updated_at: String::new()
-        })
+        assert!(!format!(
+            "{:?}",
+            Secret {
+                value: "topsecret".into(),
+                kind: SecretType::File,
+                description: None,
+                created_at: String::new(),
+                updated_at: String::new()
+            }
+        )
         .contains("topsecret"));
     }
 }
