@@ -5,6 +5,8 @@
 //! typed, validated model, the engine plans and executes it, the store records every event,
 //! and the server streams them. See `ARCHITECTURE.md` for the tour.
 
+#![recursion_limit = "256"]
+
 pub mod cli;
 pub mod dot;
 pub mod engine;
