@@ -471,7 +471,7 @@ fn build() -> Value {
         "info": {
             "title": "svc",
             "version": "0.1.0",
-            "description": "Workflow run service. Errors use the shape of #/components/schemas/Error; every response carries x-request-id.",
+            "description": "Workflow run service. Errors use the Error schema; every response carries x-request-id.",
             "license": {"name": "MIT", "identifier": "MIT"}
         },
         "servers": [{"url": "/"}],

@@ -368,7 +368,7 @@ mod tests {
                 reason: "approval_denied".into()
             }
         );
-        assert_eq!(den.approval.unwrap()["denial_reason"], "no");
+        assert_eq!(den.approval.clone().unwrap()["denial_reason"], "no");
         assert_eq!(archive(&running, &a).unwrap_err().status, 409);
         let arch = after(den.clone(), &archive(&den, &a).unwrap());
         assert!(arch.archived);
