@@ -9,4 +9,5 @@ pub mod cli;
 pub mod dot;
 pub mod engine;
 pub mod llm;
+pub mod store;
 pub mod workflow;
