@@ -1,6 +1,10 @@
 //! Command-line interface: argument parsing and output formatting only. Every command is a
 //! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
 
+mod interview;
+mod progress;
+pub mod run;
+mod signals;
 mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -22,6 +26,10 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Print a workflow after defaults, subgraph classes and the stylesheet, as JSON.
     Parse(validate::ParseArgs),
+    /// Run a workflow to completion, showing progress (exit 0 succeeded, 1 failed).
+    Run(run::RunArgs),
+    /// Continue an interrupted run from its last checkpoint.
+    Resume(run::ResumeArgs),
 }
 
 /// Output formats shared by commands.
@@ -44,5 +52,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Validate(a) => validate::validate(a),
         Command::Parse(a) => validate::parse(a),
+        Command::Run(a) => run::run(a),
+        Command::Resume(a) => run::resume(a),
     }
 }

@@ -31,3 +31,6 @@ pub use services::{
     LlmResponse, NoInterviewer, Reply, Services, SystemClock, UnconfiguredBackend,
 };
 pub use walker::FailureReason;
+
+#[cfg(test)]
+mod tests;
