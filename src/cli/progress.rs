@@ -81,20 +81,30 @@ pub fn describe(e: &Event) -> Option<String> {
             }
         }
         "stage.completed" => {
-            let mut l = format!("✓ {node} {} in {}", text(p, "status"), secs(num(p, "duration_ms")));
+            let mut l = format!(
+                "✓ {node} {} in {}",
+                text(p, "status"),
+                secs(num(p, "duration_ms"))
+            );
             if let Some(n) = p.get("notes").and_then(Value::as_str) {
                 l.push_str(&format!(" ({n})"));
             }
             l
         }
         "stage.failed" => {
-            let msg = p.pointer("/failure/message").and_then(Value::as_str).unwrap_or("");
+            let msg = p
+                .pointer("/failure/message")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let retry = if p.get("will_retry") == Some(&Value::Bool(true)) {
                 " (will retry)"
             } else {
                 ""
             };
-            format!("✗ {node} failed in {}{retry}: {msg}", secs(num(p, "duration_ms")))
+            format!(
+                "✗ {node} failed in {}{retry}: {msg}",
+                secs(num(p, "duration_ms"))
+            )
         }
         "stage.retrying" => format!(
             "↻ {node} retrying in {} (attempt {}/{})",
@@ -109,12 +119,26 @@ pub fn describe(e: &Event) -> Option<String> {
             } else if let Some(l) = p.get("label").and_then(Value::as_str) {
                 why = format!("{why}, label \"{l}\"");
             }
-            format!("  {} → {} ({why})", text(p, "from_node"), text(p, "to_node"))
+            format!(
+                "  {} → {} ({why})",
+                text(p, "from_node"),
+                text(p, "to_node")
+            )
         }
-        "loop.restart" => format!("⟲ restart from {} to {}", text(p, "from_node"), text(p, "to_node")),
+        "loop.restart" => format!(
+            "⟲ restart from {} to {}",
+            text(p, "from_node"),
+            text(p, "to_node")
+        ),
         "interview.timeout" => format!("? {node}: question timed out"),
-        "parallel.started" => format!("⇉ {node}: {} branches (max {} at once)", num(p, "branch_count"), num(p, "max_parallel")),
-        "parallel.branch.completed" => format!("  branch {} {}", text(p, "branch"), text(p, "status")),
+        "parallel.started" => format!(
+            "⇉ {node}: {} branches (max {} at once)",
+            num(p, "branch_count"),
+            num(p, "max_parallel")
+        ),
+        "parallel.branch.completed" => {
+            format!("  branch {} {}", text(p, "branch"), text(p, "status"))
+        }
         "watchdog.timeout" => "! stall watchdog: no activity, cancelling the run".to_string(),
         _ => return None,
     };

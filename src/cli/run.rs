@@ -161,7 +161,11 @@ fn load_valid(source: &str, path: &Path, shown: &str) -> Result<Workflow, Usage>
     for d in &loaded.diagnostics {
         eprintln!("{}", render(shown, d));
     }
-    if loaded.diagnostics.iter().any(|d| d.severity == Severity::Error) {
+    if loaded
+        .diagnostics
+        .iter()
+        .any(|d| d.severity == Severity::Error)
+    {
         return Err(Usage(format!("{shown} is not a valid workflow")));
     }
     Ok(loaded.workflow)
@@ -174,7 +178,10 @@ fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf, Usage> {
             .map_err(|e| Usage(format!("cannot read the current directory: {e}")))?,
     };
     if !dir.is_dir() {
-        return Err(Usage(format!("--workdir {} is not a directory", dir.display())));
+        return Err(Usage(format!(
+            "--workdir {} is not a directory",
+            dir.display()
+        )));
     }
     std::fs::canonicalize(&dir).map_err(|e| Usage(format!("--workdir {}: {e}", dir.display())))
 }
@@ -183,8 +190,8 @@ fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf, Usage> {
 fn parse_pairs(pairs: &[String], flag: &str) -> Result<Map<String, Value>, Usage> {
     let mut map = Map::new();
     for p in pairs {
-        let (k, v) = split_pair(p)
-            .ok_or_else(|| Usage(format!("{flag} `{p}` must look like KEY=VALUE")))?;
+        let (k, v) =
+            split_pair(p).ok_or_else(|| Usage(format!("{flag} `{p}` must look like KEY=VALUE")))?;
         map.insert(k.to_string(), Value::String(v.to_string()));
     }
     Ok(map)
@@ -205,9 +212,15 @@ fn title_of(wf: &Workflow) -> String {
 
 /// The state directory's store.
 fn open_store(dir: Option<&Path>) -> Result<Arc<dyn RunStore>, Usage> {
-    let dir = dir.map(Path::to_path_buf).unwrap_or_else(store::default_state_dir);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Usage(format!("cannot create the state directory {}: {e}", dir.display())))?;
+    let dir = dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(store::default_state_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Usage(format!(
+            "cannot create the state directory {}: {e}",
+            dir.display()
+        ))
+    })?;
     Ok(Arc::new(store::MemoryStore::new()))
 }
 

@@ -40,7 +40,11 @@ impl Scripted {
             message: m.to_string(),
             retryable,
         });
-        self.replies.lock().entry(node.into()).or_default().push_back(r);
+        self.replies
+            .lock()
+            .entry(node.into())
+            .or_default()
+            .push_back(r);
     }
     fn calls_to(&self, node: &str) -> usize {
         self.calls.lock().iter().filter(|n| *n == node).count()
@@ -59,11 +63,16 @@ impl LlmBackend for Scripted {
                 });
             }
         }
-        let next = self.replies.lock().get_mut(&req.node_id).and_then(VecDeque::pop_front);
-        next.unwrap_or_else(|| Ok("ok".into())).map(|text| LlmResponse {
-            text,
-            simulated: false,
-        })
+        let next = self
+            .replies
+            .lock()
+            .get_mut(&req.node_id)
+            .and_then(VecDeque::pop_front);
+        next.unwrap_or_else(|| Ok("ok".into()))
+            .map(|text| LlmResponse {
+                text,
+                simulated: false,
+            })
     }
 }
 
@@ -130,13 +139,30 @@ fn linear_run_succeeds_with_path_events_and_checkpoints() {
     let kinds: Vec<String> = h.events(&out.run_id).into_iter().map(|e| e.event).collect();
     assert_eq!(kinds[..3], ["run.created", "run.started", "run.running"]);
     assert_eq!(kinds.last().map(String::as_str), Some("run.completed"));
-    assert_eq!(kinds.iter().filter(|k| *k == "checkpoint.completed").count(), 3);
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "checkpoint.completed")
+            .count(),
+        3
+    );
     assert_eq!(
         h.kinds(&out.run_id, "a"),
-        ["stage.started", "stage.completed", "edge.selected", "checkpoint.completed"]
+        [
+            "stage.started",
+            "stage.completed",
+            "edge.selected",
+            "checkpoint.completed"
+        ]
     );
-    assert_eq!(out.context.get("graph.goal"), Some(&Value::String(String::new())));
-    assert_eq!(out.context.get("internal.run_id"), Some(&Value::String(out.run_id.clone())));
+    assert_eq!(
+        out.context.get("graph.goal"),
+        Some(&Value::String(String::new()))
+    );
+    assert_eq!(
+        out.context.get("internal.run_id"),
+        Some(&Value::String(out.run_id.clone()))
+    );
 }
 
 fn visit_loop(limit: &str) -> String {
@@ -194,7 +220,10 @@ fn retries_use_backoff_and_stop_at_max_attempts() {
     let kinds = h.kinds(&out.run_id, "work");
     assert_eq!(kinds.iter().filter(|k| *k == "stage.retrying").count(), 2);
     assert_eq!(out.path, ["start", "work", "exit"]);
-    assert_eq!(out.context.get("internal.retry_count.work"), Some(&Value::from(2)));
+    assert_eq!(
+        out.context.get("internal.retry_count.work"),
+        Some(&Value::from(2))
+    );
 }
 
 #[test]
@@ -230,7 +259,10 @@ fn allow_partial_and_auto_status() {
 #[test]
 fn goal_gate_jumps_to_retry_target_then_passes() {
     let h = harness();
-    h.llm.reply("g", Ok(r#"{"outcome": "failed", "failure_reason": "tests red"}"#));
+    h.llm.reply(
+        "g",
+        Ok(r#"{"outcome": "failed", "failure_reason": "tests red"}"#),
+    );
     let wf = workflow(
         r#"digraph G { start [shape=Mdiamond]; exit [shape=Msquare]
            g [goal_gate=true, retry_target=fix]
@@ -255,7 +287,10 @@ fn goal_gate_without_target_fails_the_run() {
     );
     let out = h.run(&wf);
     let err = out.error.unwrap_or_default();
-    assert!(err.contains("goal gate `g`") && err.contains("no retry target"), "{err}");
+    assert!(
+        err.contains("goal gate `g`") && err.contains("no retry target"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -273,7 +308,10 @@ fn success_without_route_fails_with_no_route() {
 fn failure_signature_limit_stops_a_failing_loop() {
     let h = harness();
     for _ in 0..5 {
-        h.llm.reply("t", Ok(r#"{"outcome": "failed", "failure_reason": "same 123 error"}"#));
+        h.llm.reply(
+            "t",
+            Ok(r#"{"outcome": "failed", "failure_reason": "same 123 error"}"#),
+        );
     }
     let wf = workflow(
         r#"digraph S { start [shape=Mdiamond]; exit [shape=Msquare]
@@ -301,8 +339,13 @@ fn loop_restart_resets_context_but_keeps_visits() {
     assert!(!out.context.contains_key("mark"));
     assert!(out.context.contains_key("other"));
     assert!(out.context.contains_key("graph.goal"));
-    assert_eq!(out.context.get("internal.node_visit_count"), Some(&Value::from(2)));
-    assert!(h.kinds(&out.run_id, "a").contains(&"loop.restart".to_string()));
+    assert_eq!(
+        out.context.get("internal.node_visit_count"),
+        Some(&Value::from(2))
+    );
+    assert!(h
+        .kinds(&out.run_id, "a")
+        .contains(&"loop.restart".to_string()));
 }
 
 #[test]
