@@ -4,8 +4,9 @@
 mod interview;
 mod progress;
 pub mod run;
+pub mod runs;
 mod signals;
-mod validate;
+pub mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -30,6 +31,14 @@ enum Command {
     Run(run::RunArgs),
     /// Continue an interrupted run from its last checkpoint.
     Resume(run::ResumeArgs),
+    /// List runs in the state directory, newest first.
+    Runs(runs::RunsArgs),
+    /// Print a run's events.
+    Events(runs::EventsArgs),
+    /// Write runs in the portable export format (runs/<id>/events.jsonl + blobs/).
+    Export(runs::ExportArgs),
+    /// Import a portable export directory into the state directory.
+    Import(runs::ImportArgs),
 }
 
 /// Output formats shared by commands.
@@ -54,5 +63,9 @@ pub fn main() -> i32 {
         Command::Parse(a) => validate::parse(a),
         Command::Run(a) => run::run(a),
         Command::Resume(a) => run::resume(a),
+        Command::Runs(a) => runs::runs(a),
+        Command::Events(a) => runs::events(a),
+        Command::Export(a) => runs::export(a),
+        Command::Import(a) => runs::import(a),
     }
 }

@@ -210,18 +210,18 @@ fn title_of(wf: &Workflow) -> String {
         .to_string()
 }
 
-/// The state directory's store.
+/// The state directory's store (`<state-dir>/svc.db`), activated (created if needed).
 fn open_store(dir: Option<&Path>) -> Result<Arc<dyn RunStore>, Usage> {
     let dir = dir
         .map(Path::to_path_buf)
         .unwrap_or_else(store::default_state_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| {
+    let store = store::SqliteStore::activate(&dir).map_err(|e| {
         Usage(format!(
-            "cannot create the state directory {}: {e}",
+            "cannot open the run store in {}: {e}",
             dir.display()
         ))
     })?;
-    Ok(Arc::new(store::MemoryStore::new()))
+    Ok(Arc::new(store))
 }
 
 /// Runs (or resumes) with progress and signals, then reports.

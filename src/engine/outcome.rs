@@ -119,8 +119,8 @@ impl StageOutcome {
     /// Applies a routing directive: label, suggestions and context updates; an explicit
     /// `outcome: failed` becomes a deterministic failure with the directive's reason.
     pub fn apply_directive(&mut self, d: Directive) {
-        if d.preferred_next_label.is_some() {
-            self.preferred_label = d.preferred_next_label;
+        if d.preferred_label.is_some() {
+            self.preferred_label = d.preferred_label;
         }
         if !d.suggested_next_ids.is_empty() {
             self.suggested_next_ids = d.suggested_next_ids;

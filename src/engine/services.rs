@@ -38,7 +38,7 @@ impl Services {
 
 /// An answer from a human: raw text the engine matches against the options, or an answer
 /// the interviewer already matched (the HTTP server validates before accepting).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Text(String),
     Answer(Answer),

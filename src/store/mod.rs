@@ -1,328 +1,186 @@
-//! TEMPORARY STAND-IN for the `store` branch (replaced wholesale when it is merged): the
-//! subset of the run store API the engine codes against, with an in-memory implementation.
-//! Must not grow beyond what the real store offers.
+//! The run store: the only authority for run existence, run events, each run's current
+//! projected row, and content-addressed blobs (SPEC 1.11, 6.3).
+//!
+//! Owns: the event envelope ([`Event`]), the projection ([`RunRow`]) and its pure reducer
+//! ([`fold`]), the [`RunStore`] trait with its two implementations ([`MemoryStore`] and
+//! [`SqliteStore`], one SQLite file `<state-dir>/svc.db`), post-commit notification
+//! ([`Hub`]), startup activation ([`SqliteStore::activate`]: open, migrate, check, import
+//! legacy data, keep its backup) and the portable export/import format ([`portable`]).
+//! Must not touch: workflow parsing or execution, HTTP, settings, or files other than the
+//! state directory it is handed and the export/import directories named by its callers.
+//!
+//! Guarantees, for both implementations:
+//! - creating a run commits `run.created`, the row and the run's existence atomically;
+//! - every append commits the event and the folded row in one transaction; `seq` starts at 1
+//!   and has no gaps, and the next one comes from the row (no log scan);
+//! - subscribers hear of an event only after its commit, in `seq` order;
+//! - a deleted run leaves a tombstone: its id can never be created, imported or appended to
+//!   again (`StoreError::Tombstoned`), across restarts;
+//! - blobs are written once, addressed by SHA-256 and verified on every read.
 
-use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashMap};
+mod activation;
+mod clock;
+mod error;
+mod fold;
+mod hub;
+mod memory;
+mod model;
+pub mod portable;
+mod prep;
+mod schema;
+mod sqlite;
+
+pub use activation::{
+    unpack_backup, ActivationOptions, ActivationReport, IntegrityMode, LegacyReport, BACKUP_FILE,
+    LEGACY_DIR, QUICK_CHECK_MAX_BYTES,
+};
+pub use clock::{format_millis, is_canonical_ulid, new_ulid, now};
+pub use error::{ActivationError, Location, StoreError};
+pub use fold::{fold, replay};
+pub use hub::{Hub, Subscription};
+pub use memory::MemoryStore;
+pub use model::{
+    Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
+    WorkflowMeta,
+};
+pub use prep::{blob_refs, is_blob_id, sha256_hex};
+pub use schema::SCHEMA_VERSION;
+pub use sqlite::SqliteStore;
+
 use std::path::PathBuf;
-use std::sync::Arc;
 
+/// Payloads larger than this belong in a blob, referenced from the event by [`blob_ref`].
 pub const BLOB_THRESHOLD: usize = 100 * 1024;
-const BLOB_REF_PREFIX: &str = "blob://sha256/";
 
+/// The database file name inside the state directory.
+pub const DB_FILE: &str = "svc.db";
+
+/// `blob://sha256/<hex>`, the in-event reference to a blob.
 pub fn blob_ref(hex: &str) -> String {
-    format!("{BLOB_REF_PREFIX}{hex}")
+    format!("{}{hex}", prep::BLOB_REF_PREFIX)
 }
 
+/// The blob id inside a `blob://sha256/<hex>` reference.
 pub fn parse_blob_ref(reference: &str) -> Option<&str> {
     reference
-        .strip_prefix(BLOB_REF_PREFIX)
-        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .strip_prefix(prep::BLOB_REF_PREFIX)
+        .filter(|hex| is_blob_id(hex))
 }
 
+/// `text` itself when it is at most [`BLOB_THRESHOLD`] bytes, else it is stored as a blob and
+/// its [`blob_ref`] is returned.
+pub fn offload_text(store: &dyn RunStore, text: &str) -> Result<String, StoreError> {
+    if text.len() <= BLOB_THRESHOLD {
+        Ok(text.to_string())
+    } else {
+        Ok(blob_ref(&store.put_blob(text.as_bytes())?))
+    }
+}
+
+/// The user state directory: `$XDG_STATE_HOME/svc` when that is set to an absolute path,
+/// else `$HOME/.local/state/svc`, else `./.svc-state` (no home at all).
 pub fn default_state_dir() -> PathBuf {
-    match std::env::var_os("HOME") {
-        Some(h) => PathBuf::from(h).join(".local/state/svc"),
-        None => PathBuf::from(".svc-state"),
+    state_dir_from(
+        std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )
+}
+
+fn state_dir_from(xdg: Option<PathBuf>, home: Option<PathBuf>) -> PathBuf {
+    match (xdg, home) {
+        (Some(x), _) if x.is_absolute() => x.join("svc"),
+        (_, Some(h)) if !h.as_os_str().is_empty() => h.join(".local").join("state").join("svc"),
+        _ => PathBuf::from(".svc-state"),
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("run {run_id} not found")]
-    NotFound { run_id: String },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    pub seq: u64,
-    pub id: String,
-    pub ts: String,
-    pub run_id: String,
-    pub event: String,
-    pub properties: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parallel_group_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parallel_branch_id: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventDraft {
-    pub event: String,
-    pub properties: Value,
-    pub node_id: Option<String>,
-    pub parallel_group_id: Option<String>,
-    pub parallel_branch_id: Option<String>,
-}
-
-impl EventDraft {
-    pub fn new(kind: &str, properties: Value) -> Self {
-        EventDraft {
-            event: kind.to_string(),
-            properties: if properties.is_null() {
-                Value::Object(Map::new())
-            } else {
-                properties
-            },
-            node_id: None,
-            parallel_group_id: None,
-            parallel_branch_id: None,
-        }
-    }
-    pub fn node(mut self, id: &str) -> Self {
-        self.node_id = Some(id.to_string());
-        self
-    }
-    pub fn parallel(mut self, group_id: &str, branch_id: &str) -> Self {
-        self.parallel_group_id = Some(group_id.to_string());
-        self.parallel_branch_id = Some(branch_id.to_string());
-        self
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct WorkflowMeta {
-    pub name: Option<String>,
-    pub slug: Option<String>,
-    pub graph_name: Option<String>,
-    pub node_count: i64,
-    pub edge_count: i64,
-    pub source: String,
-    pub path: Option<String>,
-    pub version_id: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NewRun {
-    pub id: Option<String>,
-    pub title: String,
-    pub goal: String,
-    pub labels: BTreeMap<String, String>,
-    pub workflow: WorkflowMeta,
-    pub working_dir: Option<String>,
-    pub inputs: Value,
-    pub parent_id: Option<String>,
-    pub extra: Value,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RunStatus {
-    Submitted,
-    Running,
-    Blocked { blocked_reason: String },
-    Succeeded { reason: String },
-    Failed { reason: String },
-}
-
-impl RunStatus {
-    pub fn is_terminal(&self) -> bool {
-        matches!(self, RunStatus::Succeeded { .. } | RunStatus::Failed { .. })
-    }
-    pub fn name(&self) -> &'static str {
-        match self {
-            RunStatus::Submitted => "submitted",
-            RunStatus::Running => "running",
-            RunStatus::Blocked { .. } => "blocked",
-            RunStatus::Succeeded { .. } => "succeeded",
-            RunStatus::Failed { .. } => "failed",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunRow {
-    pub id: String,
-    pub workflow: WorkflowMeta,
-    pub status: RunStatus,
-    pub error: Option<String>,
-    pub last_seq: u64,
-    pub working_dir: Option<String>,
-    pub inputs: Value,
-    pub checkpoint: Option<Value>,
-}
-
+/// The store as the engine and the server use it. Both implementations give the guarantees
+/// listed in the module documentation.
 pub trait RunStore: Send + Sync {
+    /// Commits `run.created` (seq 1), the row and the run's existence in one transaction.
+    /// Fails with `AlreadyExists`, `Tombstoned` or `InvalidRunId` for a bad caller-chosen id.
     fn create_run(&self, new: NewRun) -> Result<RunRow, StoreError>;
+
+    /// Appends one event at `last_seq + 1` and updates the row, in one transaction; notifies
+    /// subscribers after the commit. `NotFound` for an unknown run, `Tombstoned` for a deleted
+    /// one; a storage failure (disk full, I/O) is `StoreError::Database` with the real cause.
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError>;
+
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError>;
+
+    /// Every run, newest first (ULID order), archived ones included.
+    fn list_runs(&self, offset: usize, limit: usize) -> Result<Vec<RunRow>, StoreError> {
+        self.query_runs(&RunQuery {
+            offset,
+            limit,
+            ..RunQuery::default()
+        })
+    }
+
+    /// Runs matching a filter, newest first unless `oldest_first`.
+    fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError>;
+
+    /// Events with `seq >= since_seq`, at most `limit`, in order. `NotFound` for an unknown run.
     fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
+
+    /// Like [`RunStore::events`], but each event's stored JSON text, byte for byte (imported
+    /// events come back exactly as they were imported).
+    fn events_raw(
+        &self,
+        run_id: &str,
+        since_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<RawEvent>, StoreError>;
+
+    /// Removes the run's events and row and records a tombstone, in one transaction. Deleting a
+    /// run that is already deleted succeeds; `NotFound` when the id was never known. Blobs are
+    /// global and stay. Live per-run subscriptions end.
+    fn delete_run(&self, run_id: &str) -> Result<(), StoreError>;
+
+    /// When the run was deleted, if it was.
+    fn tombstone(&self, run_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Stores a whole imported run in one transaction: `lines` are its events' JSON texts in
+    /// order (kept byte for byte), seqs 1..=n, first `run.created`; the row is their fold.
+    /// Importing the same events again is a no-op (`AlreadyPresent`); different events for an
+    /// existing id is `ImportConflict`; a tombstoned id is `Tombstoned`.
+    fn import_run(&self, run_id: &str, lines: &[String]) -> Result<ImportOutcome, StoreError>;
+
+    /// Stores `bytes` once under their lowercase SHA-256 hex, which is returned.
     fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError>;
+
+    /// The blob's bytes, verified against the id; `CorruptBlob` when they do not match.
     fn get_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// True when a blob with this id is stored (not verified).
+    fn has_blob(&self, id: &str) -> Result<bool, StoreError>;
+
     fn hub(&self) -> &Hub;
 }
 
-#[derive(Debug, Default)]
-pub struct Hub {
-    subs: Mutex<HashMap<String, Vec<crossbeam_channel::Sender<Arc<Event>>>>>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-pub struct Subscription {
-    rx: crossbeam_channel::Receiver<Arc<Event>>,
-}
-
-impl Subscription {
-    pub fn recv(&self) -> Result<Arc<Event>, crossbeam_channel::RecvError> {
-        self.rx.recv()
-    }
-    pub fn recv_timeout(
-        &self,
-        t: std::time::Duration,
-    ) -> Result<Arc<Event>, crossbeam_channel::RecvTimeoutError> {
-        self.rx.recv_timeout(t)
-    }
-}
-
-impl Hub {
-    pub fn subscribe(&self, run_id: &str) -> Subscription {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        self.subs
-            .lock()
-            .entry(run_id.to_string())
-            .or_default()
-            .push(tx);
-        Subscription { rx }
-    }
-    fn publish(&self, e: &Arc<Event>) {
-        if let Some(list) = self.subs.lock().get_mut(&e.run_id) {
-            list.retain(|tx| tx.send(e.clone()).is_ok());
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-pub struct MemoryStore {
-    runs: Mutex<HashMap<String, (RunRow, Vec<Event>)>>,
-    blobs: Mutex<HashMap<String, Vec<u8>>>,
-    hub: Hub,
-}
-
-impl MemoryStore {
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
-fn fold(row: &mut RunRow, e: &Event) {
-    let reason = || {
-        e.properties
-            .get("reason")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    match e.event.as_str() {
-        "run.running" | "run.started" | "run.unblocked" => row.status = RunStatus::Running,
-        "run.blocked" => {
-            row.status = RunStatus::Blocked {
-                blocked_reason: "human_input_required".into(),
-            }
-        }
-        "run.completed" => row.status = RunStatus::Succeeded { reason: reason() },
-        "run.failed" => {
-            row.status = RunStatus::Failed { reason: reason() };
-            row.error = e
-                .properties
-                .get("error")
-                .and_then(Value::as_str)
-                .map(String::from);
-        }
-        "checkpoint.completed" => row.checkpoint = Some(e.properties.clone()),
-        _ => {}
-    }
-    row.last_seq = e.seq;
-}
-
-impl RunStore for MemoryStore {
-    fn create_run(&self, new: NewRun) -> Result<RunRow, StoreError> {
-        let id = new
-            .id
-            .clone()
-            .unwrap_or_else(|| ulid::Ulid::new().to_string());
-        let row = RunRow {
-            id: id.clone(),
-            workflow: new.workflow,
-            status: RunStatus::Submitted,
-            error: None,
-            last_seq: 1,
-            working_dir: new.working_dir,
-            inputs: new.inputs,
-            checkpoint: None,
-        };
-        let created = Event {
-            seq: 1,
-            id: ulid::Ulid::new().to_string(),
-            ts: String::new(),
-            run_id: id.clone(),
-            event: "run.created".into(),
-            properties: Value::Object(Map::new()),
-            node_id: None,
-            parallel_group_id: None,
-            parallel_branch_id: None,
-        };
-        self.runs.lock().insert(id, (row.clone(), vec![created]));
-        Ok(row)
+    #[test]
+    fn state_dir_rules() {
+        let p = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(state_dir_from(p("/x"), p("/h")), PathBuf::from("/x/svc"));
+        assert_eq!(
+            state_dir_from(p("rel"), p("/h")),
+            PathBuf::from("/h/.local/state/svc")
+        );
+        assert_eq!(
+            state_dir_from(None, p("/h")),
+            PathBuf::from("/h/.local/state/svc")
+        );
+        assert_eq!(state_dir_from(None, None), PathBuf::from(".svc-state"));
     }
 
-    fn append(&self, run_id: &str, d: EventDraft) -> Result<Event, StoreError> {
-        let mut runs = self.runs.lock();
-        let (row, events) = runs.get_mut(run_id).ok_or_else(|| StoreError::NotFound {
-            run_id: run_id.to_string(),
-        })?;
-        let e = Event {
-            seq: row.last_seq + 1,
-            id: ulid::Ulid::new().to_string(),
-            ts: String::new(),
-            run_id: run_id.to_string(),
-            event: d.event,
-            properties: d.properties,
-            node_id: d.node_id,
-            parallel_group_id: d.parallel_group_id,
-            parallel_branch_id: d.parallel_branch_id,
-        };
-        fold(row, &e);
-        events.push(e.clone());
-        self.hub.publish(&Arc::new(e.clone()));
-        Ok(e)
-    }
-
-    fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
-        Ok(self.runs.lock().get(run_id).map(|(r, _)| r.clone()))
-    }
-
-    fn events(&self, run_id: &str, since: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let runs = self.runs.lock();
-        let (_, events) = runs.get(run_id).ok_or_else(|| StoreError::NotFound {
-            run_id: run_id.to_string(),
-        })?;
-        Ok(events
-            .iter()
-            .filter(|e| e.seq >= since)
-            .take(limit)
-            .cloned()
-            .collect())
-    }
-
-    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        bytes.hash(&mut h);
-        let id = format!("{:016x}", h.finish()).repeat(4);
-        self.blobs.lock().insert(id.clone(), bytes.to_vec());
-        Ok(id)
-    }
-
-    fn get_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.blobs.lock().get(id).cloned())
-    }
-
-    fn hub(&self) -> &Hub {
-        &self.hub
+    #[test]
+    fn blob_refs_round_trip() {
+        let h = sha256_hex(b"x");
+        assert_eq!(parse_blob_ref(&blob_ref(&h)), Some(h.as_str()));
+        assert_eq!(parse_blob_ref("blob://sha256/abc"), None);
     }
 }

@@ -262,7 +262,7 @@ pub(super) fn fan_in(cx: &StageCtx<'_, '_>) -> HandlerResult {
         .map(|r| {
             r.get("status")
                 .and_then(Value::as_str)
-                .and_then(StageStatus::parse)
+                .and_then(|s| s.parse::<StageStatus>().ok())
                 .unwrap_or(StageStatus::Failed)
         })
         .collect();

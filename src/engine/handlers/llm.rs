@@ -120,7 +120,7 @@ fn apply_loose_directive(o: &mut StageOutcome, text: &str, has_schema: bool) {
     if has_schema {
         return;
     }
-    if let Some(m) = output::last_json_object(text, &output::is_directive) {
+    if let Some(m) = output::last_json_object(text, output::has_routing_key) {
         o.apply_directive(output::parse_directive(&m));
     }
 }

@@ -7,14 +7,12 @@
 use super::{HandlerResult, Interrupt, StageCtx};
 use crate::engine::command::{run_command, CommandResult, CommandSpec, Language, Termination};
 use crate::engine::context::{self, COMMAND_OUTPUT, COMMAND_STDERR, OUTPUT_PREFIX};
-use crate::engine::failure::FailureClass;
+use crate::engine::failure::classify_command;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, OutputSchema, StructuredOutput};
-use crate::engine::walker::{describe_duration, millis};
+use crate::engine::walker::millis;
 use serde_json::{json, Value};
-
-/// Bytes of stderr (else stdout) quoted in a failure message.
-const TAIL_BYTES: usize = 2000;
+use std::time::Duration;
 
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let v = cx.view();
@@ -22,10 +20,12 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         return deterministic(cx, "has no `script` to run");
     };
     let script = cx.expand(script);
-    let language = match v.nonempty("language").unwrap_or("shell") {
-        "shell" => Language::Shell,
-        "python" => Language::Python,
-        other => return deterministic(cx, &format!("has unknown language `{other}`")),
+    let Some(language) = Language::from_attr(v.text("language")) else {
+        let other = v.text("language").unwrap_or("");
+        return deterministic(
+            cx,
+            &format!("has unknown language `{other}` (use shell or python)"),
+        );
     };
     let schema = match load_schema(cx) {
         Ok(s) => s,
@@ -44,9 +44,9 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     )?;
     let w = cx.walker;
     let spec = CommandSpec {
-        script,
+        script: &script,
         language,
-        workdir: w.options().workdir.clone(),
+        workdir: &w.options().workdir,
         env: context::command_env(
             cx.context(),
             cx.inputs(),
@@ -64,10 +64,10 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     match result.termination {
         Termination::Cancelled => Err(Interrupt::Cancelled),
         Termination::TimedOut => Ok(StageOutcome::failed(Failure::timeout(format!(
-            "command timed out after {} and was killed",
-            describe_duration(timeout.unwrap_or_default())
+            "{} and was killed",
+            result.summary(timeout)
         )))),
-        Termination::Exited => Ok(exited(cx, result, schema.as_ref())),
+        Termination::Exited => Ok(exited(cx, result, schema.as_ref(), timeout)),
     }
 }
 
@@ -96,7 +96,7 @@ fn emit_completed(cx: &StageCtx<'_, '_>, r: &CommandResult) -> Result<(), Interr
             "stderr": r.stderr,
             "exit_code": r.exit_code,
             "duration_ms": millis(r.duration),
-            "termination": r.termination.as_str(),
+            "termination": termination_name(r.termination),
             "stdout_bytes": r.stdout_bytes,
             "stderr_bytes": r.stderr_bytes,
             "truncated": r.truncated,
@@ -105,27 +105,26 @@ fn emit_completed(cx: &StageCtx<'_, '_>, r: &CommandResult) -> Result<(), Interr
     Ok(())
 }
 
+fn termination_name(t: Termination) -> &'static str {
+    match t {
+        Termination::Exited => "exited",
+        Termination::TimedOut => "timed_out",
+        Termination::Cancelled => "cancelled",
+    }
+}
+
 /// Exit 0 → succeeded (then the schema), anything else → a retryable failure quoting the
-/// end of the output.
-fn exited(cx: &StageCtx<'_, '_>, r: CommandResult, schema: Option<&OutputSchema>) -> StageOutcome {
+/// end of the output, classed by the line the command ended with.
+fn exited(
+    cx: &StageCtx<'_, '_>,
+    r: CommandResult,
+    schema: Option<&OutputSchema>,
+    timeout: Option<Duration>,
+) -> StageOutcome {
     let mut o = StageOutcome::succeeded();
-    if r.exit_code != Some(0) {
-        let status = match r.exit_code {
-            Some(code) => format!("command exited with code {code}"),
-            None => "command was killed by a signal".to_string(),
-        };
-        let quoted = if r.stderr.trim().is_empty() {
-            &r.stdout
-        } else {
-            &r.stderr
-        };
-        let tail = tail(quoted.trim_end(), TAIL_BYTES);
-        let message = if tail.is_empty() {
-            status
-        } else {
-            format!("{status}: {tail}")
-        };
-        o = StageOutcome::failed(Failure::retryable(message, FailureClass::Deterministic));
+    if !r.succeeded() {
+        let failure = Failure::retryable(r.failure_message(timeout), classify_command(&r));
+        o = StageOutcome::failed(failure);
     } else if let Some(schema) = schema {
         match output::extract_structured(&r.merged, schema) {
             Ok(StructuredOutput::Routing(d)) => o.apply_directive(d),
@@ -145,16 +144,4 @@ fn exited(cx: &StageCtx<'_, '_>, r: CommandResult, schema: Option<&OutputSchema>
     updates.extend(std::mem::take(&mut o.context_updates));
     o.context_updates = updates;
     o
-}
-
-/// The last `max` bytes of `s` (on a character boundary), with `…` when cut.
-fn tail(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut start = s.len() - max;
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &s[start..])
 }
