@@ -1,8 +1,12 @@
 //! Command-line interface: argument parsing and output formatting only. Every command is a
 //! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
 
+mod interview;
+mod progress;
+pub mod run;
 pub mod runs;
 mod server;
+mod signals;
 pub mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -24,6 +28,10 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Print a workflow after defaults, subgraph classes and the stylesheet, as JSON.
     Parse(validate::ParseArgs),
+    /// Run a workflow to completion, showing progress (exit 0 succeeded, 1 failed).
+    Run(run::RunArgs),
+    /// Continue an interrupted run from its last checkpoint.
+    Resume(run::ResumeArgs),
     /// List runs in the state directory, newest first.
     Runs(runs::RunsArgs),
     /// Print a run's events.
@@ -58,6 +66,8 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Validate(a) => validate::validate(a),
         Command::Parse(a) => validate::parse(a),
+        Command::Run(a) => run::run(a),
+        Command::Resume(a) => run::resume(a),
         Command::Runs(a) => runs::runs(a),
         Command::Events(a) => runs::events(a),
         Command::Export(a) => runs::export(a),
