@@ -288,7 +288,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
 
 /// The executor worker threads run promoted runs with.
 pub fn executor() -> Arc<dyn runs::exec::Executor> {
-    Arc::new(runs::exec::NoEngine)
+    Arc::new(runs::exec::EngineExecutor)
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -5,11 +5,15 @@
 //! services). Must not touch: scheduling decisions or HTTP.
 
 use super::super::versions::{PackageFiles, Version};
-use super::interviewer::RunHandle;
+use super::interviewer::{AskEnd, RunHandle};
+use crate::engine::cancel::CancelToken;
+use crate::engine::human::Question;
+use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
 use crate::store::{
     Event, EventDraft, Hub, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStore, StoreError,
 };
 use parking_lot::Mutex;
+use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -101,17 +105,74 @@ impl RunStore for GatedStore {
     }
 }
 
-/// Used until the engine is linked in: fails every run at launch, saying why.
-pub struct NoEngine;
+/// Human questions of a live run go through its [`RunHandle`], answered over HTTP.
+pub struct HttpInterviewer(pub Arc<RunHandle>);
 
-impl Executor for NoEngine {
+impl Interviewer for HttpInterviewer {
+    fn ask(&self, question: &Question, cancel: &CancelToken) -> Result<Reply, InterviewError> {
+        match self.0.ask(question, cancel) {
+            Ok(a) => Ok(Reply::Answer(a)),
+            Err(AskEnd::Cancelled) => Err(InterviewError::Cancelled),
+            Err(AskEnd::Timeout) => Err(InterviewError::Timeout),
+        }
+    }
+}
+
+/// Runs jobs with the engine: resumes from the run's checkpoint when it has one (a run
+/// queued with `resume`), else starts from the beginning. LLM stages fail with a
+/// provider-not-configured error until providers are wired in.
+pub struct EngineExecutor;
+
+fn fail_launch(job: &Job, error: String) {
+    let _ = job.store.append(
+        &job.row.id,
+        EventDraft::new(
+            "run.failed",
+            json!({"reason": "launch_failed", "error": error, "causes": [], "duration_ms": 0}),
+        ),
+    );
+}
+
+impl Executor for EngineExecutor {
     fn execute(&self, job: &Job) {
-        let _ = job.store.append(
-            &job.row.id,
-            EventDraft::new(
-                "run.failed",
-                serde_json::json!({"reason": "launch_failed", "error": "this build has no engine", "causes": [], "duration_ms": 0}),
-            ),
+        let files: Arc<dyn crate::workflow::FileSource + Send + Sync> = match &job.version {
+            Some(v) => Arc::new(VersionFiles {
+                version: Arc::clone(v),
+                deps: Vec::new(),
+            }),
+            None => Arc::new(crate::workflow::NoFiles),
+        };
+        let source = match &job.version {
+            Some(v) => v.source().to_string(),
+            None => job.row.workflow.source.clone(),
+        };
+        let loaded = match crate::workflow::load(&source, &*files) {
+            Ok(l) => l,
+            Err(e) => {
+                return fail_launch(job, format!("the workflow does not parse: {}", e.message))
+            }
+        };
+        if loaded.has_errors() {
+            return fail_launch(job, "the workflow has validation errors".into());
+        }
+        let inputs = match &job.row.inputs {
+            Value::Object(m) => m.clone(),
+            _ => Map::new(),
+        };
+        let options = RunOptions {
+            inputs,
+            files,
+            ..RunOptions::new(&job.row.id, job.workdir.clone())
+        };
+        let mut services = Services::new(Arc::clone(&job.store));
+        services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
+        services.cancel = job.handle.cancel.clone();
+        let outcome = Engine::resume(&loaded.workflow, &options, &services);
+        log::info!(
+            "run {} ended: {} ({})",
+            outcome.run_id,
+            outcome.status.as_str(),
+            outcome.reason
         );
     }
 }
