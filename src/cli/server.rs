@@ -80,8 +80,10 @@ pub fn server(args: ServerArgs) -> i32 {
 }
 
 fn start(a: StartArgs) -> i32 {
-    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .try_init();
+    let _ = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("info,tiny_http=off"),
+    )
+    .try_init();
     let listen = match a.listen.as_deref().map(Listen::parse).transpose() {
         Ok(l) => l,
         Err(e) => {

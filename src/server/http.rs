@@ -228,10 +228,10 @@ impl Incoming<'_> {
     /// The request body, read once, at most the configured limit (413 beyond it).
     pub fn body(&mut self) -> Result<&[u8], ApiError> {
         if self.body.is_none() {
-            self.body_touched = true;
             if self.content_length.is_some_and(|n| n > self.max_body) {
                 return Err(too_large(self.max_body));
             }
+            self.body_touched = true;
             let mut buf = Vec::with_capacity(self.content_length.unwrap_or(0).min(self.max_body));
             let limit = self.max_body as u64 + 1;
             match self.rq.as_reader().take(limit).read_to_end(&mut buf) {
@@ -338,40 +338,77 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The bound socket; each generation of tiny_http gets a duplicate of it.
+enum Bound {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl Bound {
+    fn server(&self) -> io::Result<tiny_http::Server> {
+        let r = match self {
+            Bound::Tcp(l) => tiny_http::Server::from_listener(l.try_clone()?, None),
+            Bound::Unix(l) => tiny_http::Server::from_listener(l.try_clone()?, None),
+        };
+        r.map_err(io::Error::other)
+    }
+}
+
 /// A bound listener, serving until dropped or [`HttpServer::shutdown`].
+///
+/// The socket timeouts that bound slow clients also bound `accept(2)` on the listening
+/// socket, and tiny_http's accept thread ends at the first accept error (a timeout while
+/// idle, or EMFILE). So the server runs in generations: when a generation's accept thread
+/// ends, a new `tiny_http::Server` is made over a duplicate of the same socket at once, and
+/// the old generation keeps dispatching its open connections' requests until it has been
+/// quiet for twice the read timeout (by then the timeouts have closed its idle connections),
+/// then it is dropped.
 pub struct HttpServer {
-    server: Arc<tiny_http::Server>,
+    bound: Arc<Bound>,
     listen: Listen,
     local: String,
     unix_path: Option<PathBuf>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl HttpServer {
     /// Binds the listener. A Unix socket path left by a dead server is removed first; one that
     /// a live server still answers on is an error.
     pub fn bind(listen: &Listen, opts: &HttpOptions) -> io::Result<HttpServer> {
-        let (server, local, unix_path) = match listen {
+        let (bound, local, unix_path) = match listen {
             Listen::Unix(path) => {
                 prepare_unix_path(path)?;
-                let l = std::os::unix::net::UnixListener::bind(path)?;
+                // Bound under a private name, then hard-linked to the public path: tiny_http
+                // removes its listener's path when a generation is dropped, and that must
+                // never be the public one.
+                let mut rnd = [0u8; 6];
+                ids::fill_random(&mut rnd)?;
+                let private = path.with_file_name(format!(".svc-{}.sock", ids::hex(&rnd)));
+                let l = std::os::unix::net::UnixListener::bind(&private)?;
+                set_mode_0600(&private);
+                let linked = std::fs::hard_link(&private, path);
+                let _ = std::fs::remove_file(&private);
+                linked?;
                 set_timeouts(l.as_raw_fd(), opts)?;
-                set_mode_0600(path);
-                let s = tiny_http::Server::from_listener(l, None).map_err(io::Error::other)?;
-                (s, format!("unix:{}", path.display()), Some(path.clone()))
+                (
+                    Bound::Unix(l),
+                    format!("unix:{}", path.display()),
+                    Some(path.clone()),
+                )
             }
             Listen::Tcp(addr) => {
                 let l = std::net::TcpListener::bind(addr.as_str())?;
                 set_timeouts(l.as_raw_fd(), opts)?;
                 let local = l.local_addr()?.to_string();
-                let s = tiny_http::Server::from_listener(l, None).map_err(io::Error::other)?;
-                (s, local, None)
+                (Bound::Tcp(l), local, None)
             }
         };
         Ok(HttpServer {
-            server: Arc::new(server),
+            bound: Arc::new(bound),
             listen: listen.clone(),
             local,
             unix_path,
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         })
     }
 
@@ -384,36 +421,95 @@ impl HttpServer {
         &self.listen
     }
 
-    /// Starts the accept-and-dispatch thread.
+    /// Starts accepting and dispatching.
     pub fn serve(&self, handler: Arc<dyn Handler>, opts: HttpOptions) -> io::Result<()> {
-        let server = Arc::clone(&self.server);
-        let pool = Arc::new(Pool::new(4));
+        let gen = Generation {
+            bound: Arc::clone(&self.bound),
+            handler,
+            pool: Arc::new(Pool::new(4)),
+            opts,
+            stop: Arc::clone(&self.stop),
+        };
+        let server = gen.bound.server()?;
+        gen.spawn(server)
+    }
+
+    /// Stops accepting (in-flight requests finish).
+    pub fn shutdown(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[derive(Clone)]
+struct Generation {
+    bound: Arc<Bound>,
+    handler: Arc<dyn Handler>,
+    pool: Arc<Pool>,
+    opts: HttpOptions,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Generation {
+    fn spawn(&self, server: tiny_http::Server) -> io::Result<()> {
+        let me = self.clone();
         std::thread::Builder::new()
             .name("http-dispatch".into())
-            .spawn(move || loop {
-                match server.recv() {
-                    Ok(rq) => {
-                        let h = Arc::clone(&handler);
-                        pool.execute(Box::new(move || serve_one(&*h, rq, &opts)));
-                    }
-                    Err(e) => {
-                        log::error!("listener stopped: {e}");
-                        break;
-                    }
-                }
-            })?;
+            .spawn(move || me.run(server))?;
         Ok(())
     }
 
-    /// Stops dispatching (in-flight requests finish).
-    pub fn shutdown(&self) {
-        self.server.unblock();
+    fn run(self, server: tiny_http::Server) {
+        use std::sync::atomic::Ordering;
+        let mut accepting = true;
+        let mut last = std::time::Instant::now();
+        let quiet = self.opts.read_timeout * 2 + Duration::from_secs(1);
+        loop {
+            match server.recv_timeout(Duration::from_secs(1)) {
+                Ok(Some(rq)) => {
+                    last = std::time::Instant::now();
+                    let h = Arc::clone(&self.handler);
+                    let opts = self.opts;
+                    self.pool
+                        .execute(Box::new(move || serve_one(&*h, rq, &opts)));
+                }
+                Ok(None) => {
+                    if !accepting && last.elapsed() > quiet {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    if !accepting {
+                        continue;
+                    }
+                    accepting = false;
+                    if self.stop.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if !matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) {
+                        log::warn!("accept failed: {e}; retrying");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    loop {
+                        match self.bound.server().and_then(|s| self.spawn(s)) {
+                            Ok(()) => break,
+                            Err(e) => {
+                                log::error!("cannot restart the listener: {e}");
+                                std::thread::sleep(Duration::from_secs(1));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
-        self.server.unblock();
+        self.shutdown();
         if let Some(p) = &self.unix_path {
             let _ = std::fs::remove_file(p);
         }
@@ -749,5 +845,50 @@ mod tests {
             ]
         );
         assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+
+    struct Panicky;
+
+    impl Handler for Panicky {
+        fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+            if inc.path == "/boom" {
+                panic!("boom at {}", inc.path);
+            }
+            Reply::json(200, &serde_json::json!({"ok": true}))
+        }
+    }
+
+    fn get(addr: &str, path: &str) -> (u16, String, String) {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let status = out[9..12].parse().unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        (status, head.to_string(), body.to_string())
+    }
+
+    #[test]
+    fn a_panicking_handler_gets_500_and_the_server_keeps_serving() {
+        let opts = HttpOptions::default();
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Panicky), opts).unwrap();
+        let addr = server.local_addr().to_string();
+        for _ in 0..3 {
+            let (status, head, body) = get(&addr, "/boom");
+            assert_eq!(status, 500);
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert!(v["errors"][0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("boom at /boom"));
+            let rid = v["request_id"].as_str().unwrap();
+            assert!(head.contains(&format!("x-request-id: {rid}")));
+            assert_eq!(get(&addr, "/ok").0, 200);
+        }
     }
 }
