@@ -17,7 +17,7 @@ pub struct ApiError {
     pub detail: String,
     pub code: Option<&'static str>,
     /// Extra members of the error entry, e.g. `diagnostics` for 422 on invalid workflows.
-    pub extra: Option<Value>,
+    pub extra: Option<Box<Value>>,
     /// Headers to add to the error response (e.g. `Allow` on 405).
     pub headers: Vec<(&'static str, String)>,
 }
@@ -39,7 +39,7 @@ impl ApiError {
     }
 
     pub fn with_extra(mut self, extra: Value) -> ApiError {
-        self.extra = Some(extra);
+        self.extra = Some(Box::new(extra));
         self
     }
 
@@ -99,7 +99,7 @@ impl ApiError {
         if let Some(code) = self.code {
             entry["code"] = json!(code);
         }
-        if let Some(Value::Object(extra)) = &self.extra {
+        if let Some(Value::Object(extra)) = self.extra.as_deref() {
             for (k, v) in extra {
                 entry[k.as_str()] = v.clone();
             }

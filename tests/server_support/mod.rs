@@ -147,8 +147,7 @@ impl Server {
     pub fn kill(mut self) -> tempfile::TempDir {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
-        dir
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"))
     }
 
     pub fn connect(&self) -> Box<dyn ReadWrite> {
