@@ -176,8 +176,10 @@ impl Runs {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            if let Err(e) = self.promote() {
-                log::error!("scheduler: {e}");
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.promote())) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => log::error!("scheduler: {e}"),
+                Err(_) => log::error!("scheduler: promotion panicked; retrying on the next wake"),
             }
         }
     }
