@@ -215,6 +215,9 @@ fn main() {
                     write!(s, "GET /api/v1/runs/{id}/attach HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer {token}\r\n\r\n").expect("write");
                     let mut r = BufReader::new(s);
                     let mut line = String::new();
+                    let _ = r.read_line(&mut line);
+                    let status = line.get(9..12).unwrap_or("???").to_string();
+                    line.clear();
                     while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
                         if line == "\r\n" {
                             break;
@@ -235,6 +238,9 @@ fn main() {
                                 got += 1;
                             }
                         }
+                    }
+                    if got < events {
+                        eprintln!("subscriber: status {status}, {got} events, last line {line:?}");
                     }
                     received.lock().map(|mut v| v.extend(local)).ok();
                 })

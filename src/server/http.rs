@@ -390,6 +390,7 @@ impl HttpServer {
                 let _ = std::fs::remove_file(&private);
                 linked?;
                 set_timeouts(l.as_raw_fd(), opts)?;
+                set_backlog(l.as_raw_fd());
                 (
                     Bound::Unix(l),
                     format!("unix:{}", path.display()),
@@ -402,6 +403,7 @@ impl HttpServer {
                 // Linux copies TCP_NODELAY to accepted sockets: without it a response written
                 // in two segments waits for the client's delayed ACK (40 ms).
                 set_nodelay(l.as_raw_fd())?;
+                set_backlog(l.as_raw_fd());
                 let local = l.local_addr()?.to_string();
                 (Bound::Tcp(l), local, None)
             }
@@ -567,6 +569,19 @@ fn set_timeouts(fd: i32, opts: &HttpOptions) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// std listens with a backlog of 128; a burst of clients (hundreds of SSE subscribers
+/// reconnecting at once) overflows it. Calling listen(2) again raises it (the kernel caps
+/// it at `net.core.somaxconn`).
+fn set_backlog(fd: i32) {
+    // SAFETY: plain syscall on a listening socket we own.
+    if unsafe { libc::listen(fd, 4096) } != 0 {
+        log::warn!(
+            "cannot raise the listen backlog: {}",
+            io::Error::last_os_error()
+        );
+    }
 }
 
 fn set_nodelay(fd: i32) -> io::Result<()> {
