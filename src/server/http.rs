@@ -30,10 +30,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A body whose declared length is above this and was not read is never drained: tiny_http's
-/// drain allocates the whole remaining length at once, so the connection is abandoned
-/// instead (its thread parks; see the module notes in `serve_one`).
-const DRAIN_MAX: usize = 64 * 1024 * 1024;
+/// A body whose declared length is above this and was not read is never drained.
+///
+/// tiny_http drains an unread body when the request is dropped, allocating the whole
+/// remaining length at once (`vec![0; remaining]`, re-made per read). Below this size that
+/// allocation is lazily zeroed memory of which only what one read fills is touched, and the
+/// read timeout bounds a slow sender; above it the allocation itself could fail and abort
+/// the process. Such a request is answered (status and error body, no length: the head is
+/// written by tiny_http's upgrade path, which drops `Content-Length`) and its connection is
+/// abandoned: the connection's thread and socket stay parked. Only a client that declares a
+/// body of more than 256 MiB gets there.
+const DRAIN_MAX: usize = 256 * 1024 * 1024;
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
