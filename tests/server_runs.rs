@@ -193,19 +193,26 @@ fn fifo_and_the_concurrency_limit_hold_under_many_queued_runs() {
             .then_some(())
     });
     assert!(peak >= 1);
-    // FIFO: runs started in creation order.
-    let starts: Vec<String> = ids
+    // FIFO: the scheduler promoted (run.starting) in creation order. Engine threads race
+    // to record run.started, so that timestamp is not the one to compare.
+    let promoted: Vec<String> = ids
         .iter()
         .map(|id| {
-            s.get(&format!("/api/v1/runs/{id}")).json()["timestamps"]["started_at"]
-                .as_str()
+            let evs = s
+                .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+                .json();
+            evs["data"]
+                .as_array()
                 .unwrap()
-                .to_string()
+                .iter()
+                .find(|e| e["event"] == "run.starting")
+                .map(|e| e["ts"].as_str().unwrap().to_string())
+                .unwrap()
         })
         .collect();
-    let mut sorted = starts.clone();
+    let mut sorted = promoted.clone();
     sorted.sort();
-    assert_eq!(starts, sorted);
+    assert_eq!(promoted, sorted);
 }
 
 #[test]
