@@ -42,7 +42,10 @@ fn failure_does_not_follow_unconditional_edges() {
     assert_eq!(r.status(), "failed");
     assert_eq!(r.path(), ["start", "build"]);
     let e = r.error();
-    assert!(e.contains("stage `build` failed: command exited with code 3"), "{e}");
+    assert!(
+        e.contains("stage `build` failed: command exited with code 3"),
+        "{e}"
+    );
     assert!(e.contains("compile error"), "{e}");
     assert_eq!(s.lines("after.txt"), 0);
 }
