@@ -3,9 +3,9 @@
 //! `run.running`, `run.completed` / `run.failed`) and the stall watchdog.
 //! Must not touch: creating runs in the store (callers do), parsing workflows, terminals.
 
-use super::checkpoint::{Checkpoint, RunState};
+use super::checkpoint::{restore, RunState};
 use super::context::Context;
-use super::events::{resolve_blobs, Activity, Emitter};
+use super::events::{Activity, Emitter};
 use super::failure::StageStatus;
 use super::prng::Prng;
 use super::services::Services;
@@ -102,7 +102,7 @@ impl Engine {
     /// Continues a run from its latest checkpoint, at the checkpoint's next node, without
     /// re-running completed stages; without a checkpoint it starts from the beginning.
     pub fn resume(wf: &Workflow, options: &RunOptions, services: &Services) -> RunOutcome {
-        let checkpoint = match load_checkpoint(services, &options.run_id) {
+        let checkpoint = match restore(services.store.as_ref(), &options.run_id) {
             Ok(Some(c)) => c,
             Ok(None) => return Engine::run(wf, options, services),
             Err(why) => return failed_early(options, services, why),
@@ -162,7 +162,10 @@ fn run_walker<'w>(wf: &'w Workflow, shared: &'w Shared<'w>, state: RunState) -> 
 }
 
 fn emit_run(shared: &Shared<'_>, kind: &str, props: Value) -> Result<(), StoreError> {
-    shared.emitter.emit(EventDraft::new(kind, props))
+    shared
+        .emitter
+        .emit(EventDraft::new(kind, props))
+        .map(|_| ())
 }
 
 fn stop_failed(message: &str) -> Stop {
@@ -264,21 +267,6 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
         path: state.path,
         context: state.context,
     }
-}
-
-fn load_checkpoint(services: &Services, run_id: &str) -> Result<Option<Checkpoint>, String> {
-    let row = services
-        .store
-        .get_run(run_id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("run {run_id} not found"))?;
-    let Some(mut props) = row.checkpoint else {
-        return Ok(None);
-    };
-    resolve_blobs(services.store.as_ref(), &mut props).map_err(|e| e.to_string())?;
-    serde_json::from_value(props)
-        .map(Some)
-        .map_err(|e| format!("the run's checkpoint is unreadable: {e}"))
 }
 
 fn failed_early(options: &RunOptions, services: &Services, why: String) -> RunOutcome {
