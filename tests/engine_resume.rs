@@ -81,3 +81,38 @@ fn resume_of_an_unknown_run_is_a_usage_error() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("not found"), "{}", r.stderr);
 }
+
+#[test]
+fn sigint_cancels_the_run_and_kills_its_command() {
+    let s = Sandbox::new();
+    let file = testdata("resume.dot");
+    let mut cmd = s.command(&["run", file.to_str().unwrap_or(""), "--format", "json"]);
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svc starts");
+    assert!(wait_for(
+        &s.work().join("second.pid"),
+        Duration::from_secs(20)
+    ));
+    let started = Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().expect("svc exits");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    assert_eq!(json["status"], "failed");
+    assert_eq!(json["reason"], "cancelled");
+    let pid: i32 = s.read("second.pid").trim().parse().unwrap_or(0);
+    assert!(gone(pid), "the stage's process survived the interrupt");
+    let again = s.finish(s.command(&["resume", json["run_id"].as_str().unwrap_or("")]));
+    assert_eq!(
+        again.code, 2,
+        "a cancelled run is finished: {}",
+        again.stderr
+    );
+}

@@ -102,6 +102,9 @@ impl Engine {
     /// Continues a run from its latest checkpoint, at the checkpoint's next node, without
     /// re-running completed stages; without a checkpoint it starts from the beginning.
     pub fn resume(wf: &Workflow, options: &RunOptions, services: &Services) -> RunOutcome {
+        if let Err(e) = interrupt_open_questions(services, &options.run_id) {
+            return failed_early(options, services, e.to_string());
+        }
         let checkpoint = match restore(services.store.as_ref(), &options.run_id) {
             Ok(Some(c)) => c,
             Ok(None) => return Engine::run(wf, options, services),
@@ -128,6 +131,28 @@ impl Engine {
         };
         finish(&shared, end, walker.state)
     }
+}
+
+/// Questions left open by the interrupted process are closed (`interview.interrupted`);
+/// their stages run again and ask anew.
+fn interrupt_open_questions(services: &Services, run_id: &str) -> Result<(), StoreError> {
+    let Some(row) = services.store.get_run(run_id)? else {
+        return Ok(());
+    };
+    for q in &row.questions {
+        let text = |k: &str| q.get(k).cloned().unwrap_or(Value::Null);
+        let mut draft = EventDraft::new(
+            "interview.interrupted",
+            json!({"question_id": text("question_id"), "question": text("question"),
+                   "stage": text("stage"),
+                   "reason": "the run was interrupted before an answer; the stage asks again on resume"}),
+        );
+        if let Some(stage) = q.get("stage").and_then(Value::as_str) {
+            draft = draft.node(stage);
+        }
+        services.store.append(run_id, draft)?;
+    }
+    Ok(())
 }
 
 fn new_shared<'s>(options: &'s RunOptions, services: &'s Services, next_stage: u64) -> Shared<'s> {
