@@ -244,16 +244,52 @@ fn strict_reparse(
     at: usize,
     prev_stmt: Option<&(Rule, String, usize)>,
 ) -> Option<ParseError> {
-    use pest::Parser;
     let rest = &src[at..];
     let (rule, from) = if rest.starts_with('[') {
         (Rule::strict_attrs, at)
+    } else if rest.starts_with('{') {
+        // An anonymous subgraph whose body does not parse.
+        (Rule::strict_subgraph, at)
     } else if rest.starts_with("->") {
         let (_, _, prev_start) = prev_stmt?;
         (Rule::strict_edge, *prev_start)
     } else {
         return None;
     };
+    strict_failure(src, lines, rule, from)
+}
+
+/// A `subgraph [name] {` whose body has a syntax error backtracks and reads as a node named
+/// `subgraph`, so the builder would blame the keyword. Re-parse it strictly as a subgraph to
+/// report the real error inside the body (`at` is where the keyword starts).
+pub(crate) fn subgraph_error(src: &str, lines: &LineIndex, at: usize) -> Option<ParseError> {
+    let after_kw = skip_space_and_comments(src, at + "subgraph".len());
+    let rest = &src[after_kw..];
+    let name_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let brace = skip_space_and_comments(src, after_kw + name_len);
+    if !src[brace..].starts_with('{') {
+        return None;
+    }
+    let deeper = strict_failure(src, lines, Rule::strict_subgraph, at)?;
+    // An unclosed string or comment at or before that point swallowed the rest: that is the cause.
+    match find_unclosed(src, at) {
+        Some(Unclosed::String(s)) if s <= deeper.offset => {
+            let p = lines.pos(src, s);
+            Some(ParseError::new(p, format!("unterminated string starting at {p}"), src, s))
+        }
+        Some(Unclosed::Comment(s)) if s <= deeper.offset => {
+            let p = lines.pos(src, s);
+            Some(ParseError::new(p, format!("unterminated block comment starting at {p}"), src, s))
+        }
+        _ => Some(deeper),
+    }
+}
+
+/// Parses `src[from..]` with a strict rule and words its failure, if it fails.
+fn strict_failure(src: &str, lines: &LineIndex, rule: Rule, from: usize) -> Option<ParseError> {
+    use pest::Parser;
     let e = super::build::DotParser::parse(rule, &src[from..]).err()?;
     let rel = match e.location {
         pest::error::InputLocation::Pos(p) => p,

@@ -281,3 +281,27 @@ fn render_shows_line_and_caret() {
     assert!(r.starts_with("f.dot:2:5: error[syntax]: expected"), "{r}");
     assert!(r.contains("  | a - b") || r.contains("|   a - b"), "{r}");
 }
+
+/// Regression: a syntax error inside a subgraph body used to be reported as "`subgraph` is
+/// a keyword and cannot be used as a node id" (the subgraph backtracked into a node
+/// statement). The error must point at the real mistake inside the body.
+#[test]
+fn errors_inside_subgraphs_point_at_the_mistake() {
+    let e = err("digraph G {\n  subgraph cluster_a {\n    label=<<B>x</B>>;\n    a\n  }\n}");
+    assert!(e.message.contains("HTML-like"), "{}", e.message);
+    assert_eq!(e.pos, Pos { line: 3, col: 11 });
+    let e = err("digraph G {\n  subgraph {\n    a -> \n  }\n}");
+    assert!(e.message.contains("a node id"), "{}", e.message);
+    assert_eq!(e.pos.line, 4, "{e}");
+    let e = err("digraph G {\n  subgraph outer {\n    subgraph inner { a [label=x:y] }\n  }\n}");
+    assert!(e.message.contains("`:` cannot appear"), "{}", e.message);
+    assert_eq!(e.pos.line, 3, "{e}");
+    let e = err("digraph G {\n  {\n    a [label=<b>]\n  }\n}");
+    assert!(e.message.contains("HTML-like"), "{}", e.message);
+    assert_eq!(e.pos, Pos { line: 3, col: 14 });
+    let e = err("digraph G {\n  subgraph s { a [label=\"never closed] }\n}\n");
+    assert!(e.message.starts_with("unterminated string starting at 2:25"), "{}", e.message);
+    // The keyword used as an id is still explained as such.
+    let e = err("digraph G { subgraph -> a }");
+    assert!(e.message.contains("keyword"), "{}", e.message);
+}
