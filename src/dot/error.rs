@@ -133,6 +133,55 @@ fn skip_space_and_comments(src: &str, mut i: usize) -> usize {
     }
 }
 
+/// A subgraph statement at `offset` nested deeper than `max` levels, as an error at the
+/// first brace past the limit. pest and the builder recurse once per level, so without a
+/// limit a crafted file overflows the stack. Only subgraph statements are scanned (up to
+/// their closing brace), so this adds one linear pass over subgraph text at most.
+pub(crate) fn nesting_error(src: &str, lines: &LineIndex, offset: usize, max: usize) -> Option<ParseError> {
+    let start = skip_space_and_comments(src, offset);
+    let rest = &src[start..];
+    if !(rest.starts_with('{') || rest.starts_with("subgraph")) {
+        return None;
+    }
+    let b = src.as_bytes();
+    let mut depth = 0usize;
+    let mut i = start;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        None => return None,
+                        Some(b'\\') => i += 2,
+                        Some(b'"') => break,
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = src[i..].find('\n').map_or(b.len(), |n| i + n);
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => match src[i + 2..].find("*/") {
+                Some(n) => i = i + 2 + n + 1,
+                None => return None,
+            },
+            b'{' => {
+                depth += 1;
+                if depth > max {
+                    let msg = format!("subgraphs are nested more than {max} levels deep");
+                    return Some(ParseError::new(lines.pos(src, i), msg, src, i));
+                }
+            }
+            b'}' if depth <= 1 => return None,
+            b'}' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The token just before `at` (skipping whitespace), for "after `x`" wording.
 fn previous_token(src: &str, at: usize) -> &str {
     let before = src[..at].trim_end();

@@ -305,3 +305,26 @@ fn errors_inside_subgraphs_point_at_the_mistake() {
     let e = err("digraph G { subgraph -> a }");
     assert!(e.message.contains("keyword"), "{}", e.message);
 }
+
+/// Regression (found while fuzzing/QA): deeply nested subgraphs overflowed the stack and
+/// aborted the process (pest and the builder recurse once per level). Nesting is now limited
+/// to `MAX_DEPTH` levels with a plain error; the limit itself still parses, even on a test
+/// thread's small stack in a debug build.
+#[test]
+fn deep_subgraph_nesting_is_an_error_not_a_crash() {
+    use super::build::MAX_DEPTH;
+    let nested = |open: &str, depth: usize| format!("digraph G {{\n{} a {}\n}}", open.repeat(depth), "}".repeat(depth));
+    let g = ok(&nested("subgraph s { ", MAX_DEPTH));
+    assert_eq!(g.nodes.len(), 1);
+    ok(&nested("{ ", MAX_DEPTH));
+    for open in ["{", "subgraph {", "subgraph x {"] {
+        for depth in [MAX_DEPTH + 1, 100_000] {
+            let e = err(&nested(open, depth));
+            assert!(e.message.contains("nested more than 100 levels"), "{}", e.message);
+            assert_eq!(e.pos.line, 2);
+        }
+    }
+    // Braces inside strings and comments do not count.
+    let src = format!("digraph G {{ subgraph {{ a [label=\"{}\"] /* {} */ }} }}", "{".repeat(500), "{".repeat(500));
+    assert_eq!(ok(&src).nodes.len(), 1);
+}
