@@ -30,7 +30,10 @@ fuzz_target!(|data: &[u8]| {
             2 => json!(true),
             _ => json!({"a": [1, "x"]}),
         };
-        full.insert(key.strip_prefix("context.").unwrap_or(&key).to_string(), v.clone());
+        full.insert(
+            key.strip_prefix("context.").unwrap_or(&key).to_string(),
+            v.clone(),
+        );
         full.insert(key, v);
     }
     let env_full = MapEnv {
