@@ -140,7 +140,10 @@ fn skip_space_and_comments(src: &str, mut i: usize) -> usize {
 pub(crate) fn nesting_error(src: &str, lines: &LineIndex, offset: usize, max: usize) -> Option<ParseError> {
     let start = skip_space_and_comments(src, offset);
     let rest = &src[start..];
-    if !(rest.starts_with('{') || rest.starts_with("subgraph")) {
+    let keyword = rest.strip_prefix("subgraph").is_some_and(|after| {
+        !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    });
+    if !(rest.starts_with('{') || keyword) {
         return None;
     }
     let b = src.as_bytes();

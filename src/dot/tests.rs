@@ -324,6 +324,10 @@ fn deep_subgraph_nesting_is_an_error_not_a_crash() {
             assert_eq!(e.pos.line, 2);
         }
     }
+    // Node ids that merely start with `subgraph` are not scanned as subgraphs (that scan
+    // would run to the end of the file for every such statement).
+    let many: String = (0..2000).map(|i| format!("subgraph_{i} -> subgraph_{}\n", i + 1)).collect();
+    assert_eq!(ok(&format!("digraph G {{\n{many}}}")).edges.len(), 2000);
     // Braces inside strings and comments do not count.
     let src = format!("digraph G {{ subgraph {{ a [label=\"{}\"] /* {} */ }} }}", "{".repeat(500), "{".repeat(500));
     assert_eq!(ok(&src).nodes.len(), 1);
