@@ -29,7 +29,10 @@ fn resume_after_sigkill_skips_completed_stages() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("svc starts");
-    assert!(wait_for(&s.work().join("second.pid"), Duration::from_secs(20)), "second never started");
+    assert!(
+        wait_for(&s.work().join("second.pid"), Duration::from_secs(20)),
+        "second never started"
+    );
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     let mut stderr = String::new();
@@ -44,7 +47,9 @@ fn resume_after_sigkill_skips_completed_stages() {
         .expect("run id on stderr");
     // The orphaned script of the killed run must not interfere.
     let pid: i32 = s.read("second.pid").trim().parse().unwrap_or(0);
-    let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
     assert!(gone(pid));
 
     std::fs::write(s.work().join("release"), "").expect("release");
@@ -53,12 +58,20 @@ fn resume_after_sigkill_skips_completed_stages() {
     assert_eq!(r.run_id(), run_id);
     assert_eq!(s.lines("first.txt"), 1, "first must not run again");
     assert_eq!(s.lines("second.txt"), 2, "the interrupted stage runs again");
-    assert_eq!(s.read("third.txt").trim(), "kept", "context restored from the checkpoint");
+    assert_eq!(
+        s.read("third.txt").trim(),
+        "kept",
+        "context restored from the checkpoint"
+    );
     assert_eq!(r.path(), ["start", "first", "second", "third", "exit"]);
 
     let again = s.finish(s.command(&["resume", &run_id]));
     assert_eq!(again.code, 2);
-    assert!(again.stderr.contains("already finished"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("already finished"),
+        "{}",
+        again.stderr
+    );
 }
 
 #[test]

@@ -137,12 +137,17 @@ fn skip_space_and_comments(src: &str, mut i: usize) -> usize {
 /// first brace past the limit. pest and the builder recurse once per level, so without a
 /// limit a crafted file overflows the stack. Only subgraph statements are scanned (up to
 /// their closing brace), so this adds one linear pass over subgraph text at most.
-pub(crate) fn nesting_error(src: &str, lines: &LineIndex, offset: usize, max: usize) -> Option<ParseError> {
+pub(crate) fn nesting_error(
+    src: &str,
+    lines: &LineIndex,
+    offset: usize,
+    max: usize,
+) -> Option<ParseError> {
     let start = skip_space_and_comments(src, offset);
     let rest = &src[start..];
-    let keyword = rest.strip_prefix("subgraph").is_some_and(|after| {
-        !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-    });
+    let keyword = rest
+        .strip_prefix("subgraph")
+        .is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
     if !(rest.starts_with('{') || keyword) {
         return None;
     }
@@ -329,11 +334,21 @@ pub(crate) fn subgraph_error(src: &str, lines: &LineIndex, at: usize) -> Option<
     match find_unclosed(src, at) {
         Some(Unclosed::String(s)) if s <= deeper.offset => {
             let p = lines.pos(src, s);
-            Some(ParseError::new(p, format!("unterminated string starting at {p}"), src, s))
+            Some(ParseError::new(
+                p,
+                format!("unterminated string starting at {p}"),
+                src,
+                s,
+            ))
         }
         Some(Unclosed::Comment(s)) if s <= deeper.offset => {
             let p = lines.pos(src, s);
-            Some(ParseError::new(p, format!("unterminated block comment starting at {p}"), src, s))
+            Some(ParseError::new(
+                p,
+                format!("unterminated block comment starting at {p}"),
+                src,
+                s,
+            ))
         }
         _ => Some(deeper),
     }
