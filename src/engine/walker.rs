@@ -751,7 +751,7 @@ impl<'w> Walker<'w> {
                 status.as_str()
             )));
         };
-        let mut props = json!({
+        let props = json!({
             "from_node": self.scoped_id(exit),
             "to_node": self.scoped_id(route.to),
             "reason": "goal_gate",
@@ -760,9 +760,6 @@ impl<'w> Walker<'w> {
             "stage_status": status.as_str(),
             "is_jump": true,
         });
-        if let Value::Object(m) = &mut props {
-            m.insert("gate_status".into(), Value::String(status.as_str().into()));
-        }
         self.emit("edge.selected", Some(exit), props)?;
         self.checkpoint(exit, Some(route.to))?;
         Ok(route.to)
