@@ -251,18 +251,16 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
             f.reason.as_str().to_string(),
             Some(f.message),
         ),
-        Err(Stop::Cancelled(why)) => {
-            let reason = if why.starts_with(watchdog::STALLED) {
-                FailureReason::WorkflowError
-            } else {
-                FailureReason::Cancelled
-            };
-            (
-                RunResult::Failed,
-                reason.as_str().to_string(),
-                Some(format!("run cancelled: {why}")),
-            )
-        }
+        Err(Stop::Cancelled(why)) if why.starts_with(watchdog::STALLED) => (
+            RunResult::Failed,
+            FailureReason::WorkflowError.as_str().to_string(),
+            Some(format!("the run {why}")),
+        ),
+        Err(Stop::Cancelled(why)) => (
+            RunResult::Failed,
+            FailureReason::Cancelled.as_str().to_string(),
+            Some(format!("run cancelled: {why}")),
+        ),
     };
     let props = match status {
         RunResult::Succeeded => {
