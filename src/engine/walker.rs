@@ -162,6 +162,15 @@ impl Shared<'_> {
     }
 }
 
+/// Where a stage's attempts ended, for its last event.
+#[derive(Clone, Copy)]
+struct StageEnd {
+    index: u64,
+    attempt: u32,
+    max_attempts: u32,
+    duration_ms: u64,
+}
+
 /// A stage after its attempts and post-processing.
 struct Finished {
     outcome: StageOutcome,
@@ -371,15 +380,13 @@ impl<'w> Walker<'w> {
             .filter(|_| outcome.is_failed())
             .map(|f| failure::signature(&self.wf.node(node).id, f.class, &f.message));
         let duration_ms = millis(clock.now() - attempt_start);
-        self.emit_stage_end(
-            node,
+        let end = StageEnd {
             index,
-            &outcome,
-            signature.as_deref(),
             attempt,
             max_attempts,
             duration_ms,
-        )?;
+        };
+        self.emit_stage_end(node, &end, &outcome, signature.as_deref())?;
         Ok(Finished {
             outcome,
             attempts: attempt,
@@ -387,17 +394,20 @@ impl<'w> Walker<'w> {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `stage.failed` (final) or `stage.completed`.
     fn emit_stage_end(
         &self,
         node: usize,
-        index: u64,
+        end: &StageEnd,
         outcome: &StageOutcome,
         signature: Option<&str>,
-        attempt: u32,
-        max_attempts: u32,
-        duration_ms: u64,
     ) -> Result<(), Stop> {
+        let StageEnd {
+            index,
+            attempt,
+            max_attempts,
+            duration_ms,
+        } = *end;
         if let (true, Some(f)) = (outcome.is_failed(), &outcome.failure) {
             self.emit(
                 "stage.failed",
