@@ -19,8 +19,8 @@ use crate::engine::cancel::CancelToken;
 use crate::llm::memory::project_memory;
 use crate::llm::provider::infer_provider;
 use crate::llm::{
-    cost_of, ChatModel, Cost, LlmError, Message, Part, Provider, Request, Role, Speed,
-    StopReason, StreamEvent, ToolProfile, ToolSpec, Usage,
+    cost_of, ChatModel, Cost, LlmError, Message, Part, Provider, Request, Role, Speed, StopReason,
+    StreamEvent, ToolProfile, ToolSpec, Usage,
 };
 use crate::sandbox::Sandbox;
 use tools::ShellLimits;
@@ -181,13 +181,17 @@ impl AgentEvent {
                 tool_name,
                 tool_call_id,
                 arguments,
-            } => json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "arguments": arguments}),
+            } => {
+                json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "arguments": arguments})
+            }
             AgentEvent::ToolCompleted {
                 tool_name,
                 tool_call_id,
                 output,
                 is_error,
-            } => json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "output": output, "is_error": is_error}),
+            } => {
+                json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "output": output, "is_error": is_error})
+            }
             AgentEvent::LoopDetected { repeats } => json!({ "repeats": repeats }),
             AgentEvent::TurnLimit { max_turns } => json!({ "max_turns": max_turns }),
             AgentEvent::SteeringInjected { text } => json!({ "text": text }),
@@ -617,7 +621,11 @@ fn system_prompt(
             s.push_str(&mem);
         }
     }
-    if let Some(extra) = config.instructions.as_deref().filter(|t| !t.trim().is_empty()) {
+    if let Some(extra) = config
+        .instructions
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
         s.push_str("\n\n");
         s.push_str(extra);
     }

@@ -157,7 +157,14 @@ mod tests {
         assert_eq!(apply("short", SHELL), "short");
         // Multi-byte characters are cut on boundaries.
         let u = "é".repeat(50);
-        let out = apply(&u, Limit { chars: 10, lines: None, mode: Mode::Tail });
+        let out = apply(
+            &u,
+            Limit {
+                chars: 10,
+                lines: None,
+                mode: Mode::Tail,
+            },
+        );
         assert!(out.ends_with(&"é".repeat(10)));
     }
 }

@@ -8,7 +8,9 @@ use serde_json::{json, Map, Value};
 use super::error::LlmError;
 use super::http::{sse_json, stream_error};
 use super::provider::Provider;
-use super::types::{Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage};
+use super::types::{
+    Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
+};
 use super::wire::{self, args_object, parse_args, u, Call, Sink};
 
 const VERSION: &str = "2023-06-01";
@@ -24,10 +26,10 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
     let resp = c
         .http
         .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream {
+    if !c.stream || !resp.is_event_stream() {
         let v = resp.json()?;
         let r = parse_response(&v, c.model)?;
-        sink(StreamEvent::Done(r.clone()));
+        wire::emit_whole(&r, c.stream, sink);
         return Ok(r);
     }
     let mut sse = resp.sse();
@@ -152,7 +154,8 @@ fn convert_messages(msgs: &[Message]) -> Vec<Value> {
         .map(|(role, mut blocks)| {
             if role == Role::User {
                 // Stable: tool results first, then the rest in order.
-                blocks.sort_by_key(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"));
+                blocks
+                    .sort_by_key(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"));
             }
             let role = match role {
                 Role::User => "user",
@@ -194,13 +197,13 @@ fn usage(u_: &Value, thinking_chars: usize, had_thinking: bool) -> Usage {
 
 /// Parses a non-streaming Messages response.
 pub fn parse_response(v: &Value, requested: &str) -> Result<Response, LlmError> {
-    let content = v
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| LlmError::InvalidResponse {
-            provider: Provider::Anthropic,
-            message: "no content array".into(),
-        })?;
+    let content =
+        v.get("content")
+            .and_then(Value::as_array)
+            .ok_or_else(|| LlmError::InvalidResponse {
+                provider: Provider::Anthropic,
+                message: "no content array".into(),
+            })?;
     let mut parts = Vec::new();
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -225,7 +228,10 @@ pub fn parse_response(v: &Value, requested: &str) -> Result<Response, LlmError> 
             }
             "thinking" | "redacted_thinking" => {
                 had_thinking = true;
-                thinking_chars += b.get("thinking").and_then(Value::as_str).map_or(0, str::len);
+                thinking_chars += b
+                    .get("thinking")
+                    .and_then(Value::as_str)
+                    .map_or(0, str::len);
                 parts.push(Part::Opaque {
                     provider: Provider::Anthropic,
                     value: b.clone(),
@@ -234,7 +240,11 @@ pub fn parse_response(v: &Value, requested: &str) -> Result<Response, LlmError> 
             _ => {}
         }
     }
-    let usage = usage(v.get("usage").unwrap_or(&Value::Null), thinking_chars, had_thinking);
+    let usage = usage(
+        v.get("usage").unwrap_or(&Value::Null),
+        thinking_chars,
+        had_thinking,
+    );
     let stop = stop_reason(v.get("stop_reason").and_then(Value::as_str).unwrap_or(""));
     Ok(Response {
         text,
@@ -260,8 +270,15 @@ fn str_of(v: &Value, k: &str) -> String {
 
 enum Block {
     Text(String),
-    Tool { id: String, name: String, json: String },
-    Thinking { thinking: String, signature: String },
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
     Redacted(Value),
 }
 
@@ -401,7 +418,10 @@ impl StreamState {
                     calls.push(c.clone());
                     parts.push(Part::ToolCall(c));
                 }
-                Block::Thinking { thinking, signature } => {
+                Block::Thinking {
+                    thinking,
+                    signature,
+                } => {
                     had_thinking = true;
                     thinking_chars += thinking.len();
                     parts.push(Part::Opaque {

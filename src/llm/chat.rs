@@ -7,7 +7,9 @@ use serde_json::{json, Map, Value};
 
 use super::error::LlmError;
 use super::http::{sse_json, stream_error};
-use super::types::{Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage};
+use super::types::{
+    Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
+};
 use super::wire::{self, args_to_string, parse_args, u, Call, Sink};
 
 const FALLBACK_MAX_TOKENS: u64 = 16_384;
@@ -20,10 +22,10 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
     let resp = c
         .http
         .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream {
+    if !c.stream || !resp.is_event_stream() {
         let v = resp.json()?;
         let r = parse_response(c, &v)?;
-        sink(StreamEvent::Done(r.clone()));
+        wire::emit_whole(&r, c.stream, sink);
         return Ok(r);
     }
     let mut sse = resp.sse();

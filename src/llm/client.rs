@@ -311,6 +311,9 @@ mod tests {
         };
         let e = c.complete(&req, &CancelToken::new()).err();
         let msg = e.map(|e| e.to_string()).unwrap_or_default();
-        assert!(msg.contains("gemini") && msg.contains("GEMINI_API_KEY"), "{msg}");
+        assert!(
+            msg.contains("gemini") && msg.contains("GEMINI_API_KEY"),
+            "{msg}"
+        );
     }
 }

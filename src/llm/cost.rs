@@ -87,7 +87,8 @@ pub fn cost_of(model: &str, usage: &Usage, speed: Speed) -> Cost {
             source: CostSource::Unpriced,
         };
     };
-    let fast = speed == Speed::Fast && matches!(model_id(model), "claude-opus-4-6" | "claude-opus-4-7");
+    let fast =
+        speed == Speed::Fast && matches!(model_id(model), "claude-opus-4-6" | "claude-opus-4-7");
     let mult = if fast { 6.0 } else { 1.0 };
     let input = micros_per_mtok(price.input * mult);
     let output = micros_per_mtok(price.output * mult);
@@ -276,7 +277,8 @@ impl UsageRollup {
 
     /// The SPEC §2.8 document: `{stages, totals, by_model}`.
     pub fn to_json(&self) -> Value {
-        let model = |p: &str, m: &str, s: Speed| json!({"provider": p, "model_id": m, "speed": s.as_str()});
+        let model =
+            |p: &str, m: &str, s: Speed| json!({"provider": p, "model_id": m, "speed": s.as_str()});
         json!({
             "stages": self.stages.iter().map(|s| json!({
                 "stage": {"id": s.id, "name": s.name},
@@ -330,7 +332,14 @@ mod tests {
         // 3.00 + 0.2M*15 = 3.00 + 0.30 + 3.75
         assert_eq!(c.usd_micros, 3_000_000 + 3_000_000 + 300_000 + 3_750_000);
         assert_eq!(c.source, CostSource::Catalog);
-        let fast = cost_of("opus", &Usage { input: 1_000_000, ..Default::default() }, Speed::Fast);
+        let fast = cost_of(
+            "opus",
+            &Usage {
+                input: 1_000_000,
+                ..Default::default()
+            },
+            Speed::Fast,
+        );
         assert_eq!(fast.usd_micros, 30_000_000);
     }
 
@@ -340,7 +349,10 @@ mod tests {
             input: 10,
             ..Default::default()
         };
-        assert_eq!(cost_of("codex-spark", &u, Speed::Standard).source, CostSource::Unpriced);
+        assert_eq!(
+            cost_of("codex-spark", &u, Speed::Standard).source,
+            CostSource::Unpriced
+        );
         assert_eq!(cost_of("nope", &u, Speed::Standard).usd_micros, 0);
     }
 

@@ -108,8 +108,7 @@ fn classify_message(m: &str) -> Option<ErrorKind> {
         || m.contains("maximum context")
     {
         Some(ErrorKind::ContextLength)
-    } else if m.contains("content filter") || m.contains("content_filter") || m.contains("safety")
-    {
+    } else if m.contains("content filter") || m.contains("content_filter") || m.contains("safety") {
         Some(ErrorKind::ContentFilter)
     } else if m.contains("unauthorized") || m.contains("invalid api key") {
         Some(ErrorKind::Authentication)

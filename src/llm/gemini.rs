@@ -10,7 +10,9 @@ use serde_json::{json, Map, Value};
 use super::error::LlmError;
 use super::http::{sse_json, stream_error};
 use super::provider::Provider;
-use super::types::{Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage};
+use super::types::{
+    Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
+};
 use super::wire::{self, args_object, u, Call, Sink};
 
 const FALLBACK_MAX_TOKENS: u64 = 65_536;
@@ -36,18 +38,21 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
             c.config.base_url, c.model
         )
     } else {
-        format!("{}/v1beta/models/{}:generateContent", c.config.base_url, c.model)
+        format!(
+            "{}/v1beta/models/{}:generateContent",
+            c.config.base_url, c.model
+        )
     };
     let headers = [("x-goog-api-key", c.config.api_key.as_str())];
     let resp = c
         .http
         .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream {
+    if !c.stream || !resp.is_event_stream() {
         let v = resp.json()?;
         let mut acc = Acc::new(c.model);
         acc.chunk(&v, &mut |_| {})?;
         let r = acc.finish()?;
-        sink(StreamEvent::Done(r.clone()));
+        wire::emit_whole(&r, c.stream, sink);
         return Ok(r);
     }
     let mut sse = resp.sse();
@@ -68,9 +73,15 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
 pub fn build_body(req: &Request) -> Value {
     let model = req.model.as_str();
     let mut body = Map::new();
-    body.insert("contents".into(), Value::Array(convert_contents(&req.messages)));
+    body.insert(
+        "contents".into(),
+        Value::Array(convert_contents(&req.messages)),
+    );
     if let Some(sys) = req.system.as_deref().filter(|s| !s.trim().is_empty()) {
-        body.insert("systemInstruction".into(), json!({"parts": [{"text": sys}]}));
+        body.insert(
+            "systemInstruction".into(),
+            json!({"parts": [{"text": sys}]}),
+        );
     }
     if !req.tools.is_empty() {
         let decls: Vec<Value> = req
@@ -86,10 +97,18 @@ pub fn build_body(req: &Request) -> Value {
     let mut gen = Map::new();
     gen.insert(
         "maxOutputTokens".into(),
-        json!(wire::max_tokens(req, &super::provider::wire_model_id(model), FALLBACK_MAX_TOKENS)),
+        json!(wire::max_tokens(
+            req,
+            &super::provider::wire_model_id(model),
+            FALLBACK_MAX_TOKENS
+        )),
     );
     if let Some(e) = wire::effort(req, &super::provider::wire_model_id(model)) {
-        let level = if e == "low" || e == "minimal" { "low" } else { "high" };
+        let level = if e == "low" || e == "minimal" {
+            "low"
+        } else {
+            "high"
+        };
         gen.insert("thinkingConfig".into(), json!({"thinkingLevel": level}));
     }
     body.insert("generationConfig".into(), Value::Object(gen));
@@ -356,6 +375,9 @@ mod tests {
             .get("additionalProperties")
             .is_none());
         assert_eq!(b["generationConfig"]["maxOutputTokens"], 65_536);
-        assert_eq!(b["generationConfig"]["thinkingConfig"]["thinkingLevel"], "high");
+        assert_eq!(
+            b["generationConfig"]["thinkingConfig"]["thinkingLevel"],
+            "high"
+        );
     }
 }

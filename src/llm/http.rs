@@ -57,6 +57,7 @@ impl std::fmt::Debug for Http {
 /// An open successful response whose body has not been read yet.
 pub struct OpenResponse {
     provider: Provider,
+    event_stream: bool,
     secret: String,
     body: BufReader<ureq::BodyReader<'static>>,
 }
@@ -102,6 +103,11 @@ impl Http {
         })?;
         let status = resp.status().as_u16();
         let retry_after = retry_after(resp.headers());
+        let event_stream = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
         let (_, body) = resp.into_parts();
         if !(200..300).contains(&status) {
             let text = body
@@ -122,6 +128,7 @@ impl Http {
         }
         Ok(OpenResponse {
             provider,
+            event_stream,
             secret: secret.to_string(),
             body: BufReader::new(body.into_with_config().limit(u64::MAX).reader()),
         })
@@ -129,6 +136,12 @@ impl Http {
 }
 
 impl OpenResponse {
+    /// True when the server answered with `text/event-stream`. A gateway that ignores
+    /// `stream: true` and answers with plain JSON is read as a non-streaming reply.
+    pub fn is_event_stream(&self) -> bool {
+        self.event_stream
+    }
+
     /// Reads the whole body as JSON.
     pub fn json(self) -> Result<Value, LlmError> {
         let provider = self.provider;
@@ -346,7 +359,8 @@ mod tests {
 
     #[test]
     fn sse_reader_joins_data_and_skips_comments() {
-        let text = ": ping\n\nevent: a\ndata: {\"x\":1}\n\ndata: line1\r\ndata: line2\r\n\r\ndata: [DONE]";
+        let text =
+            ": ping\n\nevent: a\ndata: {\"x\":1}\n\ndata: line1\r\ndata: line2\r\n\r\ndata: [DONE]";
         let mut r = SseReader::new(Provider::OpenAi, text.as_bytes());
         let e1 = r.next_event().ok().flatten();
         assert_eq!(

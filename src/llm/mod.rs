@@ -22,8 +22,12 @@ pub mod types;
 pub mod wire;
 
 pub use client::{ChatModel, LlmClient, RetryPolicy};
-pub use cost::{cost_of, size_bucket, Cost, CostSource, PricedUsage, Speed, StageRecord, Timing, UsageRollup};
+pub use cost::{
+    cost_of, size_bucket, Cost, CostSource, PricedUsage, Speed, StageRecord, Timing, UsageRollup,
+};
 pub use error::{ErrorKind, LlmError};
 pub use http::HttpOptions;
 pub use provider::{Credentials, Provider, ProviderConfig, StaticCredentials, ToolProfile};
-pub use types::{Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, ToolSpec, Usage};
+pub use types::{
+    Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, ToolSpec, Usage,
+};

@@ -8,7 +8,9 @@ use serde_json::{json, Map, Value};
 use super::error::LlmError;
 use super::http::{sse_json, stream_error};
 use super::provider::Provider;
-use super::types::{Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage};
+use super::types::{
+    Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
+};
 use super::wire::{self, args_to_string, parse_args, u, Call, Sink};
 
 const FALLBACK_MAX_TOKENS: u64 = 32_768;
@@ -21,10 +23,10 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
     let resp = c
         .http
         .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream {
+    if !c.stream || !resp.is_event_stream() {
         let v = resp.json()?;
         let r = parse_response(&v, c.model)?;
-        sink(StreamEvent::Done(r.clone()));
+        wire::emit_whole(&r, c.stream, sink);
         return Ok(r);
     }
     let mut sse = resp.sse();
@@ -65,7 +67,10 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
                 let r = v.get("response").unwrap_or(&Value::Null);
                 return Err(stream_error(
                     Provider::OpenAi,
-                    r.get("error").map(|e| json!({"error": e})).as_ref().unwrap_or(r),
+                    r.get("error")
+                        .map(|e| json!({"error": e}))
+                        .as_ref()
+                        .unwrap_or(r),
                 ));
             }
             "error" => return Err(stream_error(Provider::OpenAi, &v)),
@@ -138,8 +143,10 @@ fn convert_input(msgs: &[Message]) -> Vec<Value> {
                 }
                 Part::ToolCall(c) => {
                     flush(&mut texts, &mut out);
-                    out.push(json!({"type": "function_call", "call_id": c.id, "name": c.name,
-                                    "arguments": args_to_string(&c.arguments)}));
+                    out.push(
+                        json!({"type": "function_call", "call_id": c.id, "name": c.name,
+                                    "arguments": args_to_string(&c.arguments)}),
+                    );
                 }
                 Part::ToolResult {
                     id,
@@ -153,7 +160,9 @@ fn convert_input(msgs: &[Message]) -> Vec<Value> {
                     } else {
                         content.clone()
                     };
-                    out.push(json!({"type": "function_call_output", "call_id": id, "output": output}));
+                    out.push(
+                        json!({"type": "function_call_output", "call_id": id, "output": output}),
+                    );
                 }
                 Part::Opaque { provider, value } if *provider == Provider::OpenAi => {
                     flush(&mut texts, &mut out);
@@ -191,13 +200,13 @@ pub fn parse_response(v: &Value, requested: &str) -> Result<Response, LlmError> 
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(stream_error(Provider::OpenAi, &json!({ "error": err })));
     }
-    let output = v
-        .get("output")
-        .and_then(Value::as_array)
-        .ok_or_else(|| LlmError::InvalidResponse {
-            provider: Provider::OpenAi,
-            message: "no output array".into(),
-        })?;
+    let output =
+        v.get("output")
+            .and_then(Value::as_array)
+            .ok_or_else(|| LlmError::InvalidResponse {
+                provider: Provider::OpenAi,
+                message: "no output array".into(),
+            })?;
     let mut parts = Vec::new();
     let mut text = String::new();
     let mut calls = Vec::new();

@@ -234,7 +234,10 @@ impl ProviderConfig {
             .find_map(|n| creds.get(n).filter(|v| !v.trim().is_empty()))
             .ok_or_else(|| LlmError::ProviderNotConfigured {
                 provider,
-                reason: format!("no {} credential is stored", provider.key_names().join(" or ")),
+                reason: format!(
+                    "no {} credential is stored",
+                    provider.key_names().join(" or ")
+                ),
             })?;
         let base = base_url
             .map(str::to_string)

@@ -167,7 +167,10 @@ impl SchemaValidator {
                 }
             })
             .collect();
-        Err(format!("the JSON does not match the schema: {}", errors.join("; ")))
+        Err(format!(
+            "the JSON does not match the schema: {}",
+            errors.join("; ")
+        ))
     }
 }
 
@@ -258,8 +261,13 @@ mod tests {
     fn routing_validation() {
         assert!(validate_routing("done").is_err());
         assert!(validate_routing(r#"{"outcome": "great"}"#).is_err());
-        let v = validate_routing(r#"I pick {"preferred_next_label": "ship", "context_updates": {"a.b": 1}}"#);
-        assert_eq!(v.ok().map(|v| v["preferred_next_label"].clone()), Some(json!("ship")));
+        let v = validate_routing(
+            r#"I pick {"preferred_next_label": "ship", "context_updates": {"a.b": 1}}"#,
+        );
+        assert_eq!(
+            v.ok().map(|v| v["preferred_next_label"].clone()),
+            Some(json!("ship"))
+        );
     }
 
     #[test]
@@ -285,13 +293,23 @@ mod tests {
             "go",
             |i: &str| -> Result<String, X> {
                 inputs.push(i.to_string());
-                Ok(if inputs.len() == 3 { "{\"outcome\":\"succeeded\"}" } else { "nope" }.into())
+                Ok(if inputs.len() == 3 {
+                    "{\"outcome\":\"succeeded\"}"
+                } else {
+                    "nope"
+                }
+                .into())
             },
             validate_routing,
         );
         assert_eq!(r.map(|r| r.repair_turns).ok(), Some(2));
         assert!(inputs[1].contains("did not satisfy"));
-        let r = repair_loop(0, "go", |_: &str| -> Result<String, X> { Ok("bad".into()) }, validate_routing);
+        let r = repair_loop(
+            0,
+            "go",
+            |_: &str| -> Result<String, X> { Ok("bad".into()) },
+            validate_routing,
+        );
         assert!(matches!(r, Err(RepairError::Invalid { attempts: 1, .. })));
     }
 }

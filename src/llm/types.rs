@@ -47,7 +47,10 @@ pub enum Part {
     /// A provider-specific block that must round-trip unchanged to the same provider
     /// (Anthropic thinking blocks with signatures, OpenAI reasoning items). Other providers
     /// drop it.
-    Opaque { provider: Provider, value: Value },
+    Opaque {
+        provider: Provider,
+        value: Value,
+    },
 }
 
 impl Part {

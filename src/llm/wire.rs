@@ -74,6 +74,21 @@ pub fn args_object(v: &Value) -> Value {
     }
 }
 
+/// Reports a whole (non-streamed) response through the sink: when a stream was asked for
+/// but the server answered with plain JSON, the text and tool calls still arrive as
+/// events, then `Done`.
+pub fn emit_whole(r: &super::types::Response, streamed: bool, sink: Sink<'_>) {
+    if streamed {
+        if !r.text.is_empty() {
+            sink(StreamEvent::TextDelta(r.text.clone()));
+        }
+        for c in &r.tool_calls {
+            sink(StreamEvent::ToolCall(c.clone()));
+        }
+    }
+    sink(StreamEvent::Done(r.clone()));
+}
+
 /// Forwards stream events to the caller.
 pub type Sink<'a> = &'a mut dyn FnMut(StreamEvent);
 

@@ -13,7 +13,9 @@ pub enum SandboxError {
     Root { root: String, reason: String },
     #[error("path {path:?} is outside the working directory {root}")]
     Escape { path: String, root: String },
-    #[error("path {path:?} goes through a symlink that points outside the working directory {root}")]
+    #[error(
+        "path {path:?} goes through a symlink that points outside the working directory {root}"
+    )]
     SymlinkEscape { path: String, root: String },
     #[error("path {path:?} has too many levels of symbolic links")]
     SymlinkLoop { path: String },
@@ -177,15 +179,30 @@ mod tests {
         let sb = Sandbox::new(&root)?;
         assert!(sb.resolve("sub/../a.txt").is_ok());
         assert!(sb.resolve("new/dir/file").is_ok());
-        assert!(matches!(sb.resolve("../secret"), Err(SandboxError::Escape { .. })));
-        assert!(matches!(sb.resolve("sub/../../secret"), Err(SandboxError::Escape { .. })));
-        assert!(matches!(sb.resolve("/etc/passwd"), Err(SandboxError::Escape { .. })));
+        assert!(matches!(
+            sb.resolve("../secret"),
+            Err(SandboxError::Escape { .. })
+        ));
+        assert!(matches!(
+            sb.resolve("sub/../../secret"),
+            Err(SandboxError::Escape { .. })
+        ));
+        assert!(matches!(
+            sb.resolve("/etc/passwd"),
+            Err(SandboxError::Escape { .. })
+        ));
         let inside = sb.root().join("sub/x");
         assert_eq!(sb.resolve(&inside.display().to_string())?, inside);
         std::os::unix::fs::symlink(outer.path(), root.join("out"))?;
-        assert!(matches!(sb.resolve("out/secret"), Err(SandboxError::SymlinkEscape { .. })));
+        assert!(matches!(
+            sb.resolve("out/secret"),
+            Err(SandboxError::SymlinkEscape { .. })
+        ));
         std::os::unix::fs::symlink(outer.path().join("nothing-yet"), root.join("dangling"))?;
-        assert!(matches!(sb.resolve("dangling"), Err(SandboxError::SymlinkEscape { .. })));
+        assert!(matches!(
+            sb.resolve("dangling"),
+            Err(SandboxError::SymlinkEscape { .. })
+        ));
         std::os::unix::fs::symlink("sub", root.join("ok-link"))?;
         assert!(sb.resolve("ok-link/file").is_ok());
         std::os::unix::fs::symlink("loop2", root.join("loop1"))?;

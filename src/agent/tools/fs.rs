@@ -63,12 +63,14 @@ pub fn write_file(sb: &Sandbox, args: &Value) -> Result<(String, String), ToolEr
     let content = arg_str(args, "content")?.ok_or(ToolError::Missing("content"))?;
     let p = sb.resolve(path)?;
     if p.is_dir() {
-        return Err(ToolError::Failed(format!("{} is a directory", sb.display(&p))));
+        return Err(ToolError::Failed(format!(
+            "{} is a directory",
+            sb.display(&p)
+        )));
     }
     if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            ToolError::Failed(format!("cannot create {}: {e}", sb.display(parent)))
-        })?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| ToolError::Failed(format!("cannot create {}: {e}", sb.display(parent))))?;
     }
     std::fs::write(&p, content)
         .map_err(|e| ToolError::Failed(format!("cannot write {}: {e}", sb.display(&p))))?;

@@ -245,7 +245,12 @@ pub fn execute(
             }
             "grep" => (search::grep(sb, args)?, vec![], false, truncate::GREP),
             "glob" => (search::glob(sb, args)?, vec![], false, truncate::GLOB),
-            "list_dir" => (search::list_dir(sb, args)?, vec![], false, truncate::LIST_DIR),
+            "list_dir" => (
+                search::list_dir(sb, args)?,
+                vec![],
+                false,
+                truncate::LIST_DIR,
+            ),
             other => return Err(ToolError::Unknown(other.to_string())),
         })
     })();

@@ -202,11 +202,7 @@ fn apply_chunks(path: &str, text: &str, chunks: &[Chunk]) -> Result<String, Stri
                 .or_else(|| (cursor..lines.len()).find(|&k| lines[k].contains(a.trim())));
             match found {
                 Some(k) => cursor = k + 1,
-                None => {
-                    return Err(format!(
-                        "in {path}: the hunk anchor `@@ {a}` was not found"
-                    ))
-                }
+                None => return Err(format!("in {path}: the hunk anchor `@@ {a}` was not found")),
             }
         }
         let at = seek(&lines, &c.old, cursor, c.eof)
@@ -288,9 +284,8 @@ pub fn apply_patch(sb: &Sandbox, patch: &str) -> Result<PatchResult, ToolError> 
                 });
                 let text = match pending {
                     Some(t) => t,
-                    None => std::fs::read_to_string(&p).map_err(|e| {
-                        ToolError::Failed(format!("cannot update {path}: {e}"))
-                    })?,
+                    None => std::fs::read_to_string(&p)
+                        .map_err(|e| ToolError::Failed(format!("cannot update {path}: {e}")))?,
                 };
                 let updated = apply_chunks(path, &text, chunks).map_err(ToolError::Failed)?;
                 match move_to {
@@ -346,7 +341,9 @@ mod tests {
         let p = "*** Begin Patch\n*** Add File: a.txt\n+hello\n*** Update File: b.txt\n@@ fn main\n ctx\n-old\n+new\n*** Delete File: c.txt\n*** End Patch";
         let ops = parse(p).unwrap_or_default();
         assert_eq!(ops.len(), 3);
-        assert!(matches!(&ops[1], Op::Update { chunks, .. } if chunks[0].anchors == vec!["fn main"] && chunks[0].old == vec!["ctx", "old"]));
+        assert!(
+            matches!(&ops[1], Op::Update { chunks, .. } if chunks[0].anchors == vec!["fn main"] && chunks[0].old == vec!["ctx", "old"])
+        );
         assert!(parse("*** Begin Patch\n*** Add File: x\nno plus\n*** End Patch").is_err());
         assert!(parse("*** Begin Patch\n*** Add File: x\n+a\n").is_err());
     }
@@ -361,6 +358,9 @@ mod tests {
             eof: false,
         };
         let out = apply_chunks("f", text, &[c]);
-        assert_eq!(out.ok().as_deref(), Some("fn a() {\n    1\n}\nfn b() {\n    2\n}\n"));
+        assert_eq!(
+            out.ok().as_deref(),
+            Some("fn a() {\n    1\n}\nfn b() {\n    2\n}\n")
+        );
     }
 }

@@ -268,7 +268,9 @@ pub fn glob(sb: &Sandbox, args: &Value) -> Result<String, ToolError> {
 pub fn grep(sb: &Sandbox, args: &Value) -> Result<String, ToolError> {
     let pattern = arg_str(args, "pattern")?.ok_or(ToolError::Missing("pattern"))?;
     let ci = arg_bool(args, "case_insensitive")?.unwrap_or(false);
-    let max = arg_u64(args, "max_results")?.unwrap_or(100).clamp(1, 10_000) as usize;
+    let max = arg_u64(args, "max_results")?
+        .unwrap_or(100)
+        .clamp(1, 10_000) as usize;
     let filter = arg_str(args, "glob_filter")?
         .filter(|s| !s.is_empty())
         .map(Glob::new);
@@ -296,7 +298,10 @@ pub fn grep(sb: &Sandbox, args: &Value) -> Result<String, ToolError> {
                 continue;
             }
         }
-        if std::fs::metadata(&f).map(|m| m.len() > MAX_GREP_FILE).unwrap_or(true) {
+        if std::fs::metadata(&f)
+            .map(|m| m.len() > MAX_GREP_FILE)
+            .unwrap_or(true)
+        {
             continue;
         }
         let Ok(bytes) = std::fs::read(&f) else {

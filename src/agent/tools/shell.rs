@@ -130,9 +130,7 @@ pub fn run(
             cmd.env_remove(k);
         }
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start sh: {e}"))?;
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start sh: {e}"))?;
     let pid = child.id() as i32;
     let out_buf: Buf = Arc::new(Mutex::new((Vec::new(), 0)));
     let err_buf: Buf = Arc::new(Mutex::new((Vec::new(), 0)));
