@@ -264,8 +264,8 @@ pub fn execute(
         Err(e) => {
             let mut msg = format!("Error: {e}");
             if let ToolError::Unknown(_) = e {
-                let names: Vec<String> = specs(profile).into_iter().map(|s| s.name).collect();
-                msg.push_str(&format!(". Available tools: {}", names.join(", ")));
+                msg.push_str(". Available tools: ");
+                msg.push_str(&tool_names(profile).join(", "));
             }
             ToolOutput {
                 for_model: msg.clone(),
@@ -277,11 +277,40 @@ pub fn execute(
     }
 }
 
+/// The tool names offered for a profile, in [`specs`] order.
+pub fn tool_names(profile: ToolProfile) -> [&'static str; 7] {
+    let edit = match profile {
+        ToolProfile::OpenAi => "apply_patch",
+        ToolProfile::Anthropic | ToolProfile::Gemini => "edit_file",
+    };
+    [
+        "read_file",
+        "write_file",
+        edit,
+        "shell",
+        "grep",
+        "glob",
+        "list_dir",
+    ]
+}
+
 fn specs_has(profile: ToolProfile, name: &str) -> bool {
-    match name {
-        "apply_patch" => profile == ToolProfile::OpenAi,
-        "edit_file" => profile != ToolProfile::OpenAi,
-        "read_file" | "write_file" | "shell" | "grep" | "glob" | "list_dir" => true,
-        _ => false,
+    tool_names(profile).contains(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_specs() {
+        for p in [
+            ToolProfile::Anthropic,
+            ToolProfile::OpenAi,
+            ToolProfile::Gemini,
+        ] {
+            let from_specs: Vec<String> = specs(p).into_iter().map(|s| s.name).collect();
+            assert_eq!(from_specs, tool_names(p).map(String::from).to_vec());
+        }
     }
 }
