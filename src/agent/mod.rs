@@ -4,6 +4,7 @@
 //! and the `agent.*` events. Must not know about stages, the store, or any provider's wire
 //! format; it talks to models only through [`ChatModel`].
 
+pub mod acp;
 pub mod tools;
 pub mod truncate;
 
@@ -79,6 +80,17 @@ impl Steering {
         self.queue.lock().push_back(text.into());
     }
 
+    /// Queues a steering request (SPEC §2.11: `guidance` and an optional `location`).
+    pub fn push_guidance(&self, guidance: &str, location: Option<(&str, u64)>) {
+        let text = match location {
+            Some((file, line)) => {
+                format!("Guidance from the user (about {file}, line {line}):\n{guidance}")
+            }
+            None => format!("Guidance from the user:\n{guidance}"),
+        };
+        self.push(text);
+    }
+
     pub fn drain(&self) -> Vec<String> {
         self.queue.lock().drain(..).collect()
     }
@@ -94,6 +106,11 @@ pub enum AgentEvent {
     SessionStarted {
         provider: Provider,
         model: String,
+    },
+    /// An ACP agent session started (same kind as [`AgentEvent::SessionStarted`]).
+    AcpSessionStarted {
+        command: String,
+        session_id: String,
     },
     /// A piece of streamed assistant text.
     TextDelta {
@@ -143,7 +160,9 @@ impl AgentEvent {
     /// The event kind (api.md §3.3 names).
     pub fn kind(&self) -> &'static str {
         match self {
-            AgentEvent::SessionStarted { .. } => "agent.session.started",
+            AgentEvent::SessionStarted { .. } | AgentEvent::AcpSessionStarted { .. } => {
+                "agent.session.started"
+            }
             AgentEvent::TextDelta { .. } => "agent.message.delta",
             AgentEvent::Message { .. } => "agent.message",
             AgentEvent::ToolStarted { .. } => "agent.tool.started",
@@ -162,6 +181,10 @@ impl AgentEvent {
             AgentEvent::SessionStarted { provider, model } => {
                 json!({"provider": provider.id(), "model": model})
             }
+            AgentEvent::AcpSessionStarted {
+                command,
+                session_id,
+            } => json!({"backend": "acp", "command": command, "session_id": session_id}),
             AgentEvent::TextDelta { text } => json!({ "text": text }),
             AgentEvent::Message {
                 text,
@@ -475,6 +498,16 @@ impl Session {
             }
             let mut results = Vec::with_capacity(calls.len());
             for c in &calls {
+                if cancel.is_cancelled() {
+                    // Answer every call so the conversation stays well-formed, run nothing.
+                    results.push(Part::ToolResult {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        content: "Error: not run: the session was cancelled".into(),
+                        is_error: true,
+                    });
+                    continue;
+                }
                 tool_calls += 1;
                 on_event(AgentEvent::ToolStarted {
                     tool_name: c.name.clone(),
