@@ -590,3 +590,56 @@ fn project_memory_goes_into_the_system_message() {
     assert!(!sys.contains("Claude specific."));
     assert!(reqs[1].body.get("systemInstruction").is_none());
 }
+
+#[test]
+fn provider_and_model_probes() {
+    use svc::llm::models::{test_model, test_providers, ProbeStatus, TestMode};
+    let server = ScriptedServer::start_with(|_, r| {
+        if r.url.starts_with("/v1/messages") {
+            if r.body["tools"].is_array() {
+                reply(
+                    Provider::Anthropic,
+                    &tools(&[("t", "echo", json!({"text": "ping"}))]),
+                    Usage::default(),
+                    false,
+                )
+            } else {
+                reply(Provider::Anthropic, &text("OK"), Usage::default(), false)
+            }
+        } else {
+            Reply::error(
+                401,
+                json!({"error": {"code": 401, "message": "API key not valid", "status": "UNAUTHENTICATED"}}),
+            )
+        }
+    });
+    let creds = svc::llm::StaticCredentials::new()
+        .with("ANTHROPIC_API_KEY", "ak-123456789")
+        .with("GEMINI_API_KEY", "gk-123456789");
+    let c = svc::llm::LlmClient::new(std::sync::Arc::new(creds))
+        .with_base_url(Provider::Anthropic, &server.base)
+        .with_base_url(Provider::Gemini, &server.base);
+    let results = test_providers(&c, &CancelToken::new());
+    let by = |p: &str| {
+        results
+            .iter()
+            .find(|r| r.provider == p)
+            .cloned()
+            .expect("result")
+    };
+    assert_eq!(by("anthropic").status, ProbeStatus::Ok);
+    assert_eq!(by("anthropic").model_id, "claude-haiku-4-5");
+    assert_eq!(by("gemini").status, ProbeStatus::Error);
+    assert!(by("gemini")
+        .error_message
+        .unwrap_or_default()
+        .contains("API key not valid"));
+    assert_eq!(by("openai").status, ProbeStatus::Skip);
+    assert!(results.iter().all(|r| r.provider != "openai_compatible"));
+    let j = serde_json::to_value(by("openai")).expect("json");
+    assert_eq!(j["status"], "skip");
+    assert!(j["error_message"].is_null());
+    let deep = test_model(&c, "sonnet", None, TestMode::Deep, &CancelToken::new());
+    assert_eq!(deep.status, ProbeStatus::Ok, "{deep:?}");
+    assert_eq!(deep.model_id, "claude-sonnet-4-6");
+}

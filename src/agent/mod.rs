@@ -269,6 +269,10 @@ pub struct AgentOutcome {
     /// The provider and model id used.
     pub provider: Provider,
     pub model: String,
+    /// Time spent waiting for the model (all calls, retries included).
+    pub inference_time: std::time::Duration,
+    /// Time spent running tools.
+    pub tool_time: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -420,6 +424,8 @@ impl Session {
         let mut last_sig: Option<u64> = None;
         let mut repeats = 0u32;
         let mut reported_model = model_id.clone();
+        let mut inference_time = std::time::Duration::ZERO;
+        let mut tool_time = std::time::Duration::ZERO;
         let stop = loop {
             if cancel.is_cancelled() {
                 return Err(AgentError::Cancelled {
@@ -443,6 +449,7 @@ impl Session {
                 reasoning_effort: self.config.reasoning_effort.clone(),
             };
             let provider = self.provider;
+            let t0 = std::time::Instant::now();
             let result = model.chat(&req, cancel, &mut |ev| match ev {
                 StreamEvent::TextDelta(t) => on_event(AgentEvent::TextDelta { text: t }),
                 StreamEvent::Retry {
@@ -458,6 +465,7 @@ impl Session {
                 }),
                 StreamEvent::ToolCall(_) | StreamEvent::Done(_) => {}
             });
+            inference_time += t0.elapsed();
             self.system = req.system.unwrap_or_default();
             self.messages = req.messages;
             self.tools = req.tools;
@@ -514,6 +522,7 @@ impl Session {
                     tool_call_id: c.id.clone(),
                     arguments: c.arguments.clone(),
                 });
+                let t1 = std::time::Instant::now();
                 let out = tools::execute(
                     &c.name,
                     &c.arguments,
@@ -522,6 +531,7 @@ impl Session {
                     self.profile,
                     cancel,
                 );
+                tool_time += t1.elapsed();
                 for t in &out.touched {
                     if !touched.contains(t) {
                         touched.push(t.clone());
@@ -575,6 +585,8 @@ impl Session {
             stop,
             provider: self.provider,
             model: reported_model,
+            inference_time,
+            tool_time,
         })
     }
 

@@ -14,6 +14,7 @@ pub mod error;
 pub mod gemini;
 pub mod http;
 pub mod memory;
+pub mod models;
 pub mod openai;
 pub mod prompt;
 pub mod provider;
