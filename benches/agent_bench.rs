@@ -122,7 +122,20 @@ fn per_turn_stub(dir: &std::path::Path, tool: &'static str, args: serde_json::Va
     start.elapsed() / (turns * sessions) as u32
 }
 
-fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Duration) {
+/// CPU time consumed by the calling thread (excludes waiting for the server).
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Duration, Duration) {
     let turns = 20u64;
     let sessions = 10u64;
     let server_ns = Arc::new(AtomicU64::new(0));
@@ -150,6 +163,7 @@ fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Durati
     let client = common::client(provider, &server);
     let cancel = CancelToken::new();
     let start = Instant::now();
+    let cpu0 = thread_cpu();
     for _ in 0..sessions {
         let cfg = AgentConfig {
             provider: Some(provider),
@@ -161,10 +175,11 @@ fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Durati
             .expect("run");
         assert_eq!(out.turns as u64, turns);
     }
+    let cpu = thread_cpu() - cpu0;
     let total = start.elapsed();
     let n = (turns * sessions) as u32;
     let server = Duration::from_nanos(server_ns.load(Ordering::Relaxed));
-    (total / n, total.saturating_sub(server) / n)
+    (total / n, total.saturating_sub(server) / n, cpu / n)
 }
 
 fn idle_memory(dir: &std::path::Path) -> (usize, usize) {
@@ -215,12 +230,13 @@ fn main() {
         Provider::Gemini,
         Provider::Kimi,
     ] {
-        let (total, client) = per_turn_http(dir.path(), p);
+        let (total, client, cpu) = per_turn_http(dir.path(), p);
         println!(
-            "agent loop over HTTP+SSE ({:<9}) read_file: {:>8.1} µs/turn total, {:>8.1} µs/turn excluding server handling",
+            "agent loop over HTTP+SSE ({:<9}) read_file: {:>7.1} µs/turn wall, {:>7.1} µs/turn wall minus server handling, {:>6.1} µs/turn agent-thread CPU",
             p.id(),
             total.as_secs_f64() * 1e6,
-            client.as_secs_f64() * 1e6
+            client.as_secs_f64() * 1e6,
+            cpu.as_secs_f64() * 1e6
         );
     }
     let (fresh, after) = idle_memory(dir.path());
