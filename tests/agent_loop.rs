@@ -510,3 +510,97 @@ fn every_file_tool_refuses_to_leave_the_sandbox() {
         assert!(!root.join("inside.txt").exists());
     }
 }
+
+#[test]
+fn the_stage_backend_continues_a_conversation_for_repair_calls() {
+    use std::sync::Arc;
+    use svc::agent::stage::{StageBackend, StageMode, StageRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = ScriptedServer::start(vec![
+        reply(P, &text("not json"), u(), true),
+        reply(P, &text("{\"outcome\": \"succeeded\"}"), u(), true),
+        reply(
+            P,
+            &tools(&[(
+                "w",
+                "write_file",
+                json!({"file_path": "a.txt", "content": "x"}),
+            )]),
+            u(),
+            true,
+        ),
+        reply(P, &text("wrote it"), u(), true),
+        reply(P, &text("{\"preferred_next_label\": \"done\"}"), u(), true),
+    ]);
+    let c = client(P, &server);
+    let creds =
+        Arc::new(svc::llm::StaticCredentials::new().with("ANTHROPIC_API_KEY", &test_key(P)));
+    let backend = StageBackend::new(Arc::new(c), creds);
+    assert_eq!(backend.default_model(), "claude-sonnet-4-6");
+    let mut req = StageRequest {
+        node_id: "review".into(),
+        mode: StageMode::Prompt,
+        prompt: "Review.".into(),
+        model: None,
+        provider: None,
+        reasoning_effort: None,
+        max_tokens: Some(1000),
+        workdir: dir.path().to_path_buf(),
+        feedback: vec![],
+        project_memory: true,
+    };
+    let r = backend
+        .complete(&req, &CancelToken::new(), &mut |_| {})
+        .expect("first");
+    assert_eq!(r.text, "not json");
+    assert_eq!(r.model, "claude-sonnet-4-6");
+    assert_eq!(r.usage.input, 10);
+    req.feedback.push("no JSON object".into());
+    let r = backend
+        .complete(&req, &CancelToken::new(), &mut |_| {})
+        .expect("repair");
+    assert_eq!(r.text, "{\"outcome\": \"succeeded\"}");
+    let reqs = server.requests();
+    let users = user_texts(P, &reqs[1].body);
+    assert_eq!(users.len(), 2);
+    assert_eq!(users[0], "Review.");
+    assert!(users[1].contains("no JSON object"));
+    assert_eq!(reqs[1].body["max_tokens"], 1000);
+    assert!(reqs[1].body.get("tools").is_none());
+
+    // An agent stage: tools, then a repair call in the same session.
+    let mut req = StageRequest {
+        node_id: "build".into(),
+        mode: StageMode::Agent,
+        prompt: "Build.".into(),
+        model: Some("sonnet".into()),
+        provider: Some("anthropic".into()),
+        feedback: vec![],
+        ..req
+    };
+    let r = backend
+        .complete(&req, &CancelToken::new(), &mut |_| {})
+        .expect("agent");
+    assert_eq!(r.text, "wrote it");
+    assert_eq!(r.files_touched, vec!["a.txt"]);
+    assert_eq!(r.turns, 2);
+    req.feedback.push("no routing".into());
+    let r = backend
+        .complete(&req, &CancelToken::new(), &mut |_| {})
+        .expect("agent repair");
+    assert!(r.text.contains("preferred_next_label"));
+    let last = &server.requests()[4].body;
+    assert!(last["tools"].is_array());
+    let users = user_texts(P, last);
+    assert_eq!(users.first().map(String::as_str), Some("Build."));
+    assert!(users.last().is_some_and(|t| t.contains("no routing")));
+
+    // Bad provider attribute: deterministic.
+    req.provider = Some("nope".into());
+    req.feedback.clear();
+    let e = backend
+        .complete(&req, &CancelToken::new(), &mut |_| {})
+        .expect_err("bad provider");
+    assert!(!e.retryable);
+    assert_eq!(e.failure_class, "deterministic");
+}

@@ -1,6 +1,7 @@
 //! Tool-output truncation for the model (engine.md §12.5): characters are cut first, then
 //! lines, keeping both ends (`HeadTail`) or only the end (`Tail`), with a marker saying what
-//! was left out. Events always carry the full output. Pure string work.
+//! was left out. Events always carry the full output. Pure string work: must not know
+//! which tool produced the text or do I/O.
 
 /// Which part of an oversized output survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

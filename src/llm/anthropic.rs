@@ -117,7 +117,8 @@ fn convert_messages(msgs: &[Message]) -> Vec<Value> {
         let mut blocks = Vec::new();
         for p in &m.parts {
             match p {
-                Part::Text { text } if !text.is_empty() => {
+                // The API refuses whitespace-only text blocks.
+                Part::Text { text } if !text.trim().is_empty() => {
                     blocks.push(json!({"type": "text", "text": text}))
                 }
                 Part::Text { .. } => {}
@@ -513,6 +514,22 @@ mod tests {
         assert_eq!(msgs[2]["content"][1]["text"], "steer");
         assert_eq!(b["max_tokens"], 64_000);
         assert_eq!(b["tools"][0]["input_schema"]["type"], "object");
+    }
+
+    #[test]
+    fn whitespace_only_text_is_dropped() {
+        let req = Request {
+            model: "sonnet".into(),
+            messages: vec![
+                Message::user("a"),
+                Message::assistant("\n\n"),
+                Message::user("b"),
+            ],
+            ..Default::default()
+        };
+        let b = build_body(&req, "claude-sonnet-4-6", false);
+        assert_eq!(b["messages"].as_array().map(Vec::len), Some(1));
+        assert_eq!(b["messages"][0]["content"][1]["text"], "b");
     }
 
     #[test]

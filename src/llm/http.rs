@@ -31,7 +31,8 @@ impl Default for HttpOptions {
         Self {
             connect_timeout: Duration::from_secs(30),
             read_timeout: Duration::from_secs(300),
-            call_timeout: Duration::from_secs(1800),
+            // Long generations stream for a long time; silence is caught by read_timeout.
+            call_timeout: Duration::from_secs(2 * 3600),
         }
     }
 }

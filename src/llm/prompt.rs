@@ -100,6 +100,17 @@ impl<'a> PromptSession<'a> {
         &self.req
     }
 
+    /// Continues an earlier conversation (e.g. for a repair turn in a later call).
+    pub fn with_messages(mut self, messages: Vec<Message>) -> Self {
+        self.req.messages = messages;
+        self
+    }
+
+    /// The conversation, for keeping.
+    pub fn into_messages(self) -> Vec<Message> {
+        self.req.messages
+    }
+
     pub fn messages(&self) -> &[Message] {
         &self.req.messages
     }
