@@ -5,8 +5,8 @@
 //!
 //! Run: `cargo bench --bench agent_bench`.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+#[path = "../tests/llm_common/mod.rs"]
+mod llm_common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -140,7 +140,7 @@ fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Durati
     let sessions = 10u64;
     let server_ns = Arc::new(AtomicU64::new(0));
     let sn = server_ns.clone();
-    let server = common::ScriptedServer::start_with(move |n, _| {
+    let server = llm_common::ScriptedServer::start_with(move |n, _| {
         let t = Instant::now();
         let u = Usage {
             input: 1200,
@@ -148,26 +148,26 @@ fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Durati
             ..Default::default()
         };
         let turn = if (n as u64) % turns == turns - 1 {
-            common::text("Done.")
+            llm_common::text("Done.")
         } else {
-            common::tools(&[(
+            llm_common::tools(&[(
                 &format!("call_{n}"),
                 "read_file",
                 json!({"file_path": "small.txt"}),
             )])
         };
-        let r = common::reply(provider, &turn, u, true);
+        let r = llm_common::reply(provider, &turn, u, true);
         sn.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         r
     });
-    let client = common::client(provider, &server);
+    let client = llm_common::client(provider, &server);
     let cancel = CancelToken::new();
     let start = Instant::now();
     let cpu0 = thread_cpu();
     for _ in 0..sessions {
         let cfg = AgentConfig {
             provider: Some(provider),
-            ..AgentConfig::new(&common::model_for(provider))
+            ..AgentConfig::new(&llm_common::model_for(provider))
         };
         let mut s = Session::new(cfg, Sandbox::new(dir).expect("sb")).expect("session");
         let out = s

@@ -2,11 +2,11 @@
 //! cancellation (also inside a running shell command), conversation reuse, tool-output
 //! truncation, bad arguments, apply_patch, and sandbox escapes through every file tool.
 
-mod common;
+mod llm_common;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use llm_common::*;
 use serde_json::{json, Value};
 use svc::agent::{AgentConfig, AgentError, AgentEvent, AgentStop, Session, Steering, LOOP_WARNING};
 use svc::engine::cancel::CancelToken;

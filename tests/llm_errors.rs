@@ -3,12 +3,12 @@
 //! and oversized Retry-After not retried, broken streams, keys redacted, missing
 //! credentials, cancellation during backoff, and the agent's `agent.llm.retry` event.
 
-mod common;
+mod llm_common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use llm_common::*;
 use serde_json::json;
 use svc::agent::{AgentConfig, Session};
 use svc::engine::cancel::CancelToken;

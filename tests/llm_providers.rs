@@ -2,9 +2,9 @@
 //! auth headers, endpoints, request shapes, usage mapping and cost, multi-turn tool use
 //! through the agent, routing JSON and schema repair turns.
 
-mod common;
+mod llm_common;
 
-use common::*;
+use llm_common::*;
 use serde_json::{json, Value};
 use svc::agent::{AgentConfig, AgentEvent, Session};
 use svc::engine::cancel::CancelToken;
