@@ -11,4 +11,5 @@ pub mod dot;
 pub mod engine;
 pub mod llm;
 pub mod sandbox;
+pub mod store;
 pub mod workflow;

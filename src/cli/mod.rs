@@ -1,7 +1,12 @@
 //! Command-line interface: argument parsing and output formatting only. Every command is a
 //! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
 
-mod validate;
+mod interview;
+mod progress;
+pub mod run;
+pub mod runs;
+mod signals;
+pub mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -22,6 +27,18 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Print a workflow after defaults, subgraph classes and the stylesheet, as JSON.
     Parse(validate::ParseArgs),
+    /// Run a workflow to completion, showing progress (exit 0 succeeded, 1 failed).
+    Run(run::RunArgs),
+    /// Continue an interrupted run from its last checkpoint.
+    Resume(run::ResumeArgs),
+    /// List runs in the state directory, newest first.
+    Runs(runs::RunsArgs),
+    /// Print a run's events.
+    Events(runs::EventsArgs),
+    /// Write runs in the portable export format (runs/<id>/events.jsonl + blobs/).
+    Export(runs::ExportArgs),
+    /// Import a portable export directory into the state directory.
+    Import(runs::ImportArgs),
 }
 
 /// Output formats shared by commands.
@@ -44,5 +61,11 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Validate(a) => validate::validate(a),
         Command::Parse(a) => validate::parse(a),
+        Command::Run(a) => run::run(a),
+        Command::Resume(a) => run::resume(a),
+        Command::Runs(a) => runs::runs(a),
+        Command::Events(a) => runs::events(a),
+        Command::Export(a) => runs::export(a),
+        Command::Import(a) => runs::import(a),
     }
 }

@@ -2,9 +2,14 @@
 //! wait, human) and whoever controls the run (CLI signal handler, HTTP server).
 //!
 //! Handlers never sleep blindly: they wait on the token, which wakes them on cancel.
+//!
+//! A token can have children ([`CancelToken::child`]): cancelling a parent cancels its
+//! children (with the parent's reason), never the reverse, and a child is paused while any
+//! ancestor is. The engine gives each stage attempt, parallel branch set and child workflow
+//! its own child token, so a node timeout or a manager's stop cancels only that work.
 
 use parking_lot::{Condvar, Mutex};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
@@ -12,11 +17,19 @@ struct State {
     cancelled: bool,
     paused: bool,
     reason: Option<String>,
+    children: Vec<Weak<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    lock: Mutex<State>,
+    cv: Condvar,
+    parent: Option<CancelToken>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken {
-    inner: Arc<(Mutex<State>, Condvar)>,
+    inner: Arc<Inner>,
 }
 
 impl CancelToken {
@@ -24,58 +37,89 @@ impl CancelToken {
         Self::default()
     }
 
-    /// Requests cancellation; wakes every waiter.
-    pub fn cancel(&self, reason: &str) {
-        let (lock, cv) = &*self.inner;
-        let mut s = lock.lock();
-        if !s.cancelled {
-            s.cancelled = true;
-            s.reason = Some(reason.to_string());
+    /// A token cancelled whenever this one is (with this one's reason), and paused while
+    /// this one is; cancelling the child leaves this one alone.
+    pub fn child(&self) -> CancelToken {
+        let child = CancelToken {
+            inner: Arc::new(Inner {
+                parent: Some(self.clone()),
+                ..Inner::default()
+            }),
+        };
+        let inherited = {
+            let mut s = self.inner.lock.lock();
+            s.children.retain(|w| w.strong_count() > 0);
+            s.children.push(Arc::downgrade(&child.inner));
+            s.cancelled.then(|| s.reason.clone().unwrap_or_default())
+        };
+        if let Some(reason) = inherited {
+            child.cancel(&reason);
         }
-        cv.notify_all();
+        child
+    }
+
+    /// Requests cancellation; wakes every waiter and cancels every child.
+    pub fn cancel(&self, reason: &str) {
+        let children = {
+            let mut s = self.inner.lock.lock();
+            if !s.cancelled {
+                s.cancelled = true;
+                s.reason = Some(reason.to_string());
+            }
+            self.inner.cv.notify_all();
+            std::mem::take(&mut s.children)
+        };
+        let reason = self.reason().unwrap_or_else(|| reason.to_string());
+        for inner in children.iter().filter_map(Weak::upgrade) {
+            CancelToken { inner }.cancel(&reason);
+        }
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.inner.0.lock().cancelled
+        self.inner.lock.lock().cancelled
     }
 
     pub fn reason(&self) -> Option<String> {
-        self.inner.0.lock().reason.clone()
+        self.inner.lock.lock().reason.clone()
     }
 
     pub fn pause(&self) {
-        self.inner.0.lock().paused = true;
+        self.inner.lock.lock().paused = true;
     }
 
     pub fn unpause(&self) {
-        let (lock, cv) = &*self.inner;
-        lock.lock().paused = false;
-        cv.notify_all();
+        self.inner.lock.lock().paused = false;
+        self.inner.cv.notify_all();
     }
 
+    /// True when this token or any ancestor is paused.
     pub fn is_paused(&self) -> bool {
-        self.inner.0.lock().paused
+        self.inner.lock.lock().paused || self.inner.parent.as_ref().is_some_and(Self::is_paused)
     }
 
     /// Sleeps up to `dur`; returns true if cancelled before or during the wait.
     pub fn sleep(&self, dur: Duration) -> bool {
         let deadline = Instant::now() + dur;
-        let (lock, cv) = &*self.inner;
-        let mut s = lock.lock();
+        let mut s = self.inner.lock.lock();
         while !s.cancelled {
-            if cv.wait_until(&mut s, deadline).timed_out() {
+            if self.inner.cv.wait_until(&mut s, deadline).timed_out() {
                 break;
             }
         }
         s.cancelled
     }
 
-    /// Blocks while paused (between stages); returns true if cancelled.
+    /// Blocks while this token or an ancestor is paused (between stages); returns true if
+    /// cancelled.
     pub fn wait_while_paused(&self) -> bool {
-        let (lock, cv) = &*self.inner;
-        let mut s = lock.lock();
+        if let Some(parent) = &self.inner.parent {
+            if parent.wait_while_paused() {
+                return true;
+            }
+        }
+        let mut s = self.inner.lock.lock();
         while s.paused && !s.cancelled {
-            cv.wait(&mut s);
+            self.inner.cv.wait(&mut s);
         }
         s.cancelled
     }
@@ -99,6 +143,34 @@ mod tests {
     #[test]
     fn sleep_without_cancel_returns_false() {
         assert!(!CancelToken::new().sleep(Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn children_follow_parents_not_the_reverse() {
+        let parent = CancelToken::new();
+        let a = parent.child();
+        let b = a.child();
+        b.cancel("stop b");
+        assert!(b.is_cancelled() && !a.is_cancelled() && !parent.is_cancelled());
+        let c = a.child();
+        parent.cancel("user");
+        assert!(a.is_cancelled() && c.is_cancelled());
+        assert_eq!(c.reason().as_deref(), Some("user"));
+        assert!(parent.child().is_cancelled());
+    }
+
+    #[test]
+    fn child_is_paused_with_its_parent() {
+        let parent = CancelToken::new();
+        let child = parent.child();
+        parent.pause();
+        assert!(child.is_paused());
+        let c2 = child.clone();
+        let h = std::thread::spawn(move || c2.wait_while_paused());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!h.is_finished());
+        parent.unpause();
+        assert!(!h.join().unwrap_or(true));
     }
 
     #[test]

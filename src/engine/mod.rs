@@ -1,5 +1,36 @@
 //! The engine: walks a validated [`crate::workflow::Workflow`], runs each stage's handler,
 //! picks the next edge, and records events and checkpoints through the run store.
 //! Must not parse DOT or know about HTTP.
+//!
+//! Map: [`run`] (front door, run-level events) → `walker` (the stage loop: visits,
+//! attempts, retries, timeouts, recording, routing, restarts, goal gates, checkpoints) →
+//! `handlers` (one module per handler family). Around them: [`routing`] (edge selection),
+//! [`context`] (keys, seeding, expansion), [`events`] (emission, blobs, activity),
+//! [`checkpoint`], [`watchdog`], [`services`] (store, interviewer, LLM, clock, cancel).
 
 pub mod cancel;
+pub mod checkpoint;
+pub mod command;
+pub mod context;
+pub mod events;
+pub mod failure;
+mod handlers;
+pub mod human;
+pub mod outcome;
+pub mod output;
+pub mod prng;
+pub mod routing;
+pub mod run;
+pub mod services;
+mod walker;
+pub mod watchdog;
+
+pub use run::{Engine, RunOptions, RunOutcome, RunResult};
+pub use services::{
+    Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmMode, LlmRequest,
+    LlmResponse, NoInterviewer, Reply, Services, SystemClock, UnconfiguredBackend,
+};
+pub use walker::FailureReason;
+
+#[cfg(test)]
+mod tests;

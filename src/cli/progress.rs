@@ -1,0 +1,146 @@
+//! Live progress of `svc run --format text` on stderr: one line per stage start and finish
+//! (with duration), retries, routing decisions, questions, restarts and parallel branches,
+//! read from the store's post-commit event feed.
+//! Must not touch: the run (it only reads events).
+
+use crate::store::{Event, RunStore};
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub struct Printer {
+    done: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Printer {
+    pub fn start(store: &dyn RunStore, run_id: &str) -> Printer {
+        let sub = store.hub().subscribe(run_id);
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let thread = std::thread::spawn(move || loop {
+            match sub.recv_timeout(Duration::from_millis(50)) {
+                Ok(e) => {
+                    if let Some(line) = describe(&e) {
+                        eprintln!("{line}");
+                    }
+                    if matches!(e.event.as_str(), "run.completed" | "run.failed") {
+                        break;
+                    }
+                }
+                Err(_) if flag.load(Ordering::SeqCst) => break,
+                Err(_) => {}
+            }
+        });
+        Printer { done, thread }
+    }
+
+    /// Waits for the printer to show the run's last event.
+    pub fn finish(self) {
+        self.done.store(true, Ordering::SeqCst);
+        let _ = self.thread.join();
+    }
+}
+
+fn text<'a>(p: &'a Value, key: &str) -> &'a str {
+    p.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn num(p: &Value, key: &str) -> u64 {
+    p.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn secs(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+/// The progress line of an event, if it has one.
+pub fn describe(e: &Event) -> Option<String> {
+    let p = &e.properties;
+    let node = e.node_id.as_deref().unwrap_or("");
+    let branch = e
+        .parallel_branch_id
+        .as_deref()
+        .map(|b| format!("  [{b}] "))
+        .unwrap_or_default();
+    let line = match e.event.as_str() {
+        "stage.started" => {
+            let attempt = num(p, "attempt");
+            let of = num(p, "max_attempts");
+            let handler = text(p, "handler_type");
+            if attempt > 1 {
+                format!("▸ {node} ({handler}) attempt {attempt}/{of}")
+            } else {
+                format!("▸ {node} ({handler})")
+            }
+        }
+        "stage.completed" => {
+            let mut l = format!(
+                "✓ {node} {} in {}",
+                text(p, "status"),
+                secs(num(p, "duration_ms"))
+            );
+            if let Some(n) = p.get("notes").and_then(Value::as_str) {
+                l.push_str(&format!(" ({n})"));
+            }
+            l
+        }
+        "stage.failed" => {
+            let msg = p
+                .pointer("/failure/message")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let retry = if p.get("will_retry") == Some(&Value::Bool(true)) {
+                " (will retry)"
+            } else {
+                ""
+            };
+            format!(
+                "✗ {node} failed in {}{retry}: {msg}",
+                secs(num(p, "duration_ms"))
+            )
+        }
+        "stage.retrying" => format!(
+            "↻ {node} retrying in {} (attempt {}/{})",
+            secs(num(p, "delay_ms")),
+            num(p, "attempt"),
+            num(p, "max_attempts")
+        ),
+        "edge.selected" => {
+            let mut why = text(p, "reason").to_string();
+            if let Some(c) = p.get("condition").and_then(Value::as_str) {
+                why = format!("condition {c}");
+            } else if let Some(l) = p.get("label").and_then(Value::as_str) {
+                why = format!("{why}, label \"{l}\"");
+            }
+            format!(
+                "  {} → {} ({why})",
+                text(p, "from_node"),
+                text(p, "to_node")
+            )
+        }
+        "loop.restart" => format!(
+            "⟲ restart from {} to {}",
+            text(p, "from_node"),
+            text(p, "to_node")
+        ),
+        "interview.timeout" => format!("? {node}: question timed out"),
+        "parallel.started" => format!(
+            "⇉ {node}: {} branches (max {} at once)",
+            num(p, "branch_count"),
+            num(p, "max_parallel")
+        ),
+        "parallel.branch.completed" => {
+            format!("  branch {} {}", text(p, "branch"), text(p, "status"))
+        }
+        "watchdog.timeout" => "! stall watchdog: no activity, cancelling the run".to_string(),
+        _ => return None,
+    };
+    Some(format!("{branch}{line}"))
+}

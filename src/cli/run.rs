@@ -1,0 +1,291 @@
+//! `svc run` and `svc resume`: load the workflow, create (or reopen) the run in the state
+//! directory's store, run the engine on this thread, show progress (text) or print one JSON
+//! object (json), and map the outcome to the exit code (0 succeeded, 1 failed, 2 invalid
+//! workflow or usage).
+//! Must not touch: engine semantics (everything runs through `engine::Engine`).
+
+use super::interview::CliInterviewer;
+use super::progress;
+use super::validate::render;
+use super::Format;
+use crate::engine::{DryRunBackend, Engine, RunOptions, RunOutcome, RunResult, Services};
+use crate::store::{self, NewRun, RunStore, WorkflowMeta};
+use crate::workflow::{self, DirFiles, Severity, Workflow};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Shared {
+    /// State directory holding the run store (default: the user state directory).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Simulate agent and prompt stages instead of calling an LLM provider.
+    #[arg(long)]
+    dry_run: bool,
+    /// Answer a human stage: NODE=CHOICE (an option key or label, or free text). Repeat for
+    /// several answers; answers for one node are used in order.
+    #[arg(long = "answer", value_name = "NODE=CHOICE")]
+    answers: Vec<String>,
+    /// Answer every human question without a scripted answer with its first option.
+    #[arg(long)]
+    auto_approve: bool,
+    /// A run input, readable as $inputs.KEY and SVC_INPUT_KEY. Repeatable.
+    #[arg(long = "input", value_name = "KEY=VALUE")]
+    inputs: Vec<String>,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The workflow file.
+    file: PathBuf,
+    /// Working directory of commands and agents (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+    #[command(flatten)]
+    shared: Shared,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ResumeArgs {
+    /// The id of the interrupted run.
+    run_id: String,
+    #[command(flatten)]
+    shared: Shared,
+}
+
+/// A usage or input problem: printed, exit code 2.
+struct Usage(String);
+
+pub fn run(args: RunArgs) -> i32 {
+    match start_run(&args) {
+        Ok(code) => code,
+        Err(Usage(msg)) => {
+            if !msg.is_empty() {
+                eprintln!("error: {msg}");
+            }
+            2
+        }
+    }
+}
+
+pub fn resume(args: ResumeArgs) -> i32 {
+    match resume_run(&args) {
+        Ok(code) => code,
+        Err(Usage(msg)) => {
+            eprintln!("error: {msg}");
+            2
+        }
+    }
+}
+
+fn start_run(args: &RunArgs) -> Result<i32, Usage> {
+    let path = &args.file;
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))?;
+    let shown = path.display().to_string();
+    let wf = load_valid(&source, path, &shown)?;
+    let workdir = resolve_workdir(args.workdir.as_deref())?;
+    let inputs = parse_pairs(&args.shared.inputs, "--input")?;
+    let store = open_store(args.shared.state_dir.as_deref())?;
+    let abs_path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+    let new = NewRun {
+        title: title_of(&wf),
+        goal: wf.goal().to_string(),
+        workflow: WorkflowMeta {
+            name: Some(wf.name().to_string()),
+            graph_name: Some(wf.name().to_string()),
+            node_count: wf.graph.nodes.len() as i64,
+            edge_count: wf.graph.edges.len() as i64,
+            source,
+            path: Some(abs_path.display().to_string()),
+            ..WorkflowMeta::default()
+        },
+        working_dir: Some(workdir.display().to_string()),
+        inputs: Value::Object(inputs.clone()),
+        ..NewRun::default()
+    };
+    let row = store
+        .create_run(new)
+        .map_err(|e| Usage(format!("cannot create the run: {e}")))?;
+    let options = RunOptions {
+        inputs,
+        files: Arc::new(DirFiles::for_file(&abs_path)),
+        ..RunOptions::new(&row.id, workdir)
+    };
+    execute(&wf, &options, store, &args.shared, false)
+}
+
+fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
+    let store = open_store(args.shared.state_dir.as_deref())?;
+    let row = store
+        .get_run(&args.run_id)
+        .map_err(|e| Usage(format!("cannot read run {}: {e}", args.run_id)))?
+        .ok_or_else(|| Usage(format!("run {} not found", args.run_id)))?;
+    if row.status.is_terminal() {
+        return Err(Usage(format!(
+            "run {} already finished ({}); only interrupted runs can be resumed",
+            row.id,
+            row.status.name()
+        )));
+    }
+    let path = PathBuf::from(row.workflow.path.clone().unwrap_or_default());
+    let shown = row
+        .workflow
+        .path
+        .clone()
+        .unwrap_or_else(|| format!("run {}", row.id));
+    let wf = load_valid(&row.workflow.source, &path, &shown)?;
+    let workdir = PathBuf::from(row.working_dir.clone().unwrap_or_else(|| ".".into()));
+    let mut inputs = row.inputs.as_object().cloned().unwrap_or_default();
+    inputs.extend(parse_pairs(&args.shared.inputs, "--input")?);
+    let options = RunOptions {
+        inputs,
+        files: Arc::new(DirFiles::for_file(&path)),
+        ..RunOptions::new(&row.id, workdir)
+    };
+    execute(&wf, &options, store, &args.shared, true)
+}
+
+/// Parses and validates; diagnostics print like `svc validate`, errors refuse the run.
+fn load_valid(source: &str, path: &Path, shown: &str) -> Result<Workflow, Usage> {
+    let loaded = match workflow::load(source, &DirFiles::for_file(path)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{}", e.render(shown));
+            return Err(Usage(String::new()));
+        }
+    };
+    for d in &loaded.diagnostics {
+        eprintln!("{}", render(shown, d));
+    }
+    if loaded
+        .diagnostics
+        .iter()
+        .any(|d| d.severity == Severity::Error)
+    {
+        return Err(Usage(format!("{shown} is not a valid workflow")));
+    }
+    Ok(loaded.workflow)
+}
+
+fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf, Usage> {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| Usage(format!("cannot read the current directory: {e}")))?,
+    };
+    if !dir.is_dir() {
+        return Err(Usage(format!(
+            "--workdir {} is not a directory",
+            dir.display()
+        )));
+    }
+    std::fs::canonicalize(&dir).map_err(|e| Usage(format!("--workdir {}: {e}", dir.display())))
+}
+
+/// `KEY=VALUE` pairs as a JSON object of strings.
+fn parse_pairs(pairs: &[String], flag: &str) -> Result<Map<String, Value>, Usage> {
+    let mut map = Map::new();
+    for p in pairs {
+        let (k, v) =
+            split_pair(p).ok_or_else(|| Usage(format!("{flag} `{p}` must look like KEY=VALUE")))?;
+        map.insert(k.to_string(), Value::String(v.to_string()));
+    }
+    Ok(map)
+}
+
+pub(super) fn split_pair(p: &str) -> Option<(&str, &str)> {
+    let (k, v) = p.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty()).then_some((k, v))
+}
+
+fn title_of(wf: &Workflow) -> String {
+    wf.graph_view()
+        .nonempty("label")
+        .unwrap_or_else(|| wf.name())
+        .to_string()
+}
+
+/// The state directory's store (`<state-dir>/svc.db`), activated (created if needed).
+fn open_store(dir: Option<&Path>) -> Result<Arc<dyn RunStore>, Usage> {
+    let dir = dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(store::default_state_dir);
+    let store = store::SqliteStore::activate(&dir).map_err(|e| {
+        Usage(format!(
+            "cannot open the run store in {}: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(Arc::new(store))
+}
+
+/// Runs (or resumes) with progress and signals, then reports.
+fn execute(
+    wf: &Workflow,
+    options: &RunOptions,
+    store: Arc<dyn RunStore>,
+    flags: &Shared,
+    resuming: bool,
+) -> Result<i32, Usage> {
+    let answers = parse_answers(&flags.answers)?;
+    eprintln!("run {}", options.run_id);
+    let mut services = Services::new(store.clone());
+    services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
+    if flags.dry_run {
+        services.llm = Arc::new(DryRunBackend);
+    }
+    super::signals::cancel_on_signals(&services.cancel);
+    let printer = (flags.format == Format::Text)
+        .then(|| progress::Printer::start(store.as_ref(), &options.run_id));
+    let outcome = if resuming {
+        Engine::resume(wf, options, &services)
+    } else {
+        Engine::run(wf, options, &services)
+    };
+    if let Some(p) = printer {
+        p.finish();
+    }
+    report(&outcome, flags.format);
+    Ok(match outcome.status {
+        RunResult::Succeeded => 0,
+        RunResult::Failed => 1,
+    })
+}
+
+fn parse_answers(raw: &[String]) -> Result<Vec<(String, String)>, Usage> {
+    raw.iter()
+        .map(|a| {
+            split_pair(a)
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| Usage(format!("--answer `{a}` must look like NODE=CHOICE")))
+        })
+        .collect()
+}
+
+fn report(outcome: &RunOutcome, format: Format) {
+    match format {
+        Format::Json => {
+            let out = json!({
+                "run_id": outcome.run_id,
+                "status": outcome.status.as_str(),
+                "reason": outcome.reason,
+                "path": outcome.path,
+                "context": Value::Object(outcome.context.clone()),
+                "error": outcome.error,
+            });
+            println!("{out}");
+        }
+        Format::Text => {
+            let path = outcome.path.join(" → ");
+            match &outcome.error {
+                None => eprintln!("run {} {}: {path}", outcome.run_id, outcome.status.as_str()),
+                Some(e) => eprintln!("run {} failed: {e}\n  path: {path}", outcome.run_id),
+            }
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! Parallel and fan-in handlers (decisions.md "Parallel"). The fork finds the join node
+//! where its branches converge, runs each branch (a walker on its own context copy, on its
+//! own thread, at most `max_parallel` at once), waits for all, merges the keys each branch
+//! wrote in fork-edge order, sets `parallel.results` and jumps to the join. The fan-in
+//! turns the branch statuses into its own outcome.
+//! Must not touch: the stage loop itself (branches reuse the walker).
+
+use super::{HandlerResult, Interrupt, StageCtx};
+use crate::engine::context::{self, Context, PARALLEL_RESULTS};
+use crate::engine::failure::StageStatus;
+use crate::engine::outcome::{Failure, Nested, StageOutcome};
+use crate::engine::walker::{millis, Scope, ScopeKind, Stop, WalkEnd, Walker};
+use crate::store::StoreError;
+use crate::workflow::{HandlerKind, Workflow};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+const DEFAULT_MAX_PARALLEL: i64 = 4;
+
+/// One branch's result, in fork-edge order.
+struct BranchResult {
+    branch: String,
+    status: StageStatus,
+    error: Option<String>,
+    outputs: Context,
+    nested: Nested,
+    store_error: Option<StoreError>,
+}
+
+pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
+    let wf = cx.walker.wf;
+    let starts: Vec<usize> = wf.out_edges[cx.node]
+        .iter()
+        .filter_map(|&e| wf.node_index(&wf.edge(e).to))
+        .collect();
+    if starts.is_empty() {
+        return deterministic(cx, "has no branches");
+    }
+    let Some(join) = find_join(wf, cx.node, &starts) else {
+        return deterministic(cx, "has branches that never meet at a common node (add a parallel.fan_in node they all lead to)");
+    };
+    let max_parallel = cx
+        .view()
+        .int("max_parallel")
+        .filter(|&n| n >= 1)
+        .unwrap_or(DEFAULT_MAX_PARALLEL) as usize;
+    let visit = cx.walker.state.visits.get(cx.id()).copied().unwrap_or(1);
+    let group = format!("{}#{visit}", cx.scoped_id());
+    cx.emit(
+        "parallel.started",
+        json!({"visit": visit, "branch_count": starts.len(), "max_parallel": max_parallel,
+               "join_node": cx.walker.scoped_id(join), "join_policy": "wait_all"}),
+    )?;
+    let started = Instant::now();
+    let results = run_branches(cx, &group, &starts, join, max_parallel);
+    if cx.cancel.is_cancelled() {
+        return Err(Interrupt::Cancelled);
+    }
+    let mut results = results;
+    if let Some(e) = results.iter_mut().find_map(|r| r.store_error.take()) {
+        return Err(Interrupt::Store(e));
+    }
+    let outcome = merge(cx, &results, join);
+    let ok = results
+        .iter()
+        .filter(|r| counts_as_success(r.status))
+        .count();
+    let summary: Vec<Value> = results
+        .iter()
+        .map(|r| json!({"branch": r.branch, "status": r.status.as_str(), "error": r.error}))
+        .collect();
+    cx.emit(
+        "parallel.completed",
+        json!({"visit": visit, "duration_ms": millis(started.elapsed()), "success_count": ok,
+               "failure_count": results.len() - ok, "results": summary}),
+    )?;
+    Ok(outcome)
+}
+
+fn deterministic(cx: &StageCtx<'_, '_>, what: &str) -> HandlerResult {
+    Ok(StageOutcome::failed(Failure::deterministic(format!(
+        "parallel stage `{}` {what}",
+        cx.scoped_id()
+    ))))
+}
+
+fn counts_as_success(s: StageStatus) -> bool {
+    matches!(s, StageStatus::Succeeded | StageStatus::Skipped)
+}
+
+/// Runs every branch, at most `max_parallel` at a time, and waits for all of them.
+fn run_branches(
+    cx: &StageCtx<'_, '_>,
+    group: &str,
+    starts: &[usize],
+    join: usize,
+    max_parallel: usize,
+) -> Vec<BranchResult> {
+    let slots: Vec<Mutex<Option<BranchResult>>> = starts.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..max_parallel.min(starts.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&start) = starts.get(i) else { break };
+                let r = run_branch(cx, group, i, start, join);
+                *slots[i].lock() = Some(r);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .zip(starts)
+        .map(|(slot, &start)| {
+            slot.into_inner().unwrap_or_else(|| BranchResult {
+                branch: cx.walker.wf.node(start).id.clone(),
+                status: StageStatus::Failed,
+                error: Some("the branch did not run".into()),
+                outputs: Context::new(),
+                nested: Nested::default(),
+                store_error: None,
+            })
+        })
+        .collect()
+}
+
+fn run_branch(
+    cx: &StageCtx<'_, '_>,
+    group: &str,
+    index: usize,
+    start: usize,
+    join: usize,
+) -> BranchResult {
+    let parent = cx.walker;
+    let branch = parent.wf.node(start).id.clone();
+    let scope = Scope {
+        kind: ScopeKind::Branch,
+        prefix: parent.scope.prefix.clone(),
+        branch: Some((group.to_string(), branch.clone())),
+        stop_at: Some(join),
+        cancel: cx.cancel.clone(),
+        files: parent.scope.files.clone(),
+    };
+    let mut walker = Walker::new(parent.wf, parent.shared, scope, parent.state.clone());
+    let started = Instant::now();
+    let mut store_error = walker
+        .emit(
+            "parallel.branch.started",
+            Some(cx.node),
+            json!({"index": index, "branch": branch}),
+        )
+        .err();
+    let (status, error) = match walker.walk(start) {
+        Ok(WalkEnd::Ended(s)) => (s, None),
+        Ok(WalkEnd::Exited) => (StageStatus::Succeeded, None),
+        Err(Stop::Failed(f)) => (StageStatus::Failed, Some(f.message)),
+        Err(Stop::Cancelled(r)) => (StageStatus::Failed, Some(format!("cancelled: {r}"))),
+    };
+    let outputs: Context = walker
+        .written
+        .iter()
+        .filter(|k| !context::is_engine_key(k))
+        .filter_map(|k| walker.state.context.get(k).map(|v| (k.clone(), v.clone())))
+        .collect();
+    let done = walker.emit(
+        "parallel.branch.completed",
+        Some(cx.node),
+        json!({"index": index, "branch": branch, "status": status.as_str(),
+               "duration_ms": millis(started.elapsed()), "error": error}),
+    );
+    store_error = store_error.or(done.err());
+    BranchResult {
+        branch,
+        status,
+        error,
+        outputs,
+        nested: walker.nested_since(&parent.state),
+        store_error,
+    }
+}
+
+/// Branch outputs merged in fork-edge order (later wins), `parallel.results`, the branches'
+/// stage visits, and the jump to the join.
+fn merge(cx: &StageCtx<'_, '_>, results: &[BranchResult], join: usize) -> StageOutcome {
+    let mut o = StageOutcome::succeeded();
+    let mut nested = Nested::default();
+    let mut listed = Vec::with_capacity(results.len());
+    for r in results {
+        o.context_updates.extend(r.outputs.clone());
+        listed.push(json!({"branch": r.branch, "status": r.status.as_str(),
+                           "outputs": Value::Object(r.outputs.clone())}));
+        nested.path.extend(r.nested.path.iter().cloned());
+        nested.completed.extend(r.nested.completed.iter().cloned());
+        nested.outcomes.extend(r.nested.outcomes.iter().cloned());
+        nested.retries.extend(r.nested.retries.iter().cloned());
+        for (k, v) in &r.nested.visits {
+            *nested.visits.entry(k.clone()).or_insert(0) += v;
+        }
+        for (k, v) in &r.nested.signatures {
+            *nested.signatures.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    o.write(PARALLEL_RESULTS, Value::Array(listed));
+    o.nested = Some(Box::new(nested));
+    o.jump_to = Some(cx.walker.wf.node(join).id.clone());
+    o
+}
+
+/// Where the branches converge: the fan-in node reached by the most branches (then the
+/// nearest, then the first declared); without a fan-in, the nearest node every branch
+/// reaches. Searches do not pass through fan-in nodes or back through the fork.
+pub(crate) fn find_join(wf: &Workflow, fork: usize, starts: &[usize]) -> Option<usize> {
+    let n = wf.graph.nodes.len();
+    let dists: Vec<Vec<Option<usize>>> = starts.iter().map(|&s| distances(wf, fork, s)).collect();
+    let reached_by = |i: usize| dists.iter().filter(|d| d[i].is_some()).count();
+    let total = |i: usize| dists.iter().filter_map(|d| d[i]).sum::<usize>();
+    let farthest = |i: usize| dists.iter().filter_map(|d| d[i]).max().unwrap_or(0);
+    let fan_in = (0..n)
+        .filter(|&i| wf.handler(i) == Some(HandlerKind::FanIn) && reached_by(i) > 0)
+        .min_by_key(|&i| (std::cmp::Reverse(reached_by(i)), total(i), i));
+    fan_in.or_else(|| {
+        (0..n)
+            .filter(|&i| i != fork && reached_by(i) == starts.len())
+            .min_by_key(|&i| (farthest(i), i))
+    })
+}
+
+fn distances(wf: &Workflow, fork: usize, start: usize) -> Vec<Option<usize>> {
+    let mut d = vec![None; wf.graph.nodes.len()];
+    let mut queue = VecDeque::from([(start, 0usize)]);
+    while let Some((i, k)) = queue.pop_front() {
+        if i == fork || d[i].is_some() {
+            continue;
+        }
+        d[i] = Some(k);
+        if wf.handler(i) == Some(HandlerKind::FanIn) {
+            continue;
+        }
+        for &e in &wf.out_edges[i] {
+            if let Some(t) = wf.node_index(&wf.edge(e).to) {
+                queue.push_back((t, k + 1));
+            }
+        }
+    }
+    d
+}
+
+/// succeeded when every branch succeeded, partially_succeeded when some did, failed when
+/// none did.
+pub(super) fn fan_in(cx: &StageCtx<'_, '_>) -> HandlerResult {
+    let Some(Value::Array(results)) = cx.context().get(PARALLEL_RESULTS) else {
+        return Ok(StageOutcome::failed(Failure::deterministic(format!(
+            "fan-in stage `{}` was reached without parallel results (it must follow a parallel node's branches)",
+            cx.scoped_id()
+        ))));
+    };
+    let statuses: Vec<StageStatus> = results
+        .iter()
+        .map(|r| {
+            r.get("status")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<StageStatus>().ok())
+                .unwrap_or(StageStatus::Failed)
+        })
+        .collect();
+    let ok = statuses.iter().filter(|s| counts_as_success(**s)).count();
+    let some = statuses
+        .iter()
+        .filter(|s| counts_as_success(**s) || **s == StageStatus::PartiallySucceeded)
+        .count();
+    let mut o = StageOutcome::succeeded();
+    if ok == statuses.len() {
+        return Ok(o);
+    }
+    if some > 0 {
+        o.status = StageStatus::PartiallySucceeded;
+        o.notes = Some(format!("{ok} of {} branches succeeded", statuses.len()));
+        return Ok(o);
+    }
+    Ok(StageOutcome::failed(Failure::deterministic(format!(
+        "fan-in stage `{}`: all {} branches failed",
+        cx.scoped_id(),
+        statuses.len()
+    ))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::{load, NoFiles};
+
+    #[test]
+    fn join_is_the_fan_in_the_branches_reach() {
+        let l = load(
+            r#"digraph P { start [shape=Mdiamond]; exit [shape=Msquare]
+               fork [shape=component]; join [shape=tripleoctagon]
+               start -> fork; fork -> a; fork -> b; a -> a2 -> join; b -> join; join -> exit }"#,
+            &NoFiles,
+        );
+        let w = match l {
+            Ok(l) => l.workflow,
+            Err(e) => panic!("{e:?}"),
+        };
+        let idx = |id: &str| w.node_index(id).unwrap_or(usize::MAX);
+        let starts = [idx("a"), idx("b")];
+        assert_eq!(find_join(&w, idx("fork"), &starts), Some(idx("join")));
+    }
+}

@@ -1,0 +1,287 @@
+//! The engine's front door: [`Engine::run`] and [`Engine::resume`] execute a workflow on the
+//! caller's thread, bracketing the walk with the run-level events (`run.started`,
+//! `run.running`, `run.completed` / `run.failed`) and the stall watchdog.
+//! Must not touch: creating runs in the store (callers do), parsing workflows, terminals.
+
+use super::checkpoint::{Checkpoint, RunState};
+use super::context::Context;
+use super::events::{resolve_blobs, Activity, Emitter};
+use super::failure::StageStatus;
+use super::prng::Prng;
+use super::services::Services;
+use super::walker::{
+    millis, FailureReason, RunFailure, Scope, ScopeKind, Shared, Stop, WalkEnd, Walker,
+};
+use super::watchdog;
+use crate::store::{EventDraft, StoreError};
+use crate::workflow::{FileSource, NoFiles, Workflow};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+/// How to run: which run (already created in the store), where, with what inputs.
+#[derive(Clone)]
+pub struct RunOptions {
+    pub run_id: String,
+    /// The working directory of commands and agents.
+    pub workdir: PathBuf,
+    /// `$inputs.x` values and `SVC_INPUT_*` variables.
+    pub inputs: Context,
+    /// Files relative to the workflow (output schemas, child workflows).
+    pub files: Arc<dyn FileSource + Send + Sync>,
+    /// Seed of weighted edge selection and retry jitter; `None` derives one from the run id.
+    pub seed: Option<u64>,
+}
+
+impl RunOptions {
+    pub fn new(run_id: &str, workdir: PathBuf) -> RunOptions {
+        RunOptions {
+            run_id: run_id.to_string(),
+            workdir,
+            inputs: Context::new(),
+            files: Arc::new(NoFiles),
+            seed: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunResult {
+    Succeeded,
+    Failed,
+}
+
+impl RunResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Succeeded => "succeeded",
+            RunResult::Failed => "failed",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    pub run_id: String,
+    pub status: RunResult,
+    /// `completed` / `partial_success`, or a failure reason (`workflow_error`, `cancelled`,
+    /// `transient_infra`, `budget_exhausted`).
+    pub reason: String,
+    pub error: Option<String>,
+    /// Every stage visit whose handler ran, in order, ending with the exit when reached.
+    pub path: Vec<String>,
+    pub context: Context,
+}
+
+/// Runs workflows. Stateless: everything lives in the run's state and the store.
+pub struct Engine;
+
+impl Engine {
+    /// Runs `wf` from its start node. The run `options.run_id` must exist in the store.
+    pub fn run(wf: &Workflow, options: &RunOptions, services: &Services) -> RunOutcome {
+        let shared = new_shared(options, services, 0);
+        let mut walker = run_walker(wf, &shared, RunState::default());
+        walker.seed_context();
+        let begun = emit_run(
+            &shared,
+            "run.started",
+            json!({"name": wf.name(), "goal": wf.goal()}),
+        )
+        .and_then(|()| emit_run(&shared, "run.running", Value::Null));
+        let end = match (begun, wf.start) {
+            (Err(e), _) => Err(Stop::from(e)),
+            (Ok(()), None) => Err(stop_failed("the workflow has no start node")),
+            (Ok(()), Some(start)) => watched(wf, &shared, || walker.walk(start)),
+        };
+        finish(&shared, end, walker.state)
+    }
+
+    /// Continues a run from its latest checkpoint, at the checkpoint's next node, without
+    /// re-running completed stages; without a checkpoint it starts from the beginning.
+    pub fn resume(wf: &Workflow, options: &RunOptions, services: &Services) -> RunOutcome {
+        let checkpoint = match load_checkpoint(services, &options.run_id) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Engine::run(wf, options, services),
+            Err(why) => return failed_early(options, services, why),
+        };
+        let shared = new_shared(options, services, checkpoint.stage_index);
+        let next = checkpoint
+            .next_node_id
+            .as_deref()
+            .and_then(|id| wf.node_index(id));
+        let mut walker = run_walker(wf, &shared, checkpoint.state);
+        let begun = emit_run(
+            &shared,
+            "run.running",
+            json!({"resumed": true, "from_node": checkpoint.next_node_id}),
+        );
+        let end = match (begun, next) {
+            (Err(e), _) => Err(Stop::from(e)),
+            (Ok(()), None) => Err(stop_failed(&format!(
+                "cannot resume: the checkpoint's next node `{}` is not in the workflow",
+                checkpoint.next_node_id.unwrap_or_default()
+            ))),
+            (Ok(()), Some(next)) => watched(wf, &shared, || walker.walk(next)),
+        };
+        finish(&shared, end, walker.state)
+    }
+}
+
+fn new_shared<'s>(options: &'s RunOptions, services: &'s Services, next_stage: u64) -> Shared<'s> {
+    let seed = options
+        .seed
+        .unwrap_or_else(|| Prng::seed_from(&options.run_id));
+    Shared {
+        started: services.clock.now(),
+        services,
+        options,
+        emitter: Emitter {
+            store: services.store.clone(),
+            run_id: options.run_id.clone(),
+            activity: Arc::new(Activity::new(services.clock.now())),
+        },
+        stages: AtomicU64::new(next_stage),
+        blocked: Mutex::new(0),
+        rng: Mutex::new(Prng::new(seed)),
+    }
+}
+
+fn run_walker<'w>(wf: &'w Workflow, shared: &'w Shared<'w>, state: RunState) -> Walker<'w> {
+    let scope = Scope {
+        kind: ScopeKind::Run,
+        prefix: String::new(),
+        branch: None,
+        stop_at: None,
+        cancel: shared.services.cancel.clone(),
+        files: shared.options.files.clone(),
+    };
+    Walker::new(wf, shared, scope, state)
+}
+
+fn emit_run(shared: &Shared<'_>, kind: &str, props: Value) -> Result<(), StoreError> {
+    shared.emitter.emit(EventDraft::new(kind, props))
+}
+
+fn stop_failed(message: &str) -> Stop {
+    Stop::Failed(RunFailure {
+        message: message.to_string(),
+        reason: FailureReason::WorkflowError,
+    })
+}
+
+/// Runs `walk` under the stall watchdog (unless `stall_timeout` is 0).
+fn watched(
+    wf: &Workflow,
+    shared: &Shared<'_>,
+    walk: impl FnOnce() -> Result<WalkEnd, Stop>,
+) -> Result<WalkEnd, Stop> {
+    let stall = wf
+        .graph_view()
+        .duration("stall_timeout")
+        .unwrap_or(watchdog::DEFAULT_STALL);
+    if stall.is_zero() {
+        return walk();
+    }
+    let stop = crate::engine::cancel::CancelToken::new();
+    let fired = AtomicBool::new(false);
+    let run = shared.services.cancel.clone();
+    std::thread::scope(|s| {
+        s.spawn(|| watchdog::watch(&shared.emitter, stall, &run, &stop, &fired));
+        let end = walk();
+        stop.cancel("run finished");
+        end
+    })
+}
+
+/// `run.completed` or `run.failed`, and the outcome.
+fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> RunOutcome {
+    let duration_ms = millis(
+        shared
+            .services
+            .clock
+            .now()
+            .saturating_duration_since(shared.started),
+    );
+    let (status, reason, error) = match end {
+        Ok(_) => {
+            let partial = state
+                .outcomes
+                .values()
+                .any(|s| *s == StageStatus::PartiallySucceeded);
+            let reason = if partial {
+                "partial_success"
+            } else {
+                "completed"
+            };
+            (RunResult::Succeeded, reason.to_string(), None)
+        }
+        Err(Stop::Failed(f)) => (
+            RunResult::Failed,
+            f.reason.as_str().to_string(),
+            Some(f.message),
+        ),
+        Err(Stop::Cancelled(why)) => {
+            let reason = if why.starts_with(watchdog::STALLED) {
+                FailureReason::WorkflowError
+            } else {
+                FailureReason::Cancelled
+            };
+            (
+                RunResult::Failed,
+                reason.as_str().to_string(),
+                Some(format!("run cancelled: {why}")),
+            )
+        }
+    };
+    let props = match status {
+        RunResult::Succeeded => {
+            json!({"status": "succeeded", "reason": reason, "duration_ms": duration_ms})
+        }
+        RunResult::Failed => {
+            json!({"error": error, "reason": reason, "duration_ms": duration_ms, "causes": []})
+        }
+    };
+    let kind = if status == RunResult::Succeeded {
+        "run.completed"
+    } else {
+        "run.failed"
+    };
+    let error = match emit_run(shared, kind, props) {
+        Ok(()) => error,
+        Err(e) => Some(
+            error.unwrap_or_default()
+                + &format!(" (and the final event could not be recorded: {e})"),
+        ),
+    };
+    RunOutcome {
+        run_id: shared.options.run_id.clone(),
+        status,
+        reason,
+        error,
+        path: state.path,
+        context: state.context,
+    }
+}
+
+fn load_checkpoint(services: &Services, run_id: &str) -> Result<Option<Checkpoint>, String> {
+    let row = services
+        .store
+        .get_run(run_id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("run {run_id} not found"))?;
+    let Some(mut props) = row.checkpoint else {
+        return Ok(None);
+    };
+    resolve_blobs(services.store.as_ref(), &mut props).map_err(|e| e.to_string())?;
+    serde_json::from_value(props)
+        .map(Some)
+        .map_err(|e| format!("the run's checkpoint is unreadable: {e}"))
+}
+
+fn failed_early(options: &RunOptions, services: &Services, why: String) -> RunOutcome {
+    let shared = new_shared(options, services, 0);
+    finish(&shared, Err(stop_failed(&why)), RunState::default())
+}

@@ -1,0 +1,169 @@
+//! What the engine needs from the outside world, as trait objects: the run store, the
+//! interviewer (human answers), the LLM backend, the clock, and the run's cancel token.
+//! Owns the traits, their error types and the small built-in implementations
+//! ([`DryRunBackend`], [`UnconfiguredBackend`], [`NoInterviewer`], [`SystemClock`]).
+//! Must not touch: the engine loop, terminals or HTTP (the CLI and server bring their own
+//! interviewers).
+
+use super::cancel::CancelToken;
+use super::human::{Answer, Question};
+use crate::store::RunStore;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Everything a run uses besides the workflow and its options.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Arc<dyn RunStore>,
+    pub interviewer: Arc<dyn Interviewer>,
+    pub llm: Arc<dyn LlmBackend>,
+    pub clock: Arc<dyn Clock>,
+    /// The run's token: cancelling it stops the run; pausing it holds the run between stages.
+    pub cancel: CancelToken,
+}
+
+impl Services {
+    /// A store with the defaults: no interviewer, no LLM provider, the system clock and a
+    /// fresh cancel token.
+    pub fn new(store: Arc<dyn RunStore>) -> Services {
+        Services {
+            store,
+            interviewer: Arc::new(NoInterviewer),
+            llm: Arc::new(UnconfiguredBackend),
+            clock: Arc::new(SystemClock),
+            cancel: CancelToken::new(),
+        }
+    }
+}
+
+/// An answer from a human: raw text the engine matches against the options, or an answer
+/// the interviewer already matched (the HTTP server validates before accepting).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Text(String),
+    Answer(Answer),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InterviewError {
+    #[error("the question timed out")]
+    Timeout,
+    #[error("the question was cancelled")]
+    Cancelled,
+    #[error("the answer was refused: {0}")]
+    Refused(String),
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Asks humans. `ask` blocks until an answer, the question's timeout
+/// (`Question::timeout_seconds`), or `cancel` (which the engine also fires at the timeout).
+pub trait Interviewer: Send + Sync {
+    fn ask(&self, question: &Question, cancel: &CancelToken) -> Result<Reply, InterviewError>;
+}
+
+/// Nobody to ask: every question fails with `Unavailable`.
+pub struct NoInterviewer;
+
+impl Interviewer for NoInterviewer {
+    fn ask(&self, q: &Question, _: &CancelToken) -> Result<Reply, InterviewError> {
+        Err(InterviewError::Unavailable(format!(
+            "human stage `{}` needs an answer and no one can be asked",
+            q.stage
+        )))
+    }
+}
+
+/// Agent (tool-using session) or prompt (one call, no tools).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmMode {
+    Agent,
+    Prompt,
+}
+
+/// One LLM stage's request.
+#[derive(Debug, Clone)]
+pub struct LlmRequest {
+    pub node_id: String,
+    pub mode: LlmMode,
+    /// The prompt after variable expansion.
+    pub prompt: String,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub max_tokens: Option<i64>,
+    pub workdir: std::path::PathBuf,
+    /// Validation errors of earlier replies in this stage (structured-output repair turns),
+    /// oldest first; empty on the first call.
+    pub feedback: Vec<String>,
+    /// `routing`, or the JSON Schema text, when the node has an `output_schema`.
+    pub output_schema: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmResponse {
+    pub text: String,
+    /// True for simulated replies: structured-output validation is skipped for them.
+    pub simulated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct LlmError {
+    pub message: String,
+    /// Rate limits, timeouts, overloaded providers; auth and bad requests are not.
+    pub retryable: bool,
+}
+
+/// Runs agent and prompt stages. Implementations must return promptly once `cancel` fires.
+pub trait LlmBackend: Send + Sync {
+    fn complete(&self, req: &LlmRequest, cancel: &CancelToken) -> Result<LlmResponse, LlmError>;
+}
+
+/// `--dry-run`: every LLM stage succeeds at once with a simulated reply.
+pub struct DryRunBackend;
+
+impl LlmBackend for DryRunBackend {
+    fn complete(&self, req: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
+        let first_line = req.prompt.lines().next().unwrap_or("").trim();
+        let shown: String = first_line.chars().take(80).collect();
+        Ok(LlmResponse {
+            text: format!("[dry run] stage `{}` completed: {shown}", req.node_id),
+            simulated: true,
+        })
+    }
+}
+
+/// No provider configured: every LLM stage fails (deterministically) saying so.
+pub struct UnconfiguredBackend;
+
+impl LlmBackend for UnconfiguredBackend {
+    fn complete(&self, req: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
+        let model = req.model.as_deref().unwrap_or("the default model");
+        Err(LlmError {
+            message: format!(
+                "no LLM provider is configured for stage `{}` ({model}); configure a provider or use --dry-run to simulate LLM stages",
+                req.node_id
+            ),
+            retryable: false,
+        })
+    }
+}
+
+/// Time as the engine sees it, so tests and benches can control it.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+    /// Sleeps up to `dur`; true if `cancel` fired first.
+    fn sleep(&self, dur: Duration, cancel: &CancelToken) -> bool;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    fn sleep(&self, dur: Duration, cancel: &CancelToken) -> bool {
+        cancel.sleep(dur)
+    }
+}

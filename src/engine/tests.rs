@@ -1,0 +1,386 @@
+//! Engine loop tests over the in-memory store with scripted LLM replies and a clock that
+//! records sleeps instead of sleeping.
+
+use super::*;
+use crate::engine::cancel::CancelToken;
+use crate::store::{Event, MemoryStore, NewRun, RunStore};
+use crate::workflow::{load, NoFiles, Workflow};
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+struct RecordingClock {
+    sleeps: Mutex<Vec<Duration>>,
+}
+
+impl Clock for RecordingClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    fn sleep(&self, dur: Duration, cancel: &CancelToken) -> bool {
+        self.sleeps.lock().push(dur);
+        cancel.is_cancelled()
+    }
+}
+
+/// Replies per node, in order; a node without (more) replies answers "ok".
+#[derive(Default)]
+struct Scripted {
+    replies: Mutex<HashMap<String, VecDeque<Result<String, LlmError>>>>,
+    calls: Mutex<Vec<String>>,
+    cancel_on: Mutex<Option<(String, CancelToken)>>,
+}
+
+impl Scripted {
+    fn reply(&self, node: &str, r: Result<&str, (&str, bool)>) {
+        let r = r.map(String::from).map_err(|(m, retryable)| LlmError {
+            message: m.to_string(),
+            retryable,
+        });
+        self.replies
+            .lock()
+            .entry(node.into())
+            .or_default()
+            .push_back(r);
+    }
+    fn calls_to(&self, node: &str) -> usize {
+        self.calls.lock().iter().filter(|n| *n == node).count()
+    }
+}
+
+impl LlmBackend for Scripted {
+    fn complete(&self, req: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
+        self.calls.lock().push(req.node_id.clone());
+        if let Some((node, token)) = &*self.cancel_on.lock() {
+            if *node == req.node_id {
+                token.cancel("test interrupt");
+                return Err(LlmError {
+                    message: "interrupted".into(),
+                    retryable: true,
+                });
+            }
+        }
+        let next = self
+            .replies
+            .lock()
+            .get_mut(&req.node_id)
+            .and_then(VecDeque::pop_front);
+        next.unwrap_or_else(|| Ok("ok".into()))
+            .map(|text| LlmResponse {
+                text,
+                simulated: false,
+            })
+    }
+}
+
+struct Harness {
+    store: Arc<MemoryStore>,
+    llm: Arc<Scripted>,
+    clock: Arc<RecordingClock>,
+    services: Services,
+}
+
+fn harness() -> Harness {
+    let store = Arc::new(MemoryStore::new());
+    let llm = Arc::new(Scripted::default());
+    let clock = Arc::new(RecordingClock::default());
+    let mut services = Services::new(store.clone());
+    services.llm = llm.clone();
+    services.clock = clock.clone();
+    Harness {
+        store,
+        llm,
+        clock,
+        services,
+    }
+}
+
+fn workflow(src: &str) -> Workflow {
+    match load(src, &NoFiles) {
+        Ok(l) => l.workflow,
+        Err(e) => panic!("{}", e.render("test.dot")),
+    }
+}
+
+impl Harness {
+    fn run(&self, wf: &Workflow) -> RunOutcome {
+        let row = self.store.create_run(NewRun::default());
+        let id = row.map(|r| r.id).unwrap_or_default();
+        let opts = RunOptions::new(&id, std::env::temp_dir());
+        Engine::run(wf, &opts, &self.services)
+    }
+    fn events(&self, run_id: &str) -> Vec<Event> {
+        self.store.events(run_id, 1, 100_000).unwrap_or_default()
+    }
+    fn kinds(&self, run_id: &str, node: &str) -> Vec<String> {
+        self.events(run_id)
+            .into_iter()
+            .filter(|e| e.node_id.as_deref() == Some(node))
+            .map(|e| e.event)
+            .collect()
+    }
+}
+
+const LINEAR: &str = r#"digraph L {
+    start [shape=Mdiamond]; exit [shape=Msquare]
+    a [shape=diamond]; b [shape=diamond]
+    start -> a -> b -> exit
+}"#;
+
+#[test]
+fn linear_run_succeeds_with_path_events_and_checkpoints() {
+    let h = harness();
+    let out = h.run(&workflow(LINEAR));
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    assert_eq!(out.path, ["start", "a", "b", "exit"]);
+    let kinds: Vec<String> = h.events(&out.run_id).into_iter().map(|e| e.event).collect();
+    assert_eq!(kinds[..3], ["run.created", "run.started", "run.running"]);
+    assert_eq!(kinds.last().map(String::as_str), Some("run.completed"));
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "checkpoint.completed")
+            .count(),
+        3
+    );
+    assert_eq!(
+        h.kinds(&out.run_id, "a"),
+        [
+            "stage.started",
+            "stage.completed",
+            "edge.selected",
+            "checkpoint.completed"
+        ]
+    );
+    assert_eq!(
+        out.context.get("graph.goal"),
+        Some(&Value::String(String::new()))
+    );
+    assert_eq!(
+        out.context.get("internal.run_id"),
+        Some(&Value::String(out.run_id.clone()))
+    );
+}
+
+fn visit_loop(limit: &str) -> String {
+    format!(
+        r#"digraph V {{
+        start [shape=Mdiamond]; exit [shape=Msquare]
+        a [shape=diamond {limit}]
+        start -> a
+        a -> a [condition="internal.node_visit_count<4"]
+        a -> exit
+    }}"#
+    )
+}
+
+#[test]
+fn visit_limit_allows_exactly_n_visits() {
+    let h = harness();
+    let ok = h.run(&workflow(&visit_loop(", max_visits=4")));
+    assert_eq!(ok.status, RunResult::Succeeded, "{:?}", ok.error);
+    assert_eq!(ok.path.iter().filter(|p| *p == "a").count(), 4);
+    let bad = h.run(&workflow(&visit_loop(", max_visits=3")));
+    assert_eq!(bad.status, RunResult::Failed);
+    let err = bad.error.unwrap_or_default();
+    assert!(err.contains("`a`") && err.contains("max_visits=3"), "{err}");
+    assert_eq!(bad.path.iter().filter(|p| *p == "a").count(), 3);
+    let unlimited = h.run(&workflow(&visit_loop(", max_visits=0")));
+    assert_eq!(unlimited.status, RunResult::Succeeded);
+}
+
+#[test]
+fn graph_visit_limit_applies_when_node_has_none() {
+    let h = harness();
+    let src = visit_loop("").replace("digraph V {", "digraph V { graph [max_node_visits=2]");
+    let out = h.run(&workflow(&src));
+    let err = out.error.unwrap_or_default();
+    assert!(err.contains("max_node_visits=2"), "{err}");
+}
+
+#[test]
+fn retries_use_backoff_and_stop_at_max_attempts() {
+    let h = harness();
+    h.llm.reply("work", Err(("rate limit", true)));
+    h.llm.reply("work", Err(("rate limit", true)));
+    let wf = workflow(
+        r#"digraph R { start [shape=Mdiamond]; exit [shape=Msquare]
+           work [max_retries=2]; start -> work -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    assert_eq!(h.llm.calls_to("work"), 3);
+    let sleeps = h.clock.sleeps.lock().clone();
+    assert_eq!(sleeps.len(), 2);
+    assert!(sleeps[0] >= Duration::from_millis(100) && sleeps[0] < Duration::from_millis(300));
+    assert!(sleeps[1] >= Duration::from_millis(200) && sleeps[1] < Duration::from_millis(600));
+    let kinds = h.kinds(&out.run_id, "work");
+    assert_eq!(kinds.iter().filter(|k| *k == "stage.retrying").count(), 2);
+    assert_eq!(out.path, ["start", "work", "exit"]);
+    assert_eq!(
+        out.context.get("internal.retry_count.work"),
+        Some(&Value::from(2))
+    );
+}
+
+#[test]
+fn deterministic_failures_are_not_retried() {
+    let h = harness();
+    h.llm.reply("work", Err(("invalid api key", false)));
+    let wf = workflow(
+        r#"digraph R { start [shape=Mdiamond]; exit [shape=Msquare]
+           work [max_retries=3]; start -> work -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Failed);
+    assert_eq!(h.llm.calls_to("work"), 1);
+    assert!(out.error.unwrap_or_default().contains("invalid api key"));
+}
+
+#[test]
+fn allow_partial_and_auto_status() {
+    let h = harness();
+    h.llm.reply("p", Err(("flaky", true)));
+    h.llm.reply("q", Err(("broken", false)));
+    let wf = workflow(
+        r#"digraph R { start [shape=Mdiamond]; exit [shape=Msquare]
+           p [allow_partial=true]; q [auto_status=true]
+           start -> p -> q -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    assert_eq!(out.reason, "partial_success");
+    assert_eq!(out.context.get("outcome"), Some(&Value::from("succeeded")));
+}
+
+#[test]
+fn goal_gate_jumps_to_retry_target_then_passes() {
+    let h = harness();
+    h.llm.reply(
+        "g",
+        Ok(r#"{"outcome": "failed", "failure_reason": "tests red"}"#),
+    );
+    let wf = workflow(
+        r#"digraph G { start [shape=Mdiamond]; exit [shape=Msquare]
+           g [goal_gate=true, retry_target=fix]
+           start -> g
+           g -> exit [condition="outcome=failed"]
+           g -> exit
+           fix -> g }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    assert_eq!(out.path, ["start", "g", "fix", "g", "exit"]);
+}
+
+#[test]
+fn goal_gate_without_target_fails_the_run() {
+    let h = harness();
+    h.llm.reply("g", Ok(r#"{"outcome": "failed"}"#));
+    let wf = workflow(
+        r#"digraph G { start [shape=Mdiamond]; exit [shape=Msquare]
+           g [goal_gate=true]
+           start -> g; g -> exit [condition="outcome=failed"] }"#,
+    );
+    let out = h.run(&wf);
+    let err = out.error.unwrap_or_default();
+    assert!(
+        err.contains("goal gate `g`") && err.contains("no retry target"),
+        "{err}"
+    );
+}
+
+#[test]
+fn success_without_route_fails_with_no_route() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph N { start [shape=Mdiamond]; exit [shape=Msquare]
+           start -> a; a -> exit [condition="context.never=1"] }"#,
+    );
+    let out = h.run(&wf);
+    assert!(out.error.unwrap_or_default().contains("no route from `a`"));
+}
+
+#[test]
+fn failure_signature_limit_stops_a_failing_loop() {
+    let h = harness();
+    for _ in 0..5 {
+        h.llm.reply(
+            "t",
+            Ok(r#"{"outcome": "failed", "failure_reason": "same 123 error"}"#),
+        );
+    }
+    let wf = workflow(
+        r#"digraph S { start [shape=Mdiamond]; exit [shape=Msquare]
+           start -> t; t -> fix [condition="outcome=failed"]; t -> exit; fix -> t }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(h.llm.calls_to("t"), 3);
+    let err = out.error.unwrap_or_default();
+    assert!(err.contains("loop_restart_signature_limit=3"), "{err}");
+}
+
+#[test]
+fn loop_restart_resets_context_but_keeps_visits() {
+    let h = harness();
+    h.llm.reply("a", Ok(r#"{"context_updates": {"mark": 1}}"#));
+    h.llm.reply("a", Ok(r#"{"context_updates": {"other": 1}}"#));
+    let wf = workflow(
+        r#"digraph L { start [shape=Mdiamond]; exit [shape=Msquare]
+           start -> a
+           a -> a [condition="context.mark=1", loop_restart=true]
+           a -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    assert!(!out.context.contains_key("mark"));
+    assert!(out.context.contains_key("other"));
+    assert!(out.context.contains_key("graph.goal"));
+    assert_eq!(
+        out.context.get("internal.node_visit_count"),
+        Some(&Value::from(2))
+    );
+    assert!(h
+        .kinds(&out.run_id, "a")
+        .contains(&"loop.restart".to_string()));
+}
+
+#[test]
+fn resume_continues_after_the_last_checkpoint() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph R { start [shape=Mdiamond]; exit [shape=Msquare]
+           start -> one -> two -> exit }"#,
+    );
+    *h.llm.cancel_on.lock() = Some(("two".into(), h.services.cancel.clone()));
+    let first = h.run(&wf);
+    assert_eq!(first.status, RunResult::Failed);
+    assert_eq!(first.reason, "cancelled");
+    *h.llm.cancel_on.lock() = None;
+    let services = Services {
+        cancel: CancelToken::new(),
+        ..h.services.clone()
+    };
+    let opts = RunOptions::new(&first.run_id, std::env::temp_dir());
+    let second = Engine::resume(&wf, &opts, &services);
+    assert_eq!(second.status, RunResult::Succeeded, "{:?}", second.error);
+    assert_eq!(h.llm.calls_to("one"), 1);
+    assert_eq!(h.llm.calls_to("two"), 2);
+    assert_eq!(second.path, ["start", "one", "two", "exit"]);
+}
+
+#[test]
+fn preferred_label_does_not_linger() {
+    let h = harness();
+    h.llm.reply("a", Ok(r#"{"preferred_next_label": "go"}"#));
+    let wf = workflow(
+        r#"digraph P { start [shape=Mdiamond]; exit [shape=Msquare]
+           start -> a; a -> b [label="go"]; b -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.path, ["start", "a", "b", "exit"]);
+    assert!(!out.context.contains_key("preferred_label"));
+}

@@ -1,0 +1,888 @@
+//! The stage loop (engine.md 3.2 with decisions.md rules): visits and their limits, the
+//! attempt loop with retries, backoff and per-attempt timeouts, `allow_partial` and
+//! `auto_status`, recording outcomes into the state and the context, the failure-signature
+//! breaker, routing, `loop_restart`, goal gates at the exit, and checkpoints.
+//!
+//! One [`Walker`] walks one scope: the run itself, a parallel branch (stops at its join,
+//! no checkpoints) or a child workflow of a manager loop (events prefixed with the manager
+//! node, no checkpoints).
+//! Must not touch: handler internals (see `handlers/`), run-level events (see `run.rs`).
+
+use super::cancel::CancelToken;
+use super::checkpoint::RunState;
+use super::context::{self, Context};
+use super::events::Emitter;
+use super::failure::{self, FailureClass, StageStatus};
+use super::handlers::{self, Interrupt, StageCtx};
+use super::outcome::{Failure, Nested, StageOutcome};
+use super::prng::Prng;
+use super::routing::{self, Route, RoutingInput};
+use super::run::RunOptions;
+use super::services::Services;
+use crate::store::{EventDraft, StoreError};
+use crate::workflow::condition::MapEnv;
+use crate::workflow::{FileSource, HandlerKind, Workflow};
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Cancel reason of a per-attempt token whose node `timeout` expired.
+pub(crate) const TIMED_OUT: &str = "node timeout";
+/// Cancel reason of a per-attempt token after its attempt ended.
+const ATTEMPT_DONE: &str = "attempt finished";
+const DEFAULT_SIGNATURE_LIMIT: i64 = 3;
+
+/// Why a run (or a branch, or a child workflow) stopped without reaching its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    WorkflowError,
+    Cancelled,
+    TransientInfra,
+    BudgetExhausted,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::WorkflowError => "workflow_error",
+            FailureReason::Cancelled => "cancelled",
+            FailureReason::TransientInfra => "transient_infra",
+            FailureReason::BudgetExhausted => "budget_exhausted",
+        }
+    }
+
+    fn of_class(class: FailureClass) -> FailureReason {
+        match class {
+            FailureClass::TransientInfra => FailureReason::TransientInfra,
+            FailureClass::BudgetExhausted => FailureReason::BudgetExhausted,
+            FailureClass::Canceled => FailureReason::Cancelled,
+            _ => FailureReason::WorkflowError,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFailure {
+    pub message: String,
+    pub reason: FailureReason,
+}
+
+/// Why a walk stopped early.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    Cancelled(String),
+    Failed(RunFailure),
+}
+
+impl Stop {
+    fn failed(message: String) -> Stop {
+        Stop::Failed(RunFailure {
+            message,
+            reason: FailureReason::WorkflowError,
+        })
+    }
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Stop {
+        Stop::failed(format!("cannot record the run's events: {e}"))
+    }
+}
+
+/// How a walk ended normally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WalkEnd {
+    /// The exit node was reached with every goal gate satisfied.
+    Exited,
+    /// A branch reached its join node or a node with no outgoing edges; the status is the
+    /// branch's last stage's.
+    Ended(StageStatus),
+}
+
+/// Which kind of walk this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScopeKind {
+    Run,
+    Branch,
+    Child,
+}
+
+/// What a walk is allowed to do and how its events are tagged.
+#[derive(Clone)]
+pub(crate) struct Scope {
+    pub kind: ScopeKind,
+    /// Prepended to node ids in events (`<manager node>/` for child workflows).
+    pub prefix: String,
+    /// `(parallel_group_id, parallel_branch_id)` for events inside a branch.
+    pub branch: Option<(String, String)>,
+    /// A branch stops when routing reaches this node (its join).
+    pub stop_at: Option<usize>,
+    pub cancel: CancelToken,
+    /// Files relative to this workflow (schemas, child workflows).
+    pub files: Arc<dyn FileSource + Send + Sync>,
+}
+
+/// State shared by every walker of one run.
+pub(crate) struct Shared<'s> {
+    pub started: std::time::Instant,
+    pub services: &'s Services,
+    pub options: &'s RunOptions,
+    pub emitter: Emitter,
+    /// The next stage index.
+    pub stages: AtomicU64,
+    /// Human questions open across the run (run.blocked / run.unblocked are ref-counted).
+    pub blocked: Mutex<usize>,
+    pub rng: Mutex<Prng>,
+}
+
+impl Shared<'_> {
+    pub fn block(&self) -> Result<(), StoreError> {
+        let mut open = self.blocked.lock();
+        if *open == 0 {
+            self.emitter.emit(EventDraft::new(
+                "run.blocked",
+                json!({"blocked_reason": "human_input_required"}),
+            ))?;
+        }
+        *open += 1;
+        Ok(())
+    }
+
+    pub fn unblock(&self) -> Result<(), StoreError> {
+        let mut open = self.blocked.lock();
+        *open = open.saturating_sub(1);
+        if *open == 0 {
+            self.emitter
+                .emit(EventDraft::new("run.unblocked", Value::Null))?;
+        }
+        Ok(())
+    }
+}
+
+/// A stage after its attempts and post-processing.
+struct Finished {
+    outcome: StageOutcome,
+    attempts: u32,
+    signature: Option<String>,
+}
+
+/// Walks one scope of a run.
+pub(crate) struct Walker<'w> {
+    pub wf: &'w Workflow,
+    pub shared: &'w Shared<'w>,
+    pub scope: Scope,
+    pub state: RunState,
+    /// Context keys written by this walker's stages (a branch's outputs).
+    pub written: BTreeSet<String>,
+    /// A copy of the context after every stage, for a manager watching a child workflow.
+    pub mirror: Option<Arc<Mutex<Context>>>,
+}
+
+#[derive(Serialize)]
+struct CheckpointRef<'a> {
+    current_node: &'a str,
+    next_node_id: Option<&'a str>,
+    stage_index: u64,
+    #[serde(flatten)]
+    state: &'a RunState,
+}
+
+impl<'w> Walker<'w> {
+    pub fn new(wf: &'w Workflow, shared: &'w Shared<'w>, scope: Scope, state: RunState) -> Self {
+        Walker {
+            wf,
+            shared,
+            scope,
+            state,
+            written: BTreeSet::new(),
+            mirror: None,
+        }
+    }
+
+    pub fn services(&self) -> &Services {
+        self.shared.services
+    }
+
+    pub fn options(&self) -> &RunOptions {
+        self.shared.options
+    }
+
+    /// The node id as events show it.
+    pub fn scoped_id(&self, node: usize) -> String {
+        let id = &self.wf.node(node).id;
+        if self.scope.prefix.is_empty() {
+            id.clone()
+        } else {
+            format!("{}{id}", self.scope.prefix)
+        }
+    }
+
+    /// Appends an event tagged with this scope's node prefix and branch.
+    pub fn emit(&self, kind: &str, node: Option<usize>, props: Value) -> Result<(), StoreError> {
+        let mut draft = EventDraft::new(kind, props);
+        if let Some(n) = node {
+            draft = draft.node(&self.scoped_id(n));
+        }
+        if let Some((group, branch)) = &self.scope.branch {
+            draft = draft.parallel(group, branch);
+        }
+        self.shared.emitter.emit(draft)
+    }
+
+    /// Seeds the context (run start, loop restart, child workflow start).
+    pub fn seed_context(&mut self) {
+        let opts = self.shared.options;
+        let work_dir = opts.workdir.display().to_string();
+        context::seed(&mut self.state.context, self.wf, &opts.run_id, &work_dir);
+    }
+
+    /// Walks from `node` until the exit, the scope's join, or a stop.
+    pub fn walk(&mut self, mut node: usize) -> Result<WalkEnd, Stop> {
+        let mut last_status = StageStatus::Succeeded;
+        loop {
+            self.check_cancel()?;
+            if Some(node) == self.scope.stop_at {
+                return Ok(WalkEnd::Ended(last_status));
+            }
+            if self.wf.handler(node) == Some(HandlerKind::Exit) {
+                if self.scope.kind == ScopeKind::Branch {
+                    return Ok(WalkEnd::Ended(last_status));
+                }
+                match self.unsatisfied_goal_gate() {
+                    None => {
+                        self.pass_exit(node)?;
+                        return Ok(WalkEnd::Exited);
+                    }
+                    Some(gate) => {
+                        node = self.goal_gate_jump(node, gate)?;
+                        continue;
+                    }
+                }
+            }
+            self.enter(node)?;
+            let finished = self.run_stage(node)?;
+            last_status = finished.outcome.status;
+            self.record(node, &finished)?;
+            let Some(route) = self.next_route(node, &finished.outcome) else {
+                return self.no_route(node, &finished.outcome);
+            };
+            self.emit_edge(node, &route, finished.outcome.status)?;
+            if self.is_loop_restart(&route) {
+                self.guard_restart(node, &route, &finished.outcome)?;
+                self.restart(node, route.to)?;
+            }
+            self.checkpoint(node, Some(route.to))?;
+            node = route.to;
+        }
+    }
+
+    fn check_cancel(&self) -> Result<(), Stop> {
+        if self.scope.cancel.wait_while_paused() || self.scope.cancel.is_cancelled() {
+            return Err(Stop::Cancelled(
+                self.scope
+                    .cancel
+                    .reason()
+                    .unwrap_or_else(|| "cancelled".into()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts the visit; the (N+1)th entry of a node limited to N fails the run.
+    fn enter(&mut self, node: usize) -> Result<(), Stop> {
+        let id = self.wf.node(node).id.clone();
+        let visits = {
+            let v = self.state.visits.entry(id.clone()).or_insert(0);
+            *v += 1;
+            *v
+        };
+        let (limit, attr) = match self.wf.node_view(node).int("max_visits") {
+            Some(n) => (n, "max_visits"),
+            None => (
+                self.wf.graph_view().int("max_node_visits").unwrap_or(0),
+                "max_node_visits",
+            ),
+        };
+        if limit > 0 && i64::from(visits) > limit {
+            return Err(Stop::failed(format!(
+                "node `{}` reached its visit limit: {attr}={limit} allows {limit} visit{}, and the run tried to enter it again",
+                self.scoped_id(node),
+                if limit == 1 { "" } else { "s" }
+            )));
+        }
+        self.state
+            .context
+            .insert(context::CURRENT_NODE.into(), Value::String(id));
+        self.state
+            .context
+            .insert(context::VISIT_COUNT.into(), Value::from(visits));
+        Ok(())
+    }
+
+    /// Attempts with retries, then `allow_partial` and `auto_status`; emits the stage events.
+    fn run_stage(&mut self, node: usize) -> Result<Finished, Stop> {
+        let kind = self.wf.handler(node).unwrap_or(HandlerKind::Agent);
+        let nv = self.wf.node_view(node);
+        let policy = failure::backoff(
+            nv.nonempty("retry_policy"),
+            nv.int("max_retries"),
+            self.wf.graph_view().int("default_max_retries"),
+        );
+        let max_attempts = policy.attempts.max(1);
+        let index = self.shared.stages.fetch_add(1, Ordering::Relaxed);
+        let clock = self.services().clock.clone();
+        let mut attempt = 1;
+        let (outcome, attempt_start) = loop {
+            self.emit(
+                "stage.started",
+                Some(node),
+                json!({"index": index, "handler_type": kind.name(), "attempt": attempt,
+                       "max_attempts": max_attempts}),
+            )?;
+            let started = clock.now();
+            let outcome = self.attempt(node, kind)?;
+            let retry = outcome
+                .failure
+                .as_ref()
+                .is_some_and(|f| f.retryable && outcome.is_failed())
+                && attempt < max_attempts;
+            if !retry {
+                break (outcome, started);
+            }
+            let delay = failure::delay(&policy, attempt, self.shared.rng.lock().unit());
+            let failure_json = outcome.failure.as_ref().map(|f| f.to_json(None));
+            self.emit(
+                "stage.failed",
+                Some(node),
+                json!({"index": index, "failure": failure_json, "will_retry": true,
+                       "duration_ms": millis(clock.now() - started), "attempt": attempt}),
+            )?;
+            attempt += 1;
+            self.emit(
+                "stage.retrying",
+                Some(node),
+                json!({"index": index, "attempt": attempt, "max_attempts": max_attempts,
+                       "delay_ms": millis(delay)}),
+            )?;
+            if clock.sleep(delay, &self.scope.cancel) {
+                self.check_cancel()?;
+            }
+        };
+        let outcome = self.post_process(node, outcome);
+        let signature = outcome
+            .failure
+            .as_ref()
+            .filter(|_| outcome.is_failed())
+            .map(|f| failure::signature(&self.wf.node(node).id, f.class, &f.message));
+        let duration_ms = millis(clock.now() - attempt_start);
+        self.emit_stage_end(
+            node,
+            index,
+            &outcome,
+            signature.as_deref(),
+            attempt,
+            max_attempts,
+            duration_ms,
+        )?;
+        Ok(Finished {
+            outcome,
+            attempts: attempt,
+            signature,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit_stage_end(
+        &self,
+        node: usize,
+        index: u64,
+        outcome: &StageOutcome,
+        signature: Option<&str>,
+        attempt: u32,
+        max_attempts: u32,
+        duration_ms: u64,
+    ) -> Result<(), Stop> {
+        if let (true, Some(f)) = (outcome.is_failed(), &outcome.failure) {
+            self.emit(
+                "stage.failed",
+                Some(node),
+                json!({"index": index, "failure": f.to_json(signature), "will_retry": false,
+                       "duration_ms": duration_ms, "attempt": attempt}),
+            )?;
+            return Ok(());
+        }
+        let mut props = json!({
+            "index": index,
+            "duration_ms": duration_ms,
+            "status": outcome.status.as_str(),
+            "suggested_next_ids": outcome.suggested_next_ids,
+            "attempt": attempt,
+            "max_attempts": max_attempts,
+        });
+        if let Value::Object(m) = &mut props {
+            if let Some(l) = &outcome.preferred_label {
+                m.insert("preferred_label".into(), Value::String(l.clone()));
+            }
+            if !outcome.context_updates.is_empty() {
+                m.insert(
+                    "context_updates".into(),
+                    Value::Object(outcome.context_updates.clone()),
+                );
+            }
+            if let Some(r) = &outcome.response {
+                m.insert("response".into(), Value::String(r.clone()));
+            }
+            if let Some(n) = &outcome.notes {
+                m.insert("notes".into(), Value::String(n.clone()));
+            }
+        }
+        self.emit("stage.completed", Some(node), props)?;
+        Ok(())
+    }
+
+    /// One attempt under a per-attempt child token, cancelled at the node `timeout` (command
+    /// nodes kill their process themselves; human nodes use it as the question timeout).
+    fn attempt(&self, node: usize, kind: HandlerKind) -> Result<StageOutcome, Stop> {
+        let token = self.scope.cancel.child();
+        let timeout = self
+            .wf
+            .node_view(node)
+            .duration("timeout")
+            .filter(|d| !d.is_zero());
+        let timer = timeout
+            .filter(|_| uses_attempt_timer(kind))
+            .map(|t| start_timer(&token, t));
+        let cx = StageCtx {
+            walker: self,
+            node,
+            kind,
+            cancel: &token,
+        };
+        let result = handlers::run(&cx);
+        let timed_out = token.reason().as_deref() == Some(TIMED_OUT);
+        token.cancel(ATTEMPT_DONE);
+        if let Some(t) = timer {
+            let _ = t.join();
+        }
+        match result {
+            Ok(outcome) => Ok(outcome),
+            Err(Interrupt::Store(e)) => Err(e.into()),
+            Err(Interrupt::Cancelled) if timed_out && !self.scope.cancel.is_cancelled() => {
+                Ok(StageOutcome::failed(Failure::timeout(format!(
+                    "stage `{}` timed out after {}",
+                    self.scoped_id(node),
+                    describe_duration(timeout.unwrap_or_default())
+                ))))
+            }
+            Err(Interrupt::Cancelled) => {
+                self.check_cancel()?;
+                Err(Stop::Cancelled("cancelled".into()))
+            }
+        }
+    }
+
+    /// `allow_partial` (a retryable failure after the last attempt becomes
+    /// partially_succeeded), then `auto_status` (anything but succeeded/skipped becomes
+    /// succeeded).
+    fn post_process(&self, node: usize, mut o: StageOutcome) -> StageOutcome {
+        let nv = self.wf.node_view(node);
+        let retryable = o.failure.as_ref().is_some_and(|f| f.retryable);
+        if o.is_failed() && retryable && nv.flag("allow_partial") {
+            o.status = StageStatus::PartiallySucceeded;
+            o.notes = o
+                .failure
+                .take()
+                .map(|f| format!("allow_partial: {}", f.message));
+        }
+        if nv.flag("auto_status")
+            && !matches!(o.status, StageStatus::Succeeded | StageStatus::Skipped)
+        {
+            let was = o.status.as_str();
+            o.status = StageStatus::Succeeded;
+            let why = o.failure.take().map(|f| f.message).or(o.notes.take());
+            o.notes = Some(match why {
+                Some(m) => format!("auto_status: {was} ({m})"),
+                None => format!("auto_status: {was}"),
+            });
+        }
+        o
+    }
+
+    /// Folds a finished stage into the state and the context; the breaker may stop the run.
+    fn record(&mut self, node: usize, f: &Finished) -> Result<(), Stop> {
+        let id = self.wf.node(node).id.clone();
+        let o = &f.outcome;
+        self.state.path.push(id.clone());
+        self.state.completed.push(id.clone());
+        self.state.outcomes.insert(id.clone(), o.status);
+        let retries = f.attempts.saturating_sub(1);
+        if retries > 0 {
+            self.state.retries.insert(id.clone(), retries);
+        } else {
+            self.state.retries.remove(&id);
+        }
+        if let Some(nested) = &o.nested {
+            self.merge_nested(nested);
+        }
+        for (k, v) in &o.context_updates {
+            self.state.context.insert(k.clone(), v.clone());
+            self.written.insert(k.clone());
+        }
+        self.write_engine_keys(node, &id, f);
+        if let Some(mirror) = &self.mirror {
+            *mirror.lock() = self.state.context.clone();
+        }
+        match &f.signature {
+            Some(sig) => self.count_signature(node, sig),
+            None => Ok(()),
+        }
+    }
+
+    fn write_engine_keys(&mut self, node: usize, id: &str, f: &Finished) {
+        let ctx = &mut self.state.context;
+        let o = &f.outcome;
+        ctx.insert(
+            format!("{}{id}", context::RETRY_COUNT_PREFIX),
+            Value::from(f.attempts.saturating_sub(1)),
+        );
+        ctx.insert(context::LAST_STAGE.into(), Value::String(id.to_string()));
+        // A conditional node is transparent: it leaves the previous stage's outcome keys.
+        if self.wf.handler(node) == Some(HandlerKind::Conditional) {
+            return;
+        }
+        ctx.insert(
+            context::OUTCOME.into(),
+            Value::String(o.status.as_str().into()),
+        );
+        let failure = o.failure.as_ref().filter(|_| o.is_failed());
+        let class = failure.map(|f| f.class.as_str()).unwrap_or("");
+        ctx.insert(context::FAILURE_CLASS.into(), Value::String(class.into()));
+        let sig = f.signature.clone().unwrap_or_default();
+        ctx.insert(context::FAILURE_SIGNATURE.into(), Value::String(sig));
+        match &o.preferred_label {
+            Some(l) => {
+                ctx.insert(context::PREFERRED_LABEL.into(), Value::String(l.clone()));
+            }
+            None => {
+                ctx.remove(context::PREFERRED_LABEL);
+            }
+        }
+    }
+
+    fn merge_nested(&mut self, n: &Nested) {
+        self.state.path.extend(n.path.iter().cloned());
+        self.state.completed.extend(n.completed.iter().cloned());
+        for (id, status) in &n.outcomes {
+            self.state.outcomes.insert(id.clone(), *status);
+        }
+        for (id, r) in &n.retries {
+            self.state.retries.insert(id.clone(), *r);
+        }
+        for (id, v) in &n.visits {
+            *self.state.visits.entry(id.clone()).or_insert(0) += v;
+        }
+        for (sig, c) in &n.signatures {
+            *self.state.signatures.entry(sig.clone()).or_insert(0) += c;
+        }
+    }
+
+    fn count_signature(&mut self, node: usize, sig: &str) -> Result<(), Stop> {
+        let count = {
+            let c = self.state.signatures.entry(sig.to_string()).or_insert(0);
+            *c += 1;
+            *c
+        };
+        let limit = self
+            .wf
+            .graph_view()
+            .int("loop_restart_signature_limit")
+            .filter(|&l| l >= 1)
+            .unwrap_or(DEFAULT_SIGNATURE_LIMIT);
+        if i64::from(count) >= limit {
+            return Err(Stop::failed(format!(
+                "stage `{}` failed the same way {count} times (signature `{sig}`, loop_restart_signature_limit={limit}); stopping the run",
+                self.scoped_id(node)
+            )));
+        }
+        Ok(())
+    }
+
+    fn next_route(&self, node: usize, o: &StageOutcome) -> Option<Route> {
+        if let Some(target) = &o.jump_to {
+            let to = self.wf.node_index(target)?;
+            return Some(Route::jump(to, routing::RouteReason::ParallelJoin));
+        }
+        let ctx = &self.state.context;
+        let transparent = self.wf.handler(node) == Some(HandlerKind::Conditional);
+        let text = |key: &str| ctx.get(key).and_then(Value::as_str).unwrap_or("");
+        let (outcome, label) = if transparent {
+            (text(context::OUTCOME), text(context::PREFERRED_LABEL))
+        } else {
+            (
+                o.status.as_str(),
+                o.preferred_label.as_deref().unwrap_or(""),
+            )
+        };
+        let env = MapEnv {
+            outcome,
+            preferred_label: label,
+            context: ctx,
+        };
+        let input = RoutingInput {
+            status: o.status,
+            preferred_label: o.preferred_label.as_deref(),
+            suggested_next_ids: &o.suggested_next_ids,
+        };
+        routing::select_route(self.wf, node, input, &env, &mut self.shared.rng.lock())
+    }
+
+    fn no_route(&self, node: usize, o: &StageOutcome) -> Result<WalkEnd, Stop> {
+        if let (true, Some(f)) = (o.is_failed(), &o.failure) {
+            return Err(Stop::Failed(RunFailure {
+                message: format!("stage `{}` failed: {}", self.scoped_id(node), f.message),
+                reason: FailureReason::of_class(f.class),
+            }));
+        }
+        if self.scope.kind == ScopeKind::Branch && self.wf.out_edges[node].is_empty() {
+            return Ok(WalkEnd::Ended(o.status));
+        }
+        Err(Stop::failed(format!(
+            "no route from `{}`: the stage ended {} and none of its outgoing edges applies",
+            self.scoped_id(node),
+            o.status.as_str()
+        )))
+    }
+
+    fn emit_edge(&self, from: usize, route: &Route, status: StageStatus) -> Result<(), Stop> {
+        let mut props = json!({
+            "from_node": self.scoped_id(from),
+            "to_node": self.scoped_id(route.to),
+            "reason": route.reason.as_str(),
+            "stage_status": status.as_str(),
+            "is_jump": route.is_jump(),
+        });
+        if let (Some(e), Value::Object(m)) = (route.edge, &mut props) {
+            let ev = self.wf.edge_view(e);
+            if let Some(l) = ev.nonempty("label") {
+                m.insert("label".into(), Value::String(l.into()));
+            }
+            if let Some(c) = ev.nonempty("condition") {
+                m.insert("condition".into(), Value::String(c.into()));
+            }
+            if route.random {
+                m.insert("random".into(), Value::Bool(true));
+            }
+        }
+        self.emit("edge.selected", Some(from), props)?;
+        Ok(())
+    }
+
+    fn is_loop_restart(&self, route: &Route) -> bool {
+        route
+            .edge
+            .is_some_and(|e| self.wf.edge_view(e).flag("loop_restart"))
+    }
+
+    /// Only successes and transient infrastructure failures may take a `loop_restart` edge,
+    /// and never inside a parallel branch.
+    fn guard_restart(&self, node: usize, route: &Route, o: &StageOutcome) -> Result<(), Stop> {
+        if self.scope.kind == ScopeKind::Branch {
+            return Err(Stop::failed(format!(
+                "stage `{}` selected a loop_restart edge inside a parallel branch; restarts are only allowed outside branches",
+                self.scoped_id(node)
+            )));
+        }
+        match (&o.failure, o.is_failed()) {
+            (Some(f), true) if f.class != FailureClass::TransientInfra => Err(Stop::failed(format!(
+                "stage `{}` failed ({}: {}); only transient infrastructure failures may take the loop_restart edge to `{}`",
+                self.scoped_id(node),
+                f.class.as_str(),
+                f.message,
+                self.scoped_id(route.to)
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Context reset and re-seeded; completed nodes, outcomes and retry counts cleared;
+    /// visits and failure signatures kept.
+    fn restart(&mut self, from: usize, to: usize) -> Result<(), Stop> {
+        self.state.restarts += 1;
+        self.emit(
+            "loop.restart",
+            Some(from),
+            json!({"from_node": self.scoped_id(from), "to_node": self.scoped_id(to),
+                   "restart": self.state.restarts}),
+        )?;
+        self.state.context = Context::new();
+        self.seed_context();
+        self.state.completed.clear();
+        self.state.outcomes.clear();
+        self.state.retries.clear();
+        Ok(())
+    }
+
+    /// `checkpoint.completed` after every stage of the run itself (not branches or
+    /// children: their parent stage is the unit of resume).
+    fn checkpoint(&self, node: usize, next: Option<usize>) -> Result<(), Stop> {
+        if self.scope.kind != ScopeKind::Run {
+            return Ok(());
+        }
+        let cp = CheckpointRef {
+            current_node: &self.wf.node(node).id,
+            next_node_id: next.map(|n| self.wf.node(n).id.as_str()),
+            stage_index: self.shared.stages.load(Ordering::Relaxed),
+            state: &self.state,
+        };
+        let props = serde_json::to_value(&cp)
+            .map_err(|e| Stop::failed(format!("cannot encode the checkpoint: {e}")))?;
+        self.emit("checkpoint.completed", Some(node), props)?;
+        Ok(())
+    }
+
+    /// The first goal gate, in declaration order, whose latest outcome is neither
+    /// succeeded nor partially_succeeded (gates that never ran are not checked).
+    fn unsatisfied_goal_gate(&self) -> Option<usize> {
+        (0..self.wf.graph.nodes.len()).find(|&i| {
+            self.wf.node_view(i).flag("goal_gate")
+                && self
+                    .state
+                    .outcomes
+                    .get(&self.wf.node(i).id)
+                    .is_some_and(|s| {
+                        !matches!(s, StageStatus::Succeeded | StageStatus::PartiallySucceeded)
+                    })
+        })
+    }
+
+    fn goal_gate_jump(&mut self, exit: usize, gate: usize) -> Result<usize, Stop> {
+        let status = self
+            .state
+            .outcomes
+            .get(&self.wf.node(gate).id)
+            .copied()
+            .unwrap_or(StageStatus::Failed);
+        let Some(route) = routing::retry_target(self.wf, gate, true) else {
+            return Err(Stop::failed(format!(
+                "goal gate `{}` is not satisfied (its latest outcome is {}) and it has no retry target",
+                self.scoped_id(gate),
+                status.as_str()
+            )));
+        };
+        let mut props = json!({
+            "from_node": self.scoped_id(exit),
+            "to_node": self.scoped_id(route.to),
+            "reason": "goal_gate",
+            "goal_gate": self.scoped_id(gate),
+            "via": route.reason.as_str(),
+            "stage_status": status.as_str(),
+            "is_jump": true,
+        });
+        if let Value::Object(m) = &mut props {
+            m.insert("gate_status".into(), Value::String(status.as_str().into()));
+        }
+        self.emit("edge.selected", Some(exit), props)?;
+        self.checkpoint(exit, Some(route.to))?;
+        Ok(route.to)
+    }
+
+    /// The exit's handler never runs: it is recorded as a succeeded stage.
+    fn pass_exit(&mut self, node: usize) -> Result<(), Stop> {
+        let index = self.shared.stages.fetch_add(1, Ordering::Relaxed);
+        self.emit(
+            "stage.started",
+            Some(node),
+            json!({"index": index, "handler_type": "exit", "attempt": 1, "max_attempts": 1}),
+        )?;
+        self.emit(
+            "stage.completed",
+            Some(node),
+            json!({"index": index, "duration_ms": 0, "status": "succeeded",
+                   "suggested_next_ids": [], "attempt": 1, "max_attempts": 1}),
+        )?;
+        let id = self.wf.node(node).id.clone();
+        self.state.path.push(id.clone());
+        self.state.completed.push(id.clone());
+        self.state.outcomes.insert(id, StageStatus::Succeeded);
+        Ok(())
+    }
+
+    /// What a branch walk adds to its parent's state (everything since `base`).
+    pub fn nested_since(&self, base: &RunState) -> Nested {
+        let mut visits = std::collections::BTreeMap::new();
+        for (id, v) in &self.state.visits {
+            let before = base.visits.get(id).copied().unwrap_or(0);
+            if *v > before {
+                visits.insert(id.clone(), v - before);
+            }
+        }
+        let mut signatures = std::collections::BTreeMap::new();
+        for (sig, c) in &self.state.signatures {
+            let before = base.signatures.get(sig).copied().unwrap_or(0);
+            if *c > before {
+                signatures.insert(sig.clone(), c - before);
+            }
+        }
+        let new_path = self.state.path.get(base.path.len()..).unwrap_or(&[]);
+        let new_completed = self
+            .state
+            .completed
+            .get(base.completed.len()..)
+            .unwrap_or(&[]);
+        Nested {
+            path: new_path.to_vec(),
+            completed: new_completed.to_vec(),
+            outcomes: new_completed
+                .iter()
+                .filter_map(|id| self.state.outcomes.get(id).map(|s| (id.clone(), *s)))
+                .collect(),
+            retries: new_completed
+                .iter()
+                .filter_map(|id| self.state.retries.get(id).map(|r| (id.clone(), *r)))
+                .collect(),
+            visits,
+            signatures,
+        }
+    }
+}
+
+/// Handlers that get the generic per-attempt timer; commands kill their own process and
+/// human gates use `timeout` as the question's timeout.
+fn uses_attempt_timer(kind: HandlerKind) -> bool {
+    !matches!(
+        kind,
+        HandlerKind::Command | HandlerKind::Human | HandlerKind::Start | HandlerKind::Exit
+    )
+}
+
+/// Cancels `token` with [`TIMED_OUT`] after `after`, unless it is cancelled first.
+pub(crate) fn start_timer(token: &CancelToken, after: Duration) -> std::thread::JoinHandle<()> {
+    let t = token.clone();
+    std::thread::spawn(move || {
+        if !t.sleep(after) {
+            t.cancel(TIMED_OUT);
+        }
+    })
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u128::from(u64::MAX)) as u64
+}
+
+/// `1.5s`, `250ms`, `2m`.
+pub(crate) fn describe_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 60_000 == 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}

@@ -1,0 +1,236 @@
+//! The SQLite schema and its versioned migrations, and how connections are configured.
+//!
+//! Owns: table definitions, the `schema_version` table, the pragmas every connection gets
+//! (WAL, `synchronous=NORMAL`, busy timeout), and the refusal to open a database written by a
+//! newer svc. Must not touch: rows (beyond what a migration itself moves).
+//!
+//! Durability: WAL with `synchronous=NORMAL` makes every commit durable against a crash of the
+//! process (the commit is in the WAL, in the OS page cache, before `COMMIT` returns), which is
+//! what the SIGKILL test checks. A power loss can drop the last commits (never corrupt the
+//! database); that is SQLite's documented trade-off for this mode. Checkpoints (the only
+//! fsyncs in this mode) run on a background thread, off the commit path.
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use std::path::Path;
+use std::time::Duration;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// `PRAGMA application_id` of an svc database ("svc1").
+pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
+
+/// How long a connection waits for another one's write lock before failing with SQLITE_BUSY.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Migrations in order; entry `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    // 1: the initial schema.
+    "
+    -- One row per live run: typed columns for filtering and paging, plus the mutable part of
+    -- the projected row as JSON (state). The immutable part (title, goal, labels, workflow
+    -- source, inputs, ...) is read from the run.created event (seq 1) and the checkpoint from
+    -- the event at checkpoint_seq, so nothing large is duplicated and an append rewrites only
+    -- this small row.
+    CREATE TABLE runs (
+        id             TEXT    NOT NULL PRIMARY KEY,
+        status         TEXT    NOT NULL,
+        archived       INTEGER NOT NULL DEFAULT 0,
+        parent_id      TEXT,
+        created_at     TEXT    NOT NULL,
+        updated_at     TEXT    NOT NULL,
+        last_seq       INTEGER NOT NULL,
+        checkpoint_seq INTEGER,
+        state          TEXT    NOT NULL
+    );
+    CREATE INDEX runs_by_status ON runs (status, id);
+    CREATE INDEX runs_by_parent ON runs (parent_id, id) WHERE parent_id IS NOT NULL;
+    -- The event log: payload is the event's JSON text, byte for byte. Clustered by run so a
+    -- run's events are read sequentially.
+    CREATE TABLE events (
+        run_id  TEXT    NOT NULL,
+        seq     INTEGER NOT NULL,
+        kind    TEXT    NOT NULL,
+        ts      TEXT    NOT NULL,
+        payload TEXT    NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    -- Content-addressed blobs: id is the lowercase hex SHA-256 of bytes.
+    CREATE TABLE blobs (
+        id    TEXT    NOT NULL PRIMARY KEY,
+        size  INTEGER NOT NULL,
+        bytes BLOB    NOT NULL
+    );
+    -- Deleted runs: an id here can never come back.
+    CREATE TABLE tombstones (
+        run_id     TEXT NOT NULL PRIMARY KEY,
+        deleted_at TEXT NOT NULL
+    );
+    -- The one-time import of <state-dir>/legacy and the digest of its private backup.
+    CREATE TABLE legacy_import (
+        id            INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+        source        TEXT    NOT NULL,
+        backup_file   TEXT    NOT NULL,
+        backup_sha256 TEXT    NOT NULL,
+        backup_size   INTEGER NOT NULL,
+        runs          INTEGER NOT NULL,
+        events        INTEGER NOT NULL,
+        blobs         INTEGER NOT NULL,
+        completed_at  TEXT    NOT NULL
+    );
+    ",
+];
+
+/// Why a database could not be brought to [`SCHEMA_VERSION`].
+#[derive(Debug)]
+pub(crate) enum SchemaError {
+    Sql(&'static str, rusqlite::Error),
+    NotOurs(i64),
+    Newer(i64),
+}
+
+impl From<(&'static str, rusqlite::Error)> for SchemaError {
+    fn from((what, e): (&'static str, rusqlite::Error)) -> Self {
+        SchemaError::Sql(what, e)
+    }
+}
+
+fn ctx<T>(what: &'static str, r: rusqlite::Result<T>) -> Result<T, SchemaError> {
+    r.map_err(|e| SchemaError::Sql(what, e))
+}
+
+/// Opens the writer connection: creates the file if needed, WAL, pragmas.
+pub(crate) fn open_writer(path: &Path) -> Result<Connection, SchemaError> {
+    let conn = ctx(
+        "opening",
+        Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ),
+    )?;
+    ctx("setting busy_timeout", conn.busy_timeout(BUSY_TIMEOUT))?;
+    let mode: String = ctx(
+        "switching to WAL",
+        conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)),
+    )?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(SchemaError::Sql(
+            "switching to WAL",
+            rusqlite::Error::InvalidParameterName(format!("journal_mode stayed {mode}")),
+        ));
+    }
+    ctx(
+        "setting pragmas",
+        conn.execute_batch(
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-16384;
+             PRAGMA journal_size_limit=67108864;",
+        ),
+    )?;
+    Ok(conn)
+}
+
+/// WAL pages after which the writer checkpoints inline. Normally the background checkpointer
+/// (see `sqlite.rs`) keeps the WAL far below this; it is the safety net if it cannot.
+pub(crate) const WRITER_AUTOCHECKPOINT_PAGES: u32 = 16_384;
+
+/// Moves the writer's checkpoints off the commit path (the background checkpointer does
+/// them), keeping an inline one only as a safety net.
+pub(crate) fn defer_checkpoints(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!(
+        "PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT_PAGES};"
+    ))
+}
+
+/// Opens the background checkpointer's connection (read-write, never writes rows).
+pub(crate) fn open_checkpointer(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_millis(100))?;
+    conn.execute_batch("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864;")?;
+    Ok(conn)
+}
+
+/// Opens a read-only connection to an existing database.
+pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch("PRAGMA cache_size=-16384;")?;
+    Ok(conn)
+}
+
+/// The schema version recorded in the database (0 for a fresh file).
+pub(crate) fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
+    let has_table: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if has_table.is_none() {
+        return Ok(0);
+    }
+    conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// Brings the database to [`SCHEMA_VERSION`], one transaction per migration; refuses a
+/// database of another application or of a newer version. Returns the version found.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, SchemaError> {
+    let app_id: i64 = ctx(
+        "reading application_id",
+        conn.query_row("PRAGMA application_id", [], |r| r.get(0)),
+    )?;
+    let found = ctx("reading schema_version", current_version(conn))?;
+    if app_id != APPLICATION_ID && (app_id != 0 || found != 0) {
+        return Err(SchemaError::NotOurs(app_id));
+    }
+    if found > SCHEMA_VERSION {
+        return Err(SchemaError::Newer(found));
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(found);
+    }
+    let tx = ctx(
+        "starting migration",
+        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive),
+    )?;
+    // Re-read under the lock: another process may have migrated meanwhile.
+    let found = ctx("reading schema_version", current_version(&tx))?;
+    if found > SCHEMA_VERSION {
+        return Err(SchemaError::Newer(found));
+    }
+    ctx(
+        "creating schema_version",
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID};
+             CREATE TABLE IF NOT EXISTS schema_version (
+                 version    INTEGER NOT NULL PRIMARY KEY,
+                 applied_at TEXT    NOT NULL
+             );"
+        )),
+    )?;
+    let start = usize::try_from(found).unwrap_or(0);
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        ctx("applying a migration", tx.execute_batch(sql))?;
+        ctx(
+            "recording a migration",
+            tx.execute(
+                "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)",
+                rusqlite::params![i as i64 + 1, super::clock::now()],
+            ),
+        )?;
+    }
+    ctx("committing migrations", tx.commit())?;
+    Ok(found)
+}

@@ -1,0 +1,1044 @@
+//! [`RunStore`] on one SQLite file (bundled SQLite, WAL): the service's only store.
+//!
+//! Owns: the database file given to it, its writer connection (behind one lock: every write
+//! is one short `BEGIN IMMEDIATE` transaction) and a small pool of read-only connections,
+//! a bounded in-memory cache of recently written rows (validated by `last_seq` on every
+//! write, so a stale entry can never be committed), and the hub.
+//! Must not touch: files other than the database (activation, in `activation.rs`, handles the
+//! state directory, legacy data and the backup).
+//!
+//! Layout (see `schema.rs`): `runs` holds the typed columns and the mutable part of the row,
+//! `events` the log (payload = the event's JSON text, byte for byte), `blobs`, `tombstones`.
+//! The immutable part of the row is the fold of the run's `run.created` event and the
+//! checkpoint is the properties of the event at `runs.checkpoint_seq`, both read by join.
+
+use super::error::{ActivationError, StoreError};
+use super::fold::fold;
+use super::hub::Hub;
+use super::model::{
+    Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
+};
+use super::prep::{self, sha256_hex};
+use super::schema::{self, SchemaError};
+use super::{clock, ActivationReport, RunStore};
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Rows kept in the writer's cache (the engine appends to a handful of active runs).
+const ROW_CACHE_CAPACITY: usize = 64;
+/// Idle read connections kept open.
+const READER_POOL: usize = 8;
+
+/// How often the background checkpointer copies committed WAL pages into the database.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The SQLite-backed store. Create it with [`SqliteStore::activate`] (the server) or
+/// [`SqliteStore::open`] (tools and tests).
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Writer>,
+    readers: Mutex<Vec<Connection>>,
+    hub: Hub,
+    _checkpointer: Option<Checkpointer>,
+    pub(crate) report: Option<ActivationReport>,
+}
+
+/// A thread that runs `PRAGMA wal_checkpoint(PASSIVE)` every [`CHECKPOINT_INTERVAL`], so the
+/// fsyncs of checkpointing never stall a commit. Passive checkpoints never block writers or
+/// readers; they skip what they cannot do now and catch up next time.
+struct Checkpointer {
+    stop: Option<Sender<()>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn spawn(path: &Path) -> Result<Checkpointer, ActivationError> {
+        let conn = schema::open_checkpointer(path).map_err(|source| ActivationError::Database {
+            what: "opening the checkpointer connection".into(),
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (stop, stopped) = bounded::<()>(1);
+        let handle = std::thread::Builder::new()
+            .name("svc-store-checkpoint".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_INTERVAL)
+                {
+                    // A failure here (busy, I/O) is retried next tick; the writer's inline
+                    // autocheckpoint is the safety net if it keeps failing.
+                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            })
+            .map_err(|source| ActivationError::Io {
+                what: "start the checkpointer thread for",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Checkpointer {
+            stop: Some(stop),
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Writer {
+    conn: Connection,
+    cache: HashMap<String, RunRow>,
+}
+
+/// The mutable part of a row, as stored in `runs.state`.
+#[derive(Serialize)]
+struct StateRef<'a> {
+    status: &'a RunStatus,
+    pending_control: &'a Option<Control>,
+    archived: bool,
+    archived_at: &'a Option<String>,
+    approval: &'a Option<Value>,
+    error: &'a Option<String>,
+    created_at: &'a str,
+    updated_at: &'a str,
+    started_at: &'a Option<String>,
+    completed_at: &'a Option<String>,
+    last_event_at: &'a Option<String>,
+    last_seq: u64,
+    questions: &'a [Value],
+    superseded_by: &'a Option<String>,
+}
+
+#[derive(Deserialize)]
+struct StateOwned {
+    status: RunStatus,
+    pending_control: Option<Control>,
+    archived: bool,
+    archived_at: Option<String>,
+    approval: Option<Value>,
+    error: Option<String>,
+    created_at: String,
+    updated_at: String,
+    started_at: Option<String>,
+    completed_at: Option<String>,
+    last_event_at: Option<String>,
+    last_seq: u64,
+    #[serde(default)]
+    questions: Vec<Value>,
+    #[serde(default)]
+    superseded_by: Option<String>,
+}
+
+fn encode_state(row: &RunRow) -> Result<String, StoreError> {
+    serde_json::to_string(&StateRef {
+        status: &row.status,
+        pending_control: &row.pending_control,
+        archived: row.archived,
+        archived_at: &row.archived_at,
+        approval: &row.approval,
+        error: &row.error,
+        created_at: &row.created_at,
+        updated_at: &row.updated_at,
+        started_at: &row.started_at,
+        completed_at: &row.completed_at,
+        last_event_at: &row.last_event_at,
+        last_seq: row.last_seq,
+        questions: &row.questions,
+        superseded_by: &row.superseded_by,
+    })
+    .map_err(|source| StoreError::Encode {
+        what: "row state",
+        run_id: row.id.clone(),
+        source,
+    })
+}
+
+fn corrupt(run_id: &str, reason: String) -> StoreError {
+    StoreError::Corrupt {
+        run_id: run_id.to_string(),
+        reason,
+    }
+}
+
+fn parse_event(run_id: &str, seq: u64, json: &str) -> Result<Event, StoreError> {
+    serde_json::from_str(json)
+        .map_err(|e| corrupt(run_id, format!("event {seq} is not a valid event: {e}")))
+}
+
+/// Assembles a row from `runs.state`, the `run.created` payload and the checkpoint payload.
+fn assemble(
+    run_id: &str,
+    state: &str,
+    created: &str,
+    checkpoint: Option<&str>,
+) -> Result<RunRow, StoreError> {
+    let s: StateOwned = serde_json::from_str(state)
+        .map_err(|e| corrupt(run_id, format!("row state is not valid: {e}")))?;
+    let created = parse_event(run_id, 1, created)?;
+    let mut row = RunRow::from_created(&created);
+    row.status = s.status;
+    row.pending_control = s.pending_control;
+    row.archived = s.archived;
+    row.archived_at = s.archived_at;
+    row.approval = s.approval;
+    row.error = s.error;
+    row.created_at = s.created_at;
+    row.updated_at = s.updated_at;
+    row.started_at = s.started_at;
+    row.completed_at = s.completed_at;
+    row.last_event_at = s.last_event_at;
+    row.last_seq = s.last_seq;
+    row.current_question = s.questions.first().cloned();
+    row.questions = s.questions;
+    row.superseded_by = s.superseded_by;
+    if let Some(text) = checkpoint {
+        row.checkpoint = Some(parse_event(run_id, 0, text)?.properties);
+    }
+    Ok(row)
+}
+
+const ROW_SELECT: &str = "SELECT r.id, r.state, c.payload, k.payload FROM runs r \
+     JOIN events c ON c.run_id = r.id AND c.seq = 1 \
+     LEFT JOIN events k ON k.run_id = r.id AND k.seq = r.checkpoint_seq";
+
+fn row_from_sql(
+    r: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(String, String, String, Option<String>)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}
+
+fn load_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+    let found = conn
+        .prepare_cached(&format!("{ROW_SELECT} WHERE r.id = ?1"))
+        .and_then(|mut st| st.query_row([run_id], row_from_sql).optional())
+        .map_err(StoreError::db("reading a run", run_id))?;
+    match found {
+        Some((id, state, created, checkpoint)) => {
+            assemble(&id, &state, &created, checkpoint.as_deref()).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
+fn tombstone_of(conn: &Connection, run_id: &str) -> Result<Option<String>, StoreError> {
+    conn.prepare_cached("SELECT deleted_at FROM tombstones WHERE run_id = ?1")
+        .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
+        .map_err(StoreError::db("reading tombstones", run_id))
+}
+
+/// `NotFound` or `Tombstoned` for a run that has no row.
+fn missing(conn: &Connection, run_id: &str) -> StoreError {
+    match tombstone_of(conn, run_id) {
+        Ok(Some(deleted_at)) => StoreError::Tombstoned {
+            run_id: run_id.to_string(),
+            deleted_at,
+        },
+        Ok(None) => StoreError::NotFound {
+            run_id: run_id.to_string(),
+        },
+        Err(e) => e,
+    }
+}
+
+fn run_exists(conn: &Connection, run_id: &str) -> Result<bool, StoreError> {
+    conn.prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+        .and_then(|mut st| st.exists([run_id]))
+        .map_err(StoreError::db("reading a run", run_id))
+}
+
+fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+fn insert_run_row(
+    tx: &Connection,
+    row: &RunRow,
+    state: &str,
+    checkpoint_seq: Option<u64>,
+    op: &'static str,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO runs (id, status, archived, parent_id, created_at, updated_at, last_seq, \
+         checkpoint_seq, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            row.id,
+            row.status.name(),
+            row.archived,
+            row.parent_id,
+            row.created_at,
+            row.updated_at,
+            row.last_seq,
+            checkpoint_seq,
+            state
+        ])
+    })
+    .map(|_| ())
+    .map_err(StoreError::db(op, &row.id))
+}
+
+fn insert_event(
+    tx: &Connection,
+    run_id: &str,
+    seq: u64,
+    kind: &str,
+    ts: &str,
+    payload: &str,
+    op: &'static str,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO events (run_id, seq, kind, ts, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut st| st.execute(params![run_id, seq, kind, ts, payload]))
+    .map(|_| ())
+    .map_err(StoreError::db(op, run_id))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `db_path` and migrates it; no checks,
+    /// no legacy import. For tools and tests; the server uses [`SqliteStore::activate`].
+    pub fn open(db_path: &Path) -> Result<SqliteStore, ActivationError> {
+        let dberr = |what: &str, source| ActivationError::Database {
+            what: what.to_string(),
+            path: db_path.to_path_buf(),
+            source,
+        };
+        let schema_err = |e: SchemaError| match e {
+            SchemaError::Sql(what, source) => dberr(what, source),
+            SchemaError::NotOurs(found) => ActivationError::NotOurs {
+                path: db_path.to_path_buf(),
+                found,
+            },
+            SchemaError::Newer(found) => ActivationError::NewerSchema {
+                path: db_path.to_path_buf(),
+                found,
+                supported: schema::SCHEMA_VERSION,
+            },
+        };
+        let mut conn = schema::open_writer(db_path).map_err(schema_err)?;
+        schema::migrate(&mut conn).map_err(schema_err)?;
+        schema::defer_checkpoints(&conn).map_err(|e| dberr("setting wal_autocheckpoint", e))?;
+        let checkpointer = Some(Checkpointer::spawn(db_path)?);
+        Ok(SqliteStore {
+            path: db_path.to_path_buf(),
+            writer: Mutex::new(Writer {
+                conn,
+                cache: HashMap::new(),
+            }),
+            readers: Mutex::new(Vec::new()),
+            hub: Hub::new(),
+            _checkpointer: checkpointer,
+            report: None,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What activation did, when the store came from [`SqliteStore::activate`].
+    pub fn activation_report(&self) -> Option<&ActivationReport> {
+        self.report.as_ref()
+    }
+
+    fn with_reader<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let pooled = self.readers.lock().pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => schema::open_reader(&self.path)
+                .map_err(StoreError::db_global("opening a read connection"))?,
+        };
+        let result = f(&conn);
+        let mut pool = self.readers.lock();
+        if pool.len() < READER_POOL {
+            pool.push(conn);
+        }
+        result
+    }
+
+    /// Runs `PRAGMA quick_check` (or the full `integrity_check` when `full`) on a read
+    /// connection. Returns the problems found; empty means the database is sound. Reads the
+    /// whole file: seconds on a large database.
+    pub fn integrity_problems(&self, full: bool) -> Result<Vec<String>, StoreError> {
+        let sql = if full {
+            "PRAGMA integrity_check"
+        } else {
+            "PRAGMA quick_check"
+        };
+        self.with_reader(|conn| {
+            let mut st = conn
+                .prepare(sql)
+                .map_err(StoreError::db_global("checking integrity"))?;
+            let rows = st
+                .query_map([], |r| r.get::<_, String>(0))
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
+                .map_err(StoreError::db_global("checking integrity"))?;
+            Ok(rows.into_iter().filter(|r| r != "ok").collect())
+        })
+    }
+
+    /// Checks that the stored row of `run_id` equals the fold of its stored events and that
+    /// its seqs run 1..=last_seq without a gap. Reads the whole run.
+    pub fn verify_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.with_reader(|conn| {
+            let tx_row = load_row(conn, run_id)?.ok_or_else(|| missing(conn, run_id))?;
+            let mut st = conn
+                .prepare_cached("SELECT seq, payload FROM events WHERE run_id = ?1 ORDER BY seq")
+                .map_err(StoreError::db("verifying a run", run_id))?;
+            let rows = st
+                .query_map([run_id], |r| {
+                    Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?))
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(StoreError::db("verifying a run", run_id))?;
+            let mut events = Vec::with_capacity(rows.len());
+            for (i, (seq, json)) in rows.iter().enumerate() {
+                if *seq != i as u64 + 1 {
+                    return Err(corrupt(
+                        run_id,
+                        format!("seq {seq} found where {} was due", i + 1),
+                    ));
+                }
+                events.push(parse_event(run_id, *seq, json)?);
+            }
+            let folded = super::replay(&events)
+                .ok_or_else(|| corrupt(run_id, "the run has no events".into()))?;
+            if folded != tx_row {
+                return Err(corrupt(
+                    run_id,
+                    "the stored row differs from the fold of the stored events".into(),
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// Cheap consistency checks that read a few pages whatever the database size: the newest
+    /// run's row, its first and last events, and that nothing follows its last event.
+    pub(crate) fn cheap_check(&self) -> Result<(), StoreError> {
+        self.with_reader(|conn| {
+            let newest: Option<(String, u64)> = conn
+                .query_row(
+                    "SELECT id, last_seq FROM runs ORDER BY id DESC LIMIT 1",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(StoreError::db_global("reading the newest run"))?;
+            let Some((run_id, last_seq)) = newest else {
+                return Ok(());
+            };
+            let row = load_row(conn, &run_id)?
+                .ok_or_else(|| corrupt(&run_id, "its run.created event is missing".into()))?;
+            if row.last_seq != last_seq {
+                return Err(corrupt(
+                    &run_id,
+                    "row state and last_seq column disagree".into(),
+                ));
+            }
+            let tail: Vec<u64> = conn
+                .prepare("SELECT seq FROM events WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq")
+                .and_then(|mut st| {
+                    st.query_map(params![run_id, last_seq], |r| r.get(0))?
+                        .collect::<rusqlite::Result<Vec<u64>>>()
+                })
+                .map_err(StoreError::db("reading the newest run", &run_id))?;
+            if tail != [last_seq] {
+                return Err(corrupt(
+                    &run_id,
+                    format!("events at or after last_seq {last_seq} are {tail:?}"),
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// The recorded one-time legacy import, if any.
+    pub(crate) fn legacy_record(&self) -> Result<Option<LegacyRecord>, StoreError> {
+        self.with_reader(|conn| {
+            conn.query_row(
+                "SELECT source, backup_file, backup_sha256, backup_size, runs, events, blobs, \
+                 completed_at FROM legacy_import WHERE id = 1",
+                [],
+                |r| {
+                    Ok(LegacyRecord {
+                        source: r.get(0)?,
+                        backup_file: r.get(1)?,
+                        backup_sha256: r.get(2)?,
+                        backup_size: r.get(3)?,
+                        runs: r.get(4)?,
+                        events: r.get(5)?,
+                        blobs: r.get(6)?,
+                        completed_at: r.get(7)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(StoreError::db_global("reading the legacy import record"))
+        })
+    }
+
+    pub(crate) fn record_legacy(&self, rec: &LegacyRecord) -> Result<(), StoreError> {
+        let w = self.writer.lock();
+        w.conn
+            .execute(
+                "INSERT INTO legacy_import (id, source, backup_file, backup_sha256, backup_size, \
+                 runs, events, blobs, completed_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    rec.source,
+                    rec.backup_file,
+                    rec.backup_sha256,
+                    rec.backup_size,
+                    rec.runs,
+                    rec.events,
+                    rec.blobs,
+                    rec.completed_at
+                ],
+            )
+            .map(|_| ())
+            .map_err(StoreError::db_global("recording the legacy import"))
+    }
+
+    /// Number of runs and of events, counted through the indexes (a full scan: for tools).
+    pub fn counts(&self) -> Result<(u64, u64), StoreError> {
+        self.with_reader(|conn| {
+            conn.query_row(
+                "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM events)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(StoreError::db_global("counting runs"))
+        })
+    }
+
+    /// Test hook: caps the database size (`PRAGMA max_page_count`) to provoke "disk full".
+    #[doc(hidden)]
+    pub fn limit_pages_for_tests(&self, max_pages: u64) -> Result<u64, StoreError> {
+        let w = self.writer.lock();
+        w.conn
+            .query_row(&format!("PRAGMA max_page_count = {max_pages}"), [], |r| {
+                r.get(0)
+            })
+            .map_err(StoreError::db_global("setting max_page_count"))
+    }
+
+    /// One append transaction: the row update (guarded by the previous `last_seq`) and the
+    /// event insert. `Ok(false)` when the guard failed (stale cached row; nothing written).
+    /// BEGIN/COMMIT are cached statements: this is the hot path.
+    #[allow(clippy::too_many_arguments)]
+    fn write_append(
+        conn: &Connection,
+        event: &Event,
+        payload: &str,
+        row: &RunRow,
+        state: &str,
+        prev_seq: u64,
+        status_changed: bool,
+    ) -> Result<bool, StoreError> {
+        let run_id = event.run_id.as_str();
+        let err = StoreError::db("appending an event", run_id);
+        conn.prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut st| st.execute([]))
+            .map_err(&err)?;
+        let written =
+            Self::append_statements(conn, event, payload, row, state, prev_seq, status_changed)
+                .and_then(|written| {
+                    if written {
+                        conn.prepare_cached("COMMIT")
+                            .and_then(|mut st| st.execute([]))
+                            .map_err(&err)?;
+                    }
+                    Ok(written)
+                });
+        if !matches!(written, Ok(true)) && !conn.is_autocommit() {
+            // Nothing of this append may remain; a failed ROLLBACK leaves SQLite to roll back.
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        written
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn append_statements(
+        conn: &Connection,
+        event: &Event,
+        payload: &str,
+        row: &RunRow,
+        state: &str,
+        prev_seq: u64,
+        status_changed: bool,
+    ) -> Result<bool, StoreError> {
+        let run_id = event.run_id.as_str();
+        let err = StoreError::db("appending an event", run_id);
+        let checkpoint_seq = (event.event == "checkpoint.completed").then_some(event.seq);
+        let updated = if status_changed {
+            conn.prepare_cached(
+                "UPDATE runs SET status = ?2, archived = ?3, updated_at = ?4, last_seq = ?5, \
+                 checkpoint_seq = COALESCE(?6, checkpoint_seq), state = ?7 \
+                 WHERE id = ?1 AND last_seq = ?8",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    run_id,
+                    row.status.name(),
+                    row.archived,
+                    row.updated_at,
+                    row.last_seq,
+                    checkpoint_seq,
+                    state,
+                    prev_seq
+                ])
+            })
+        } else {
+            // Indexed columns unchanged: leave them out so no index is touched.
+            conn.prepare_cached(
+                "UPDATE runs SET updated_at = ?2, last_seq = ?3, \
+                 checkpoint_seq = COALESCE(?4, checkpoint_seq), state = ?5 \
+                 WHERE id = ?1 AND last_seq = ?6",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    run_id,
+                    row.updated_at,
+                    row.last_seq,
+                    checkpoint_seq,
+                    state,
+                    prev_seq
+                ])
+            })
+        }
+        .map_err(&err)?;
+        if updated != 1 {
+            return Ok(false);
+        }
+        insert_event(
+            conn,
+            run_id,
+            event.seq,
+            &event.event,
+            &event.ts,
+            payload,
+            "appending an event",
+        )?;
+        Ok(true)
+    }
+
+    fn publish(&self, event: Event) -> Event {
+        if !self.hub.has_listeners(&event.run_id) {
+            return event;
+        }
+        let shared = Arc::new(event);
+        self.hub.publish(Arc::clone(&shared));
+        Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone())
+    }
+}
+
+/// The row of `legacy_import`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LegacyRecord {
+    pub source: String,
+    pub backup_file: String,
+    pub backup_sha256: String,
+    pub backup_size: u64,
+    pub runs: u64,
+    pub events: u64,
+    pub blobs: u64,
+    pub completed_at: String,
+}
+
+impl Writer {
+    fn take_row(&mut self, run_id: &str) -> Result<RunRow, StoreError> {
+        if let Some(row) = self.cache.remove(run_id) {
+            return Ok(row);
+        }
+        load_row(&self.conn, run_id)?.ok_or_else(|| missing(&self.conn, run_id))
+    }
+
+    fn keep_row(&mut self, row: RunRow) {
+        if self.cache.len() >= ROW_CACHE_CAPACITY {
+            self.cache.clear();
+        }
+        self.cache.insert(row.id.clone(), row);
+    }
+}
+
+impl RunStore for SqliteStore {
+    fn create_run(&self, new: NewRun) -> Result<RunRow, StoreError> {
+        let (event, payload, row) = prep::prepare_created(new)?;
+        let state = encode_state(&row)?;
+        let run_id_owned = row.id.clone();
+        let run_id = run_id_owned.as_str();
+        let err = StoreError::db("creating a run", run_id);
+        let mut guard = self.writer.lock();
+        let w = &mut *guard;
+        let tx = w
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&err)?;
+        if let Some(deleted_at) = tombstone_of(&tx, run_id)? {
+            return Err(StoreError::Tombstoned {
+                run_id: run_id.to_string(),
+                deleted_at,
+            });
+        }
+        if run_exists(&tx, run_id)? {
+            return Err(StoreError::AlreadyExists {
+                run_id: run_id.to_string(),
+            });
+        }
+        insert_run_row(&tx, &row, &state, None, "creating a run")?;
+        insert_event(
+            &tx,
+            run_id,
+            1,
+            &event.event,
+            &event.ts,
+            &payload,
+            "creating a run",
+        )?;
+        tx.commit().map_err(&err)?;
+        w.keep_row(row.clone());
+        self.publish(event);
+        Ok(row)
+    }
+
+    fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
+        prep::check_draft(run_id, &draft)?;
+        let mut guard = self.writer.lock();
+        let w = &mut *guard;
+        // Minted under the lock, so timestamps follow seq order (as far as the clock does).
+        let mut event = prep::mint(run_id, 0, draft);
+        for _attempt in 0..2 {
+            let row = w.take_row(run_id)?;
+            let prev_seq = row.last_seq;
+            let before = (row.status.name(), row.archived);
+            event.seq = prev_seq + 1;
+            let payload = prep::encode(&event)?;
+            let row = fold(row, &event);
+            let state = encode_state(&row)?;
+            let status_changed = before != (row.status.name(), row.archived);
+            if Self::write_append(
+                &w.conn,
+                &event,
+                &payload,
+                &row,
+                &state,
+                prev_seq,
+                status_changed,
+            )? {
+                w.keep_row(row);
+                return Ok(self.publish(event));
+            }
+        }
+        Err(corrupt(
+            run_id,
+            "its row changed under the writer twice in a row (another process writing?)".into(),
+        ))
+    }
+
+    fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        self.with_reader(|conn| load_row(conn, run_id))
+    }
+
+    fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError> {
+        let mut sql = format!("{ROW_SELECT} WHERE 1 = 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if query.exclude_archived {
+            sql.push_str(" AND r.archived = 0");
+        }
+        if !query.statuses.is_empty() {
+            let marks = vec!["?"; query.statuses.len()].join(", ");
+            sql.push_str(&format!(" AND r.status IN ({marks})"));
+            args.extend(query.statuses.iter().cloned().map(Into::into));
+        }
+        if let Some(parent) = &query.parent_id {
+            sql.push_str(" AND r.parent_id = ?");
+            args.push(parent.clone().into());
+        }
+        sql.push_str(if query.oldest_first {
+            " ORDER BY r.id ASC"
+        } else {
+            " ORDER BY r.id DESC"
+        });
+        sql.push_str(" LIMIT ? OFFSET ?");
+        args.push(sql_limit(query.limit).into());
+        args.push(sql_limit(query.offset).into());
+        self.with_reader(|conn| {
+            let err = StoreError::db_global("listing runs");
+            let mut st = conn.prepare_cached(&sql).map_err(&err)?;
+            let rows = st
+                .query_map(rusqlite::params_from_iter(args.iter()), row_from_sql)
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(&err)?;
+            rows.iter()
+                .map(|(id, state, created, cp)| assemble(id, state, created, cp.as_deref()))
+                .collect()
+        })
+    }
+
+    fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.events_raw(run_id, since_seq, limit)?
+            .into_iter()
+            .map(|raw| parse_event(run_id, raw.seq, &raw.json))
+            .collect()
+    }
+
+    fn events_raw(
+        &self,
+        run_id: &str,
+        since_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<RawEvent>, StoreError> {
+        self.with_reader(|conn| {
+            let err = StoreError::db("reading events", run_id);
+            let mut st = conn
+                .prepare_cached(
+                    "SELECT seq, payload FROM events WHERE run_id = ?1 AND seq >= ?2 \
+                     ORDER BY seq LIMIT ?3",
+                )
+                .map_err(&err)?;
+            let rows = st
+                .query_map(params![run_id, since_seq, sql_limit(limit)], |r| {
+                    Ok(RawEvent {
+                        seq: r.get(0)?,
+                        json: r.get(1)?,
+                    })
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(&err)?;
+            if rows.is_empty() && !run_exists(conn, run_id)? {
+                return Err(missing(conn, run_id));
+            }
+            Ok(rows)
+        })
+    }
+
+    fn delete_run(&self, run_id: &str) -> Result<(), StoreError> {
+        let err = StoreError::db("deleting a run", run_id);
+        let mut guard = self.writer.lock();
+        let w = &mut *guard;
+        w.cache.remove(run_id);
+        let tx = w
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&err)?;
+        if tombstone_of(&tx, run_id)?.is_some() {
+            return Ok(());
+        }
+        let removed = tx
+            .execute("DELETE FROM runs WHERE id = ?1", [run_id])
+            .map_err(&err)?;
+        if removed == 0 {
+            return Err(StoreError::NotFound {
+                run_id: run_id.to_string(),
+            });
+        }
+        tx.execute("DELETE FROM events WHERE run_id = ?1", [run_id])
+            .map_err(&err)?;
+        tx.execute(
+            "INSERT INTO tombstones (run_id, deleted_at) VALUES (?1, ?2)",
+            params![run_id, clock::now()],
+        )
+        .map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        self.hub.close_run(run_id);
+        Ok(())
+    }
+
+    fn tombstone(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        self.with_reader(|conn| tombstone_of(conn, run_id))
+    }
+
+    fn import_run(&self, run_id: &str, lines: &[String]) -> Result<ImportOutcome, StoreError> {
+        let (events, row) = prep::parse_import(run_id, lines)?;
+        let state = encode_state(&row)?;
+        let checkpoint_seq = events
+            .iter()
+            .rev()
+            .find(|e| e.event == "checkpoint.completed")
+            .map(|e| e.seq);
+        let err = StoreError::db("importing a run", run_id);
+        let mut guard = self.writer.lock();
+        let w = &mut *guard;
+        w.cache.remove(run_id);
+        let tx = w
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&err)?;
+        if let Some(deleted_at) = tombstone_of(&tx, run_id)? {
+            return Err(StoreError::Tombstoned {
+                run_id: run_id.to_string(),
+                deleted_at,
+            });
+        }
+        if run_exists(&tx, run_id)? {
+            let stored: Vec<String> = tx
+                .prepare_cached("SELECT payload FROM events WHERE run_id = ?1 ORDER BY seq")
+                .and_then(|mut st| {
+                    st.query_map([run_id], |r| r.get(0))?
+                        .collect::<rusqlite::Result<Vec<String>>>()
+                })
+                .map_err(&err)?;
+            return if stored == lines {
+                Ok(ImportOutcome::AlreadyPresent)
+            } else {
+                Err(StoreError::ImportConflict {
+                    run_id: run_id.to_string(),
+                    reason: format!(
+                        "the store holds {} different event(s) for this run",
+                        stored.len()
+                    ),
+                })
+            };
+        }
+        insert_run_row(&tx, &row, &state, checkpoint_seq, "importing a run")?;
+        for (event, text) in events.iter().zip(lines) {
+            insert_event(
+                &tx,
+                run_id,
+                event.seq,
+                &event.event,
+                &event.ts,
+                text,
+                "importing a run",
+            )?;
+        }
+        tx.commit().map_err(&err)?;
+        Ok(ImportOutcome::Imported)
+    }
+
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        let id = sha256_hex(bytes);
+        let w = self.writer.lock();
+        w.conn
+            .prepare_cached("INSERT OR IGNORE INTO blobs (id, size, bytes) VALUES (?1, ?2, ?3)")
+            .and_then(|mut st| st.execute(params![id, bytes.len(), bytes]))
+            .map_err(StoreError::db_global("storing a blob"))?;
+        Ok(id)
+    }
+
+    fn get_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        if !prep::is_blob_id(id) {
+            return Err(StoreError::InvalidBlobId { id: id.to_string() });
+        }
+        let found: Option<(i64, Vec<u8>)> = self.with_reader(|conn| {
+            conn.prepare_cached("SELECT size, bytes FROM blobs WHERE id = ?1")
+                .and_then(|mut st| {
+                    st.query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .map_err(StoreError::db_global("reading a blob"))
+        })?;
+        let Some((size, bytes)) = found else {
+            return Ok(None);
+        };
+        let actual = sha256_hex(&bytes);
+        if actual != id || usize::try_from(size).ok() != Some(bytes.len()) {
+            return Err(StoreError::CorruptBlob {
+                id: id.to_string(),
+                actual,
+                size: bytes.len(),
+            });
+        }
+        Ok(Some(bytes))
+    }
+
+    fn has_blob(&self, id: &str) -> Result<bool, StoreError> {
+        self.with_reader(|conn| {
+            conn.prepare_cached("SELECT 1 FROM blobs WHERE id = ?1")
+                .and_then(|mut st| st.exists([id]))
+                .map_err(StoreError::db_global("reading a blob"))
+        })
+    }
+
+    fn hub(&self) -> &Hub {
+        &self.hub
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(&dir.path().join("svc.db")).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn create_append_read_back() {
+        let (_d, s) = store();
+        let row = s
+            .create_run(NewRun {
+                title: "t".into(),
+                ..NewRun::default()
+            })
+            .unwrap();
+        let e = s
+            .append(&row.id, EventDraft::new("run.queued", json!({})))
+            .unwrap();
+        assert_eq!(e.seq, 2);
+        s.append(
+            &row.id,
+            EventDraft::new("checkpoint.completed", json!({"current_node":"a"})),
+        )
+        .unwrap();
+        let got = s.get_run(&row.id).unwrap().unwrap();
+        assert_eq!(got.status, RunStatus::Runnable);
+        assert_eq!(got.checkpoint, Some(json!({"current_node":"a"})));
+        assert_eq!(got.last_seq, 3);
+        s.verify_run(&row.id).unwrap();
+        let raw = s.events_raw(&row.id, 2, 10).unwrap();
+        assert_eq!(raw.len(), 2);
+        assert_eq!(raw[0].json, serde_json::to_string(&e).unwrap());
+        assert!(s.cheap_check().is_ok());
+    }
+
+    #[test]
+    fn stale_cache_is_detected() {
+        let (_d, s) = store();
+        let row = s.create_run(NewRun::default()).unwrap();
+        // Another writer moves the row on behind the cache's back.
+        let other = SqliteStore::open(s.path()).unwrap();
+        other
+            .append(&row.id, EventDraft::new("run.queued", json!({})))
+            .unwrap();
+        let e = s
+            .append(&row.id, EventDraft::new("run.starting", json!({})))
+            .unwrap();
+        assert_eq!(e.seq, 3);
+        s.verify_run(&row.id).unwrap();
+        other.delete_run(&row.id).unwrap();
+        let err = s
+            .append(&row.id, EventDraft::new("x", json!({})))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Tombstoned { .. }), "{err}");
+    }
+}

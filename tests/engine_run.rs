@@ -1,0 +1,302 @@
+//! End-to-end: `svc run --format json` on testdata/engine workflows — routing, failures,
+//! retries, partial outcomes, goal gates, visit limits, signatures, restarts, timeouts,
+//! wait, structured output, environment, LLM stages and exit codes.
+
+mod engine_common;
+
+use engine_common::{gone, Sandbox};
+use serde_json::json;
+use std::time::Duration;
+
+#[test]
+fn routing_tiers_in_order() {
+    let cases = [
+        ("1", "by_condition"),
+        ("2", "beta"),
+        ("3", "gamma"),
+        ("4", "heavy"),
+    ];
+    for (tier, expected) in cases {
+        let s = Sandbox::new();
+        let r = s.run("routing_tiers.dot", &["--input", &format!("tier={tier}")]);
+        assert_eq!(r.code, 0, "tier {tier}: {}", r.stderr);
+        assert_eq!(
+            r.path(),
+            ["start", "decide", expected, "exit"],
+            "tier {tier}"
+        );
+    }
+}
+
+#[test]
+fn equal_weights_pick_the_smallest_target_id() {
+    let r = Sandbox::new().run("routing_ties.dot", &[]);
+    assert_eq!(r.path(), ["start", "x", "eta", "exit"]);
+}
+
+#[test]
+fn failure_does_not_follow_unconditional_edges() {
+    let s = Sandbox::new();
+    let r = s.run("fail_unconditional.dot", &[]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.status(), "failed");
+    assert_eq!(r.path(), ["start", "build"]);
+    let e = r.error();
+    assert!(
+        e.contains("stage `build` failed: command exited with code 3"),
+        "{e}"
+    );
+    assert!(e.contains("compile error"), "{e}");
+    assert_eq!(s.lines("after.txt"), 0);
+}
+
+#[test]
+fn failure_takes_conditions_then_the_retry_target_chain() {
+    let s = Sandbox::new();
+    let r = s.run("fail_routes.dot", &["--input", "code=2"]);
+    assert_eq!(
+        r.path(),
+        ["start", "build", "on_two", "exit"],
+        "{}",
+        r.stderr
+    );
+    let s = Sandbox::new();
+    let r = s.run("fail_routes.dot", &["--input", "code=1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.path(),
+        [
+            "start",
+            "build",
+            "graph_target",
+            "check",
+            "node_target",
+            "exit"
+        ]
+    );
+    assert_eq!(s.read("class.txt").trim(), "deterministic");
+}
+
+#[test]
+fn retries_count_attempts_through_a_counter_file() {
+    let s = Sandbox::new();
+    let r = s.run("retries.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(s.lines("flaky.txt"), 3);
+    assert_eq!(s.lines("bad.txt"), 2);
+    assert_eq!(r.path(), ["start", "flaky", "always_bad", "exit"]);
+    assert_eq!(r.ctx("internal.retry_count.flaky"), &json!(2));
+}
+
+#[test]
+fn validation_failures_are_not_retried() {
+    let s = Sandbox::new();
+    let r = s.run("retries_deterministic.dot", &[]);
+    assert_eq!(r.code, 1);
+    assert_eq!(s.lines("attempts.txt"), 1);
+    assert!(
+        r.error().contains("does not match its output_schema"),
+        "{}",
+        r.error()
+    );
+}
+
+#[test]
+fn allow_partial_and_auto_status() {
+    let s = Sandbox::new();
+    let r = s.run("partial.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(s.lines("p.txt"), 2);
+    assert_eq!(r.path(), ["start", "p", "q", "exit"]);
+    assert_eq!(r.json["reason"], "partial_success");
+    assert_eq!(r.ctx("outcome"), &json!("succeeded"));
+}
+
+#[test]
+fn goal_gate_sends_the_run_back_to_its_retry_target() {
+    let s = Sandbox::new();
+    let r = s.run("goal_gate.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.path(), ["start", "prep", "gate", "prep", "gate", "exit"]);
+    assert_eq!(s.lines("prep.txt"), 2);
+}
+
+#[test]
+fn unsatisfied_goal_gate_without_target_fails() {
+    let r = Sandbox::new().run("goal_gate_unsatisfied.dot", &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.error().contains("goal gate `gate` is not satisfied"),
+        "{}",
+        r.error()
+    );
+    assert_eq!(r.path(), ["start", "gate"]);
+}
+
+#[test]
+fn visit_limit_boundary() {
+    let s = Sandbox::new();
+    let ok = s.run("visits_5.dot", &[]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_eq!(s.lines("visits.txt"), 5);
+    let s = Sandbox::new();
+    let over = s.run("visits_4.dot", &[]);
+    assert_eq!(over.code, 1);
+    assert_eq!(s.lines("visits.txt"), 4);
+    let e = over.error();
+    assert!(e.contains("`again`") && e.contains("max_visits=4"), "{e}");
+}
+
+#[test]
+fn repeated_failure_signature_stops_the_loop() {
+    let s = Sandbox::new();
+    let r = s.run("signature_limit.dot", &[]);
+    assert_eq!(r.code, 1);
+    assert_eq!(s.lines("test.txt"), 3);
+    assert_eq!(s.lines("fix.txt"), 2);
+    assert!(
+        r.error().contains("loop_restart_signature_limit=3"),
+        "{}",
+        r.error()
+    );
+}
+
+#[test]
+fn loop_restart_resets_the_context() {
+    let s = Sandbox::new();
+    let r = s.run("loop_restart.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.path(), ["start", "work", "work", "exit"]);
+    assert_eq!(r.ctx("round"), &json!("2"));
+    assert_eq!(
+        r.ctx("seen_2"),
+        &json!(""),
+        "round 2 must not see round 1's keys"
+    );
+    assert!(r.ctx("seen_1").is_null());
+}
+
+#[test]
+fn only_transient_failures_cross_loop_restart() {
+    let s = Sandbox::new();
+    let r = s.run("loop_restart_guard.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(s.lines("tries.txt"), 2);
+    let s = Sandbox::new();
+    let r = s.run("loop_restart_guard.dot", &["--input", "mode=plain"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.error().contains("only transient infrastructure failures"),
+        "{}",
+        r.error()
+    );
+}
+
+#[test]
+fn node_timeout_kills_the_process_group() {
+    let s = Sandbox::new();
+    let r = s.run("timeout.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.path(), ["start", "slow", "timed_out", "exit"]);
+    assert!(r.elapsed < Duration::from_secs(10));
+    for f in ["shell.pid", "sleep.pid"] {
+        let pid: i32 = s.read(f).trim().parse().unwrap_or(0);
+        assert!(pid > 0, "{f} missing");
+        assert!(gone(pid), "{f}: process {pid} survived the timeout");
+    }
+}
+
+#[test]
+fn wait_node_waits() {
+    let r = Sandbox::new().run("wait.dot", &[]);
+    assert_eq!(r.code, 0);
+    assert!(r.elapsed >= Duration::from_millis(400));
+    assert_eq!(r.path(), ["start", "pause", "exit"]);
+}
+
+#[test]
+fn custom_schemas_store_output_under_the_node_id() {
+    let r = Sandbox::new().run("schema_custom.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.ctx("output.report"), &json!({"passed": 12, "failed": 0}));
+    assert_eq!(r.ctx("output.inline"), &json!({"ok": true}));
+}
+
+#[test]
+fn invalid_structured_output_fails_once() {
+    let s = Sandbox::new();
+    let r = s.run("schema_invalid.dot", &[]);
+    assert_eq!(r.code, 1);
+    assert_eq!(s.lines("attempts.txt"), 1);
+    assert!(r.error().contains("output_schema"), "{}", r.error());
+}
+
+#[test]
+fn commands_see_context_inputs_and_run_variables() {
+    let r = Sandbox::new().run("env.dot", &["--input", "who=ada"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = r.ctx("command.output").as_str().unwrap_or("").to_string();
+    let run_id = r.run_id();
+    assert_eq!(
+        out,
+        format!("check the env|ada|b-7|show|{run_id}\ncheck the env|ada|b-7\n")
+    );
+}
+
+#[test]
+fn llm_stages_need_a_provider_or_dry_run() {
+    let s = Sandbox::new();
+    let r = s.run("llm.dot", &[]);
+    assert_eq!(r.code, 1);
+    assert!(r.error().contains("no LLM provider"), "{}", r.error());
+    let r = s.run("llm.dot", &["--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.path(), ["start", "draft", "polish", "exit"]);
+    let resp = r.ctx("response.draft").as_str().unwrap_or("");
+    assert!(resp.contains("Draft: write a poem"), "{resp}");
+}
+
+#[test]
+fn invalid_workflows_and_usage_errors_exit_2() {
+    let s = Sandbox::new();
+    let r = s.run("invalid.dot", &[]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("error[terminal_node]"), "{}", r.stderr);
+    let r = s.run("wait.dot", &["--answer", "nonsense"]);
+    assert_eq!(r.code, 2);
+    let r = s.run("missing.dot", &[]);
+    assert_eq!(r.code, 2);
+}
+
+#[test]
+fn text_format_shows_progress_and_the_run_id() {
+    let s = Sandbox::new();
+    let file = engine_common::testdata("retries.dot");
+    let r = s.finish(s.command(&["run", file.to_str().unwrap_or("")]));
+    assert_eq!(r.code, 0);
+    assert!(r.stderr.starts_with("run "), "{}", r.stderr);
+    assert!(r.stderr.contains("▸ flaky (command)"), "{}", r.stderr);
+    assert!(r.stderr.contains("↻ flaky retrying in"), "{}", r.stderr);
+    assert!(r.stderr.contains("flaky → always_bad"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("succeeded: start → flaky → always_bad → exit"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn stall_watchdog_cancels_quiet_runs_but_not_waits_or_questions() {
+    let r = Sandbox::new().run("stall.dot", &[]);
+    assert_eq!(
+        r.code, 0,
+        "waits and questions are not stalls: {}",
+        r.stderr
+    );
+    assert_eq!(r.path(), ["start", "nap", "ask", "quiet", "exit"]);
+    let r = Sandbox::new().run("stall.dot", &["--input", "quiet=yes"]);
+    assert_eq!(r.code, 1);
+    assert!(r.error().contains("stalled"), "{}", r.error());
+    assert!(r.elapsed < Duration::from_millis(2900), "{:?}", r.elapsed);
+}
