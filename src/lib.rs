@@ -5,9 +5,11 @@
 //! typed, validated model, the engine plans and executes it, the store records every event,
 //! and the server streams them. See `ARCHITECTURE.md` for the tour.
 
+pub mod agent;
 pub mod cli;
 pub mod dot;
 pub mod engine;
 pub mod llm;
+pub mod sandbox;
 pub mod store;
 pub mod workflow;
