@@ -7,10 +7,12 @@
 
 #![recursion_limit = "256"]
 
+pub mod agent;
 pub mod cli;
 pub mod dot;
 pub mod engine;
 pub mod llm;
+pub mod sandbox;
 pub mod server;
 pub mod settings;
 pub mod store;

@@ -285,3 +285,18 @@ fn text_format_shows_progress_and_the_run_id() {
         r.stderr
     );
 }
+
+#[test]
+fn stall_watchdog_cancels_quiet_runs_but_not_waits_or_questions() {
+    let r = Sandbox::new().run("stall.dot", &[]);
+    assert_eq!(
+        r.code, 0,
+        "waits and questions are not stalls: {}",
+        r.stderr
+    );
+    assert_eq!(r.path(), ["start", "nap", "ask", "quiet", "exit"]);
+    let r = Sandbox::new().run("stall.dot", &["--input", "quiet=yes"]);
+    assert_eq!(r.code, 1);
+    assert!(r.error().contains("stalled"), "{}", r.error());
+    assert!(r.elapsed < Duration::from_millis(2900), "{:?}", r.elapsed);
+}

@@ -57,6 +57,7 @@ pub fn validate(args: ValidateArgs) -> i32 {
             Checked::Unreadable(why) => {
                 eprintln!("error: cannot read {shown}: {why}");
                 unreadable = true;
+                errors += 1;
             }
             Checked::Syntax(e) => {
                 any_error = true;
@@ -103,7 +104,11 @@ pub fn validate(args: ValidateArgs) -> i32 {
     match args.format {
         Format::Text => {
             let files = args.files.len();
-            let verdict = if any_error { "invalid" } else { "ok" };
+            let verdict = if any_error || unreadable {
+                "invalid"
+            } else {
+                "ok"
+            };
             let _ = writeln!(
                 out,
                 "{verdict}: {files} file{} checked, {errors} error{}, {warnings} warning{}",

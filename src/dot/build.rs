@@ -55,6 +55,9 @@ impl std::hash::Hasher for Fnv {
     }
 }
 
+/// Deepest subgraph nesting accepted (real workflows use two or three levels).
+pub(crate) const MAX_DEPTH: usize = 100;
+
 /// Parses a whole DOT file into a flat graph.
 pub fn parse(src: &str) -> Result<Graph, ParseError> {
     let lines = LineIndex::new(src);
@@ -68,6 +71,9 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
     let mut scope = Scope::default();
     let mut prev_stmt: Option<(Rule, String, usize)> = None;
     loop {
+        if let Some(e) = super::error::nesting_error(src, &b.lines, offset, MAX_DEPTH) {
+            return Err(e);
+        }
         let rest = &src[offset..];
         let mut pairs = DotParser::parse(Rule::item, rest)
             .map_err(|e| describe_failure(src, &b.lines, offset, &e, prev_stmt.as_ref()))?;
@@ -190,6 +196,11 @@ impl<'a> Builder<'a> {
             "node" | "edge" | "graph" | "digraph" | "subgraph" | "strict"
         ) {
             let offset = base + id.as_span().start();
+            if text == "subgraph" {
+                if let Some(e) = super::error::subgraph_error(self.src, &self.lines, offset) {
+                    return Err(e);
+                }
+            }
             return Err(ParseError::new(
                 self.lines.pos(self.src, offset),
                 format!("`{text}` is a keyword and cannot be used as a node id"),

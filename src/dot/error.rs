@@ -133,6 +133,63 @@ fn skip_space_and_comments(src: &str, mut i: usize) -> usize {
     }
 }
 
+/// A subgraph statement at `offset` nested deeper than `max` levels, as an error at the
+/// first brace past the limit. pest and the builder recurse once per level, so without a
+/// limit a crafted file overflows the stack. Only subgraph statements are scanned (up to
+/// their closing brace), so this adds one linear pass over subgraph text at most.
+pub(crate) fn nesting_error(
+    src: &str,
+    lines: &LineIndex,
+    offset: usize,
+    max: usize,
+) -> Option<ParseError> {
+    let start = skip_space_and_comments(src, offset);
+    let rest = &src[start..];
+    let keyword = rest
+        .strip_prefix("subgraph")
+        .is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
+    if !(rest.starts_with('{') || keyword) {
+        return None;
+    }
+    let b = src.as_bytes();
+    let mut depth = 0usize;
+    let mut i = start;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        None => return None,
+                        Some(b'\\') => i += 2,
+                        Some(b'"') => break,
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = src[i..].find('\n').map_or(b.len(), |n| i + n);
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => match src[i + 2..].find("*/") {
+                Some(n) => i = i + 2 + n + 1,
+                None => return None,
+            },
+            b'{' => {
+                depth += 1;
+                if depth > max {
+                    let msg = format!("subgraphs are nested more than {max} levels deep");
+                    return Some(ParseError::new(lines.pos(src, i), msg, src, i));
+                }
+            }
+            b'}' if depth <= 1 => return None,
+            b'}' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The token just before `at` (skipping whitespace), for "after `x`" wording.
 fn previous_token(src: &str, at: usize) -> &str {
     let before = src[..at].trim_end();
@@ -244,16 +301,62 @@ fn strict_reparse(
     at: usize,
     prev_stmt: Option<&(Rule, String, usize)>,
 ) -> Option<ParseError> {
-    use pest::Parser;
     let rest = &src[at..];
     let (rule, from) = if rest.starts_with('[') {
         (Rule::strict_attrs, at)
+    } else if rest.starts_with('{') {
+        // An anonymous subgraph whose body does not parse.
+        (Rule::strict_subgraph, at)
     } else if rest.starts_with("->") {
         let (_, _, prev_start) = prev_stmt?;
         (Rule::strict_edge, *prev_start)
     } else {
         return None;
     };
+    strict_failure(src, lines, rule, from)
+}
+
+/// A `subgraph [name] {` whose body has a syntax error backtracks and reads as a node named
+/// `subgraph`, so the builder would blame the keyword. Re-parse it strictly as a subgraph to
+/// report the real error inside the body (`at` is where the keyword starts).
+pub(crate) fn subgraph_error(src: &str, lines: &LineIndex, at: usize) -> Option<ParseError> {
+    let after_kw = skip_space_and_comments(src, at + "subgraph".len());
+    let rest = &src[after_kw..];
+    let name_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let brace = skip_space_and_comments(src, after_kw + name_len);
+    if !src[brace..].starts_with('{') {
+        return None;
+    }
+    let deeper = strict_failure(src, lines, Rule::strict_subgraph, at)?;
+    // An unclosed string or comment at or before that point swallowed the rest: that is the cause.
+    match find_unclosed(src, at) {
+        Some(Unclosed::String(s)) if s <= deeper.offset => {
+            let p = lines.pos(src, s);
+            Some(ParseError::new(
+                p,
+                format!("unterminated string starting at {p}"),
+                src,
+                s,
+            ))
+        }
+        Some(Unclosed::Comment(s)) if s <= deeper.offset => {
+            let p = lines.pos(src, s);
+            Some(ParseError::new(
+                p,
+                format!("unterminated block comment starting at {p}"),
+                src,
+                s,
+            ))
+        }
+        _ => Some(deeper),
+    }
+}
+
+/// Parses `src[from..]` with a strict rule and words its failure, if it fails.
+fn strict_failure(src: &str, lines: &LineIndex, rule: Rule, from: usize) -> Option<ParseError> {
+    use pest::Parser;
     let e = super::build::DotParser::parse(rule, &src[from..]).err()?;
     let rel = match e.location {
         pest::error::InputLocation::Pos(p) => p,

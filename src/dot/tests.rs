@@ -281,3 +281,75 @@ fn render_shows_line_and_caret() {
     assert!(r.starts_with("f.dot:2:5: error[syntax]: expected"), "{r}");
     assert!(r.contains("  | a - b") || r.contains("|   a - b"), "{r}");
 }
+
+/// Regression: a syntax error inside a subgraph body used to be reported as "`subgraph` is
+/// a keyword and cannot be used as a node id" (the subgraph backtracked into a node
+/// statement). The error must point at the real mistake inside the body.
+#[test]
+fn errors_inside_subgraphs_point_at_the_mistake() {
+    let e = err("digraph G {\n  subgraph cluster_a {\n    label=<<B>x</B>>;\n    a\n  }\n}");
+    assert!(e.message.contains("HTML-like"), "{}", e.message);
+    assert_eq!(e.pos, Pos { line: 3, col: 11 });
+    let e = err("digraph G {\n  subgraph {\n    a -> \n  }\n}");
+    assert!(e.message.contains("a node id"), "{}", e.message);
+    assert_eq!(e.pos.line, 4, "{e}");
+    let e = err("digraph G {\n  subgraph outer {\n    subgraph inner { a [label=x:y] }\n  }\n}");
+    assert!(e.message.contains("`:` cannot appear"), "{}", e.message);
+    assert_eq!(e.pos.line, 3, "{e}");
+    let e = err("digraph G {\n  {\n    a [label=<b>]\n  }\n}");
+    assert!(e.message.contains("HTML-like"), "{}", e.message);
+    assert_eq!(e.pos, Pos { line: 3, col: 14 });
+    let e = err("digraph G {\n  subgraph s { a [label=\"never closed] }\n}\n");
+    assert!(
+        e.message
+            .starts_with("unterminated string starting at 2:25"),
+        "{}",
+        e.message
+    );
+    // The keyword used as an id is still explained as such.
+    let e = err("digraph G { subgraph -> a }");
+    assert!(e.message.contains("keyword"), "{}", e.message);
+}
+
+/// Regression (found while fuzzing/QA): deeply nested subgraphs overflowed the stack and
+/// aborted the process (pest and the builder recurse once per level). Nesting is now limited
+/// to `MAX_DEPTH` levels with a plain error; the limit itself still parses, even on a test
+/// thread's small stack in a debug build.
+#[test]
+fn deep_subgraph_nesting_is_an_error_not_a_crash() {
+    use super::build::MAX_DEPTH;
+    let nested = |open: &str, depth: usize| {
+        format!(
+            "digraph G {{\n{} a {}\n}}",
+            open.repeat(depth),
+            "}".repeat(depth)
+        )
+    };
+    let g = ok(&nested("subgraph s { ", MAX_DEPTH));
+    assert_eq!(g.nodes.len(), 1);
+    ok(&nested("{ ", MAX_DEPTH));
+    for open in ["{", "subgraph {", "subgraph x {"] {
+        for depth in [MAX_DEPTH + 1, 100_000] {
+            let e = err(&nested(open, depth));
+            assert!(
+                e.message.contains("nested more than 100 levels"),
+                "{}",
+                e.message
+            );
+            assert_eq!(e.pos.line, 2);
+        }
+    }
+    // Node ids that merely start with `subgraph` are not scanned as subgraphs (that scan
+    // would run to the end of the file for every such statement).
+    let many: String = (0..2000)
+        .map(|i| format!("subgraph_{i} -> subgraph_{}\n", i + 1))
+        .collect();
+    assert_eq!(ok(&format!("digraph G {{\n{many}}}")).edges.len(), 2000);
+    // Braces inside strings and comments do not count.
+    let src = format!(
+        "digraph G {{ subgraph {{ a [label=\"{}\"] /* {} */ }} }}",
+        "{".repeat(500),
+        "{".repeat(500)
+    );
+    assert_eq!(ok(&src).nodes.len(), 1);
+}

@@ -1,13 +1,27 @@
 //! The durable state of a run between stages ([`RunState`]) and the checkpoint written as a
-//! `checkpoint.completed` event after every stage ([`Checkpoint`]); resume reads it back.
-//! Must not touch: the store (the walker writes checkpoints through its emitter).
+//! `checkpoint.completed` event after every stage; resume reads it back ([`restore`]).
+//!
+//! A checkpoint is either **full** (every field of the state) or a **delta** (only what
+//! changed since the previous checkpoint, plus `base_seq`, the event seq of the full
+//! checkpoint it builds on). A full one is written first, after a loop restart and every
+//! [`FULL_EVERY`] checkpoints, so a checkpoint costs what the stage changed rather than
+//! the size of the whole history, and resume replays at most [`FULL_EVERY`] deltas.
+//! `current_node`, `next_node_id` and `stage_index` are in every checkpoint.
+//! Must not touch: the store beyond reading the run's checkpoint events.
 
 use super::context::Context;
+use super::events::resolve_blobs;
 use super::failure::StageStatus;
+use crate::store::RunStore;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
-/// What a run remembers between stages.
+/// A full checkpoint at least this often.
+pub const FULL_EVERY: u32 = 64;
+
+/// What a run remembers between stages. Mutations go through its methods, which note what
+/// changed for the next delta checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunState {
@@ -32,41 +46,363 @@ pub struct RunState {
     pub path: Vec<String>,
     /// Loop restarts taken so far.
     pub restarts: u32,
+    #[serde(skip)]
+    dirty: Dirty,
 }
 
-/// The `checkpoint.completed` payload.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Checkpoint {
+/// Changes since the last checkpoint.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Dirty {
+    keys: BTreeSet<String>,
+    nodes: BTreeSet<String>,
+    signatures: BTreeSet<String>,
+    path_len: usize,
+    completed_len: usize,
+    /// A restart (or nothing checkpointed yet): the next checkpoint must be full.
+    needs_full: bool,
+    since_full: u32,
+    base_seq: Option<u64>,
+}
+
+impl RunState {
+    pub fn set(&mut self, key: impl Into<String>, value: Value) {
+        let key = key.into();
+        self.dirty.keys.insert(key.clone());
+        self.context.insert(key, value);
+    }
+
+    pub fn remove(&mut self, key: &str) {
+        if self.context.remove(key).is_some() {
+            self.dirty.keys.insert(key.to_string());
+        }
+    }
+
+    /// One more entry of `node`; returns the visit count.
+    pub fn visit(&mut self, node: &str) -> u32 {
+        self.dirty.nodes.insert(node.to_string());
+        let v = self.visits.entry(node.to_string()).or_insert(0);
+        *v += 1;
+        *v
+    }
+
+    /// Adds visits made elsewhere (parallel branches).
+    pub fn add_visits(&mut self, node: &str, n: u32) {
+        self.dirty.nodes.insert(node.to_string());
+        *self.visits.entry(node.to_string()).or_insert(0) += n;
+    }
+
+    /// A finished stage visit: path, completed nodes, outcome and retries.
+    pub fn complete(&mut self, node: &str, status: StageStatus, retries: u32) {
+        self.dirty.nodes.insert(node.to_string());
+        self.path.push(node.to_string());
+        self.completed.push(node.to_string());
+        self.outcomes.insert(node.to_string(), status);
+        if retries > 0 {
+            self.retries.insert(node.to_string(), retries);
+        } else {
+            self.retries.remove(node);
+        }
+    }
+
+    /// One more failure with this signature; returns the count.
+    pub fn count_signature(&mut self, sig: &str, n: u32) -> u32 {
+        self.dirty.signatures.insert(sig.to_string());
+        let c = self.signatures.entry(sig.to_string()).or_insert(0);
+        *c += n;
+        *c
+    }
+
+    /// Loop restart: empty context, history cleared (visits, signatures and path kept).
+    pub fn restart(&mut self) {
+        self.restarts += 1;
+        self.context = Context::new();
+        self.completed.clear();
+        self.outcomes.clear();
+        self.retries.clear();
+        self.dirty.needs_full = true;
+    }
+
+    /// The payload of the next `checkpoint.completed` and whether it is full. Call
+    /// [`RunState::checkpointed`] with the committed event's seq afterwards.
+    pub fn checkpoint_payload(
+        &self,
+        current: &str,
+        next: Option<&str>,
+        stage_index: u64,
+    ) -> Result<(Value, bool), serde_json::Error> {
+        let d = &self.dirty;
+        let full = d.needs_full || d.base_seq.is_none() || d.since_full + 1 >= FULL_EVERY;
+        let mut m = if full {
+            match serde_json::to_value(self)? {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            }
+        } else {
+            self.delta()
+        };
+        m.insert("kind".into(), json!(if full { "full" } else { "delta" }));
+        m.insert("current_node".into(), json!(current));
+        m.insert("next_node_id".into(), json!(next));
+        m.insert("stage_index".into(), json!(stage_index));
+        if !full {
+            m.insert("base_seq".into(), json!(d.base_seq));
+        }
+        Ok((Value::Object(m), full))
+    }
+
+    fn delta(&self) -> Map<String, Value> {
+        let d = &self.dirty;
+        let mut context = Map::new();
+        let mut removed = Vec::new();
+        for k in &d.keys {
+            match self.context.get(k) {
+                Some(v) => {
+                    context.insert(k.clone(), v.clone());
+                }
+                None => removed.push(k.clone()),
+            }
+        }
+        let pick = |map: &dyn Fn(&str) -> Option<Value>| -> Map<String, Value> {
+            d.nodes
+                .iter()
+                .map(|n| (n.clone(), map(n).unwrap_or(Value::Null)))
+                .collect()
+        };
+        let outcomes = pick(&|n| self.outcomes.get(n).map(|s| json!(s)));
+        let retries = pick(&|n| self.retries.get(n).map(|r| json!(r)));
+        let visits = pick(&|n| self.visits.get(n).map(|v| json!(v)));
+        let signatures: Map<String, Value> = d
+            .signatures
+            .iter()
+            .map(|s| {
+                (
+                    s.clone(),
+                    json!(self.signatures.get(s).copied().unwrap_or(0)),
+                )
+            })
+            .collect();
+        let mut m = Map::new();
+        m.insert("context_values".into(), Value::Object(context));
+        m.insert("context_removed".into(), json!(removed));
+        m.insert(
+            "completed_nodes".into(),
+            json!(self.completed.get(d.completed_len..).unwrap_or(&[])),
+        );
+        m.insert("node_outcomes".into(), Value::Object(outcomes));
+        m.insert("node_retries".into(), Value::Object(retries));
+        m.insert("node_visits".into(), Value::Object(visits));
+        m.insert("loop_failure_signatures".into(), Value::Object(signatures));
+        m.insert(
+            "path".into(),
+            json!(self.path.get(d.path_len..).unwrap_or(&[])),
+        );
+        m.insert("restarts".into(), json!(self.restarts));
+        m
+    }
+
+    /// The checkpoint was committed as event `seq`: start the next delta from here.
+    pub fn checkpointed(&mut self, seq: u64, full: bool) {
+        let d = &mut self.dirty;
+        d.keys.clear();
+        d.nodes.clear();
+        d.signatures.clear();
+        d.path_len = self.path.len();
+        d.completed_len = self.completed.len();
+        d.needs_full = false;
+        if full {
+            d.base_seq = Some(seq);
+            d.since_full = 0;
+        } else {
+            d.since_full += 1;
+        }
+    }
+
+    /// Applies a delta checkpoint's changes (`null` in a per-node map means "absent").
+    fn apply(&mut self, delta: &Value) {
+        let obj = |k: &str| delta.get(k).and_then(Value::as_object);
+        let strings = |k: &str| -> Vec<String> {
+            delta
+                .get(k)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if let Some(c) = obj("context_values") {
+            self.context.extend(c.clone());
+        }
+        for k in strings("context_removed") {
+            self.context.remove(&k);
+        }
+        self.completed.extend(strings("completed_nodes"));
+        self.path.extend(strings("path"));
+        if let Some(m) = obj("node_outcomes") {
+            for (n, v) in m {
+                match serde_json::from_value::<StageStatus>(v.clone()) {
+                    Ok(s) => self.outcomes.insert(n.clone(), s),
+                    Err(_) => self.outcomes.remove(n),
+                };
+            }
+        }
+        let apply_counts = |target: &mut BTreeMap<String, u32>, m: Option<&Map<String, Value>>| {
+            for (n, v) in m.into_iter().flatten() {
+                match v.as_u64() {
+                    Some(c) => target.insert(n.clone(), c as u32),
+                    None => target.remove(n),
+                };
+            }
+        };
+        apply_counts(&mut self.retries, obj("node_retries"));
+        apply_counts(&mut self.visits, obj("node_visits"));
+        apply_counts(&mut self.signatures, obj("loop_failure_signatures"));
+        if let Some(r) = delta.get("restarts").and_then(Value::as_u64) {
+            self.restarts = r as u32;
+        }
+    }
+}
+
+/// A run's position and state as of its latest checkpoint.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Restored {
     pub current_node: String,
-    /// Where the run continues; resume starts here.
     pub next_node_id: Option<String>,
-    /// Stage visits started so far (the next stage's `index`).
     pub stage_index: u64,
-    #[serde(flatten)]
     pub state: RunState,
+}
+
+/// Reads the run's latest checkpoint (replaying deltas over their full checkpoint), with
+/// blob references resolved. `None` when the run has no checkpoint yet.
+pub fn restore(store: &dyn RunStore, run_id: &str) -> Result<Option<Restored>, String> {
+    let row = store
+        .get_run(run_id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("run {run_id} not found"))?;
+    let Some(latest) = row.checkpoint else {
+        return Ok(None);
+    };
+    let mut chain = vec![latest.clone()];
+    if latest.get("kind").and_then(Value::as_str) == Some("delta") {
+        let base = latest
+            .get("base_seq")
+            .and_then(Value::as_u64)
+            .ok_or("the run's checkpoint has no base_seq")?;
+        chain = checkpoints_since(store, run_id, base)?;
+    }
+    let mut restored: Option<Restored> = None;
+    for mut cp in chain {
+        resolve_blobs(store, &mut cp).map_err(|e| e.to_string())?;
+        let full = cp.get("kind").and_then(Value::as_str) != Some("delta");
+        let r = restored.get_or_insert_with(Restored::default);
+        if full {
+            r.state = serde_json::from_value(cp.clone())
+                .map_err(|e| format!("the run's checkpoint is unreadable: {e}"))?;
+        } else {
+            r.state.apply(&cp);
+        }
+        r.current_node = cp
+            .get("current_node")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        r.next_node_id = cp
+            .get("next_node_id")
+            .and_then(Value::as_str)
+            .map(String::from);
+        r.stage_index = cp.get("stage_index").and_then(Value::as_u64).unwrap_or(0);
+    }
+    let mut restored = restored.ok_or("the run's checkpoints are missing")?;
+    restored.state.dirty.needs_full = true;
+    Ok(Some(restored))
+}
+
+/// The `checkpoint.completed` payloads from seq `base` on, in order.
+fn checkpoints_since(store: &dyn RunStore, run_id: &str, base: u64) -> Result<Vec<Value>, String> {
+    const PAGE: usize = 1000;
+    let mut out = Vec::new();
+    let mut since = base;
+    loop {
+        let page = store
+            .events(run_id, since, PAGE)
+            .map_err(|e| e.to_string())?;
+        let Some(last) = page.last().map(|e| e.seq) else {
+            break;
+        };
+        out.extend(
+            page.into_iter()
+                .filter(|e| e.event == "checkpoint.completed")
+                .map(|e| e.properties),
+        );
+        since = last + 1;
+    }
+    match out.first() {
+        Some(first) if first.get("kind").and_then(Value::as_str) != Some("delta") => Ok(out),
+        _ => Err(format!("the full checkpoint at event {base} is missing")),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{EventDraft, MemoryStore, NewRun};
+
+    fn commit(store: &MemoryStore, run: &str, state: &mut RunState, node: &str) {
+        let (payload, full) = state
+            .checkpoint_payload(node, Some("next"), 1)
+            .unwrap_or_default();
+        let seq = store
+            .append(run, EventDraft::new("checkpoint.completed", payload))
+            .map(|e| e.seq)
+            .unwrap_or(0);
+        state.checkpointed(seq, full);
+    }
 
     #[test]
-    fn round_trips_with_api_field_names() {
-        let mut c = Checkpoint {
-            current_node: "a".into(),
-            next_node_id: Some("b".into()),
-            stage_index: 3,
-            ..Checkpoint::default()
-        };
-        c.state.completed.push("a".into());
-        c.state
-            .outcomes
-            .insert("a".into(), StageStatus::PartiallySucceeded);
-        let v = serde_json::to_value(&c).unwrap_or_default();
+    fn deltas_replay_to_the_same_state() {
+        let store = MemoryStore::new();
+        let run = store
+            .create_run(NewRun::default())
+            .map(|r| r.id)
+            .unwrap_or_default();
+        let mut s = RunState::default();
+        s.set("a", json!(1));
+        s.visit("n0");
+        s.complete("n0", StageStatus::Succeeded, 0);
+        commit(&store, &run, &mut s, "n0");
+        for i in 1..(FULL_EVERY + 10) {
+            let id = format!("n{i}");
+            s.set(format!("k{i}"), json!(i));
+            s.remove("a");
+            s.visit(&id);
+            s.complete(&id, StageStatus::Failed, i % 2);
+            s.count_signature("sig", 1);
+            commit(&store, &run, &mut s, &id);
+        }
+        let row = store.get_run(&run).ok().flatten();
+        let latest = row.and_then(|r| r.checkpoint).unwrap_or_default();
+        assert_eq!(
+            latest["kind"], "delta",
+            "a delta after the periodic full one"
+        );
+        let back = restore(&store, &run).ok().flatten().unwrap_or_default();
+        let mut expected = s.clone();
+        expected.dirty = back.state.dirty.clone();
+        assert_eq!(back.state, expected);
+        assert_eq!(back.next_node_id.as_deref(), Some("next"));
+    }
+
+    #[test]
+    fn full_checkpoint_uses_api_field_names() {
+        let mut s = RunState::default();
+        s.complete("a", StageStatus::PartiallySucceeded, 0);
+        let (v, full) = s.checkpoint_payload("a", Some("b"), 3).unwrap_or_default();
+        assert!(full);
         assert_eq!(v["completed_nodes"][0], "a");
         assert_eq!(v["node_outcomes"]["a"], "partially_succeeded");
-        let back: Checkpoint = serde_json::from_value(v).unwrap_or_default();
-        assert_eq!(back, c);
+        assert_eq!(v["next_node_id"], "b");
+        assert_eq!(v["kind"], "full");
     }
 }

@@ -66,11 +66,12 @@ pub struct Emitter {
 }
 
 impl Emitter {
-    pub fn emit(&self, mut draft: EventDraft) -> Result<(), StoreError> {
+    /// Appends the event; returns its seq.
+    pub fn emit(&self, mut draft: EventDraft) -> Result<u64, StoreError> {
         offload_large(self.store.as_ref(), &mut draft.properties)?;
-        self.store.append(&self.run_id, draft)?;
+        let event = self.store.append(&self.run_id, draft)?;
         self.activity.touch();
-        Ok(())
+        Ok(event.seq)
     }
 }
 

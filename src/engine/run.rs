@@ -3,9 +3,9 @@
 //! `run.running`, `run.completed` / `run.failed`) and the stall watchdog.
 //! Must not touch: creating runs in the store (callers do), parsing workflows, terminals.
 
-use super::checkpoint::{Checkpoint, RunState};
+use super::checkpoint::{restore, RunState};
 use super::context::Context;
-use super::events::{resolve_blobs, Activity, Emitter};
+use super::events::{Activity, Emitter};
 use super::failure::StageStatus;
 use super::prng::Prng;
 use super::services::Services;
@@ -102,7 +102,10 @@ impl Engine {
     /// Continues a run from its latest checkpoint, at the checkpoint's next node, without
     /// re-running completed stages; without a checkpoint it starts from the beginning.
     pub fn resume(wf: &Workflow, options: &RunOptions, services: &Services) -> RunOutcome {
-        let checkpoint = match load_checkpoint(services, &options.run_id) {
+        if let Err(e) = interrupt_open_questions(services, &options.run_id) {
+            return failed_early(options, services, e.to_string());
+        }
+        let checkpoint = match restore(services.store.as_ref(), &options.run_id) {
             Ok(Some(c)) => c,
             Ok(None) => return Engine::run(wf, options, services),
             Err(why) => return failed_early(options, services, why),
@@ -128,6 +131,28 @@ impl Engine {
         };
         finish(&shared, end, walker.state)
     }
+}
+
+/// Questions left open by the interrupted process are closed (`interview.interrupted`);
+/// their stages run again and ask anew.
+fn interrupt_open_questions(services: &Services, run_id: &str) -> Result<(), StoreError> {
+    let Some(row) = services.store.get_run(run_id)? else {
+        return Ok(());
+    };
+    for q in &row.questions {
+        let text = |k: &str| q.get(k).cloned().unwrap_or(Value::Null);
+        let mut draft = EventDraft::new(
+            "interview.interrupted",
+            json!({"question_id": text("question_id"), "question": text("question"),
+                   "stage": text("stage"),
+                   "reason": "the run was interrupted before an answer; the stage asks again on resume"}),
+        );
+        if let Some(stage) = q.get("stage").and_then(Value::as_str) {
+            draft = draft.node(stage);
+        }
+        services.store.append(run_id, draft)?;
+    }
+    Ok(())
 }
 
 fn new_shared<'s>(options: &'s RunOptions, services: &'s Services, next_stage: u64) -> Shared<'s> {
@@ -162,7 +187,10 @@ fn run_walker<'w>(wf: &'w Workflow, shared: &'w Shared<'w>, state: RunState) -> 
 }
 
 fn emit_run(shared: &Shared<'_>, kind: &str, props: Value) -> Result<(), StoreError> {
-    shared.emitter.emit(EventDraft::new(kind, props))
+    shared
+        .emitter
+        .emit(EventDraft::new(kind, props))
+        .map(|_| ())
 }
 
 fn stop_failed(message: &str) -> Stop {
@@ -223,18 +251,16 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
             f.reason.as_str().to_string(),
             Some(f.message),
         ),
-        Err(Stop::Cancelled(why)) => {
-            let reason = if why.starts_with(watchdog::STALLED) {
-                FailureReason::WorkflowError
-            } else {
-                FailureReason::Cancelled
-            };
-            (
-                RunResult::Failed,
-                reason.as_str().to_string(),
-                Some(format!("run cancelled: {why}")),
-            )
-        }
+        Err(Stop::Cancelled(why)) if why.starts_with(watchdog::STALLED) => (
+            RunResult::Failed,
+            FailureReason::WorkflowError.as_str().to_string(),
+            Some(format!("the run {why}")),
+        ),
+        Err(Stop::Cancelled(why)) => (
+            RunResult::Failed,
+            FailureReason::Cancelled.as_str().to_string(),
+            Some(format!("run cancelled: {why}")),
+        ),
     };
     let props = match status {
         RunResult::Succeeded => {
@@ -264,21 +290,6 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
         path: state.path,
         context: state.context,
     }
-}
-
-fn load_checkpoint(services: &Services, run_id: &str) -> Result<Option<Checkpoint>, String> {
-    let row = services
-        .store
-        .get_run(run_id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("run {run_id} not found"))?;
-    let Some(mut props) = row.checkpoint else {
-        return Ok(None);
-    };
-    resolve_blobs(services.store.as_ref(), &mut props).map_err(|e| e.to_string())?;
-    serde_json::from_value(props)
-        .map(Some)
-        .map_err(|e| format!("the run's checkpoint is unreadable: {e}"))
 }
 
 fn failed_early(options: &RunOptions, services: &Services, why: String) -> RunOutcome {

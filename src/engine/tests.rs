@@ -384,3 +384,98 @@ fn preferred_label_does_not_linger() {
     assert_eq!(out.path, ["start", "a", "b", "exit"]);
     assert!(!out.context.contains_key("preferred_label"));
 }
+
+#[test]
+fn large_values_are_stored_as_blobs_in_events() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph B { start [shape=Mdiamond]; exit [shape=Msquare]
+           big [shape=parallelogram, script="head -c 150000 /dev/zero | tr '\\0' a"]
+           start -> big -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    assert_eq!(
+        out.context
+            .get("command.output")
+            .and_then(Value::as_str)
+            .map(str::len),
+        Some(150_000)
+    );
+    let events = h.events(&out.run_id);
+    let completed = events.iter().find(|e| e.event == "command.completed");
+    let stdout = completed
+        .and_then(|e| e.properties.get("stdout"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    assert!(stdout.starts_with("blob://sha256/"), "{stdout}");
+    let hex = stdout.trim_start_matches("blob://sha256/");
+    let blob = h.store.get_blob(hex).ok().flatten().unwrap_or_default();
+    assert_eq!(blob.len(), 150_000);
+    let cp = events
+        .iter()
+        .rev()
+        .find(|e| e.event == "checkpoint.completed");
+    let v = cp
+        .and_then(|e| e.properties.pointer("/context_values/command.output"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    assert!(v.starts_with("blob://sha256/"), "{v}");
+}
+
+#[test]
+fn pause_holds_the_run_between_stages() {
+    let h = harness();
+    h.services.cancel.pause();
+    let token = h.services.cancel.clone();
+    let unpauser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        token.unpause();
+    });
+    let started = Instant::now();
+    let out = h.run(&workflow(LINEAR));
+    assert_eq!(out.status, RunResult::Succeeded);
+    assert!(started.elapsed() >= Duration::from_millis(90));
+    let _ = unpauser.join();
+}
+
+#[test]
+fn node_timeout_abandons_non_command_handlers() {
+    let mut h = harness();
+    h.services.clock = Arc::new(SystemClock);
+    let wf = workflow(
+        r#"digraph W { start [shape=Mdiamond]; exit [shape=Msquare]
+           nap [shape=insulator, duration=30s, timeout=100ms]
+           start -> nap -> exit }"#,
+    );
+    let started = Instant::now();
+    let out = h.run(&wf);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let err = out.error.unwrap_or_default();
+    assert!(err.contains("timed out after 100ms"), "{err}");
+    assert_eq!(out.reason, "transient_infra");
+}
+
+#[test]
+fn resume_closes_questions_left_open() {
+    let h = harness();
+    let wf = workflow(LINEAR);
+    let row = h.store.create_run(NewRun::default());
+    let id = row.map(|r| r.id).unwrap_or_default();
+    let q = serde_json::json!({"question_id": "Q1", "question": "Ok?", "stage": "gate"});
+    let _ = h.store.append(
+        &id,
+        crate::store::EventDraft::new("interview.started", q).node("gate"),
+    );
+    let opts = RunOptions::new(&id, std::env::temp_dir());
+    let out = Engine::resume(&wf, &opts, &h.services);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let interrupted = h
+        .events(&id)
+        .into_iter()
+        .filter(|e| e.event == "interview.interrupted")
+        .count();
+    assert_eq!(interrupted, 1);
+    let row = h.store.get_run(&id).ok().flatten();
+    assert!(row.map(|r| r.questions.is_empty()).unwrap_or(false));
+}

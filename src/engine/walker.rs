@@ -23,7 +23,6 @@ use crate::store::{EventDraft, StoreError};
 use crate::workflow::condition::MapEnv;
 use crate::workflow::{FileSource, HandlerKind, Workflow};
 use parking_lot::Mutex;
-use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -163,6 +162,15 @@ impl Shared<'_> {
     }
 }
 
+/// Where a stage's attempts ended, for its last event.
+#[derive(Clone, Copy)]
+struct StageEnd {
+    index: u64,
+    attempt: u32,
+    max_attempts: u32,
+    duration_ms: u64,
+}
+
 /// A stage after its attempts and post-processing.
 struct Finished {
     outcome: StageOutcome,
@@ -180,15 +188,6 @@ pub(crate) struct Walker<'w> {
     pub written: BTreeSet<String>,
     /// A copy of the context after every stage, for a manager watching a child workflow.
     pub mirror: Option<Arc<Mutex<Context>>>,
-}
-
-#[derive(Serialize)]
-struct CheckpointRef<'a> {
-    current_node: &'a str,
-    next_node_id: Option<&'a str>,
-    stage_index: u64,
-    #[serde(flatten)]
-    state: &'a RunState,
 }
 
 impl<'w> Walker<'w> {
@@ -223,6 +222,16 @@ impl<'w> Walker<'w> {
 
     /// Appends an event tagged with this scope's node prefix and branch.
     pub fn emit(&self, kind: &str, node: Option<usize>, props: Value) -> Result<(), StoreError> {
+        self.emit_seq(kind, node, props).map(|_| ())
+    }
+
+    /// [`Walker::emit`], returning the committed event's seq.
+    pub fn emit_seq(
+        &self,
+        kind: &str,
+        node: Option<usize>,
+        props: Value,
+    ) -> Result<u64, StoreError> {
         let mut draft = EventDraft::new(kind, props);
         if let Some(n) = node {
             draft = draft.node(&self.scoped_id(n));
@@ -295,11 +304,7 @@ impl<'w> Walker<'w> {
     /// Counts the visit; the (N+1)th entry of a node limited to N fails the run.
     fn enter(&mut self, node: usize) -> Result<(), Stop> {
         let id = self.wf.node(node).id.clone();
-        let visits = {
-            let v = self.state.visits.entry(id.clone()).or_insert(0);
-            *v += 1;
-            *v
-        };
+        let visits = self.state.visit(&id);
         let (limit, attr) = match self.wf.node_view(node).int("max_visits") {
             Some(n) => (n, "max_visits"),
             None => (
@@ -314,12 +319,8 @@ impl<'w> Walker<'w> {
                 if limit == 1 { "" } else { "s" }
             )));
         }
-        self.state
-            .context
-            .insert(context::CURRENT_NODE.into(), Value::String(id));
-        self.state
-            .context
-            .insert(context::VISIT_COUNT.into(), Value::from(visits));
+        self.state.set(context::CURRENT_NODE, Value::String(id));
+        self.state.set(context::VISIT_COUNT, Value::from(visits));
         Ok(())
     }
 
@@ -379,15 +380,13 @@ impl<'w> Walker<'w> {
             .filter(|_| outcome.is_failed())
             .map(|f| failure::signature(&self.wf.node(node).id, f.class, &f.message));
         let duration_ms = millis(clock.now() - attempt_start);
-        self.emit_stage_end(
-            node,
+        let end = StageEnd {
             index,
-            &outcome,
-            signature.as_deref(),
             attempt,
             max_attempts,
             duration_ms,
-        )?;
+        };
+        self.emit_stage_end(node, &end, &outcome, signature.as_deref())?;
         Ok(Finished {
             outcome,
             attempts: attempt,
@@ -395,17 +394,20 @@ impl<'w> Walker<'w> {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `stage.failed` (final) or `stage.completed`.
     fn emit_stage_end(
         &self,
         node: usize,
-        index: u64,
+        end: &StageEnd,
         outcome: &StageOutcome,
         signature: Option<&str>,
-        attempt: u32,
-        max_attempts: u32,
-        duration_ms: u64,
     ) -> Result<(), Stop> {
+        let StageEnd {
+            index,
+            attempt,
+            max_attempts,
+            duration_ms,
+        } = *end;
         if let (true, Some(f)) = (outcome.is_failed(), &outcome.failure) {
             self.emit(
                 "stage.failed",
@@ -516,20 +518,13 @@ impl<'w> Walker<'w> {
     fn record(&mut self, node: usize, f: &Finished) -> Result<(), Stop> {
         let id = self.wf.node(node).id.clone();
         let o = &f.outcome;
-        self.state.path.push(id.clone());
-        self.state.completed.push(id.clone());
-        self.state.outcomes.insert(id.clone(), o.status);
-        let retries = f.attempts.saturating_sub(1);
-        if retries > 0 {
-            self.state.retries.insert(id.clone(), retries);
-        } else {
-            self.state.retries.remove(&id);
-        }
+        self.state
+            .complete(&id, o.status, f.attempts.saturating_sub(1));
         if let Some(nested) = &o.nested {
             self.merge_nested(nested);
         }
         for (k, v) in &o.context_updates {
-            self.state.context.insert(k.clone(), v.clone());
+            self.state.set(k.clone(), v.clone());
             self.written.insert(k.clone());
         }
         self.write_engine_keys(node, &id, f);
@@ -543,59 +538,55 @@ impl<'w> Walker<'w> {
     }
 
     fn write_engine_keys(&mut self, node: usize, id: &str, f: &Finished) {
-        let ctx = &mut self.state.context;
+        let st = &mut self.state;
         let o = &f.outcome;
-        ctx.insert(
+        st.set(
             format!("{}{id}", context::RETRY_COUNT_PREFIX),
             Value::from(f.attempts.saturating_sub(1)),
         );
-        ctx.insert(context::LAST_STAGE.into(), Value::String(id.to_string()));
+        st.set(context::LAST_STAGE, Value::String(id.to_string()));
         // A conditional node is transparent: it leaves the previous stage's outcome keys.
         if self.wf.handler(node) == Some(HandlerKind::Conditional) {
             return;
         }
-        ctx.insert(
-            context::OUTCOME.into(),
-            Value::String(o.status.as_str().into()),
-        );
+        st.set(context::OUTCOME, Value::String(o.status.as_str().into()));
         let failure = o.failure.as_ref().filter(|_| o.is_failed());
         let class = failure.map(|f| f.class.as_str()).unwrap_or("");
-        ctx.insert(context::FAILURE_CLASS.into(), Value::String(class.into()));
+        st.set(context::FAILURE_CLASS, Value::String(class.into()));
         let sig = f.signature.clone().unwrap_or_default();
-        ctx.insert(context::FAILURE_SIGNATURE.into(), Value::String(sig));
+        st.set(context::FAILURE_SIGNATURE, Value::String(sig));
         match &o.preferred_label {
-            Some(l) => {
-                ctx.insert(context::PREFERRED_LABEL.into(), Value::String(l.clone()));
-            }
-            None => {
-                ctx.remove(context::PREFERRED_LABEL);
-            }
+            Some(l) => st.set(context::PREFERRED_LABEL, Value::String(l.clone())),
+            None => st.remove(context::PREFERRED_LABEL),
         }
     }
 
+    /// Folds branch stage visits into this state, in order (branches never restart, so
+    /// their path and completed nodes are the same list).
     fn merge_nested(&mut self, n: &Nested) {
-        self.state.path.extend(n.path.iter().cloned());
-        self.state.completed.extend(n.completed.iter().cloned());
-        for (id, status) in &n.outcomes {
-            self.state.outcomes.insert(id.clone(), *status);
-        }
-        for (id, r) in &n.retries {
-            self.state.retries.insert(id.clone(), *r);
+        for id in &n.path {
+            let latest = |list: &[(String, StageStatus)]| {
+                list.iter().rev().find(|(o, _)| o == id).map(|(_, s)| *s)
+            };
+            let status = latest(&n.outcomes).unwrap_or(StageStatus::Succeeded);
+            let retries = n
+                .retries
+                .iter()
+                .rev()
+                .find(|(r, _)| r == id)
+                .map_or(0, |(_, c)| *c);
+            self.state.complete(id, status, retries);
         }
         for (id, v) in &n.visits {
-            *self.state.visits.entry(id.clone()).or_insert(0) += v;
+            self.state.add_visits(id, *v);
         }
         for (sig, c) in &n.signatures {
-            *self.state.signatures.entry(sig.clone()).or_insert(0) += c;
+            self.state.count_signature(sig, *c);
         }
     }
 
     fn count_signature(&mut self, node: usize, sig: &str) -> Result<(), Stop> {
-        let count = {
-            let c = self.state.signatures.entry(sig.to_string()).or_insert(0);
-            *c += 1;
-            *c
-        };
+        let count = self.state.count_signature(sig, 1);
         let limit = self
             .wf
             .graph_view()
@@ -711,36 +702,33 @@ impl<'w> Walker<'w> {
     /// Context reset and re-seeded; completed nodes, outcomes and retry counts cleared;
     /// visits and failure signatures kept.
     fn restart(&mut self, from: usize, to: usize) -> Result<(), Stop> {
-        self.state.restarts += 1;
+        self.state.restart();
         self.emit(
             "loop.restart",
             Some(from),
             json!({"from_node": self.scoped_id(from), "to_node": self.scoped_id(to),
                    "restart": self.state.restarts}),
         )?;
-        self.state.context = Context::new();
         self.seed_context();
-        self.state.completed.clear();
-        self.state.outcomes.clear();
-        self.state.retries.clear();
         Ok(())
     }
 
     /// `checkpoint.completed` after every stage of the run itself (not branches or
     /// children: their parent stage is the unit of resume).
-    fn checkpoint(&self, node: usize, next: Option<usize>) -> Result<(), Stop> {
+    fn checkpoint(&mut self, node: usize, next: Option<usize>) -> Result<(), Stop> {
         if self.scope.kind != ScopeKind::Run {
             return Ok(());
         }
-        let cp = CheckpointRef {
-            current_node: &self.wf.node(node).id,
-            next_node_id: next.map(|n| self.wf.node(n).id.as_str()),
-            stage_index: self.shared.stages.load(Ordering::Relaxed),
-            state: &self.state,
-        };
-        let props = serde_json::to_value(&cp)
+        let (props, full) = self
+            .state
+            .checkpoint_payload(
+                &self.wf.node(node).id,
+                next.map(|n| self.wf.node(n).id.as_str()),
+                self.shared.stages.load(Ordering::Relaxed),
+            )
             .map_err(|e| Stop::failed(format!("cannot encode the checkpoint: {e}")))?;
-        self.emit("checkpoint.completed", Some(node), props)?;
+        let seq = self.emit_seq("checkpoint.completed", Some(node), props)?;
+        self.state.checkpointed(seq, full);
         Ok(())
     }
 
@@ -773,7 +761,7 @@ impl<'w> Walker<'w> {
                 status.as_str()
             )));
         };
-        let mut props = json!({
+        let props = json!({
             "from_node": self.scoped_id(exit),
             "to_node": self.scoped_id(route.to),
             "reason": "goal_gate",
@@ -782,9 +770,6 @@ impl<'w> Walker<'w> {
             "stage_status": status.as_str(),
             "is_jump": true,
         });
-        if let Value::Object(m) = &mut props {
-            m.insert("gate_status".into(), Value::String(status.as_str().into()));
-        }
         self.emit("edge.selected", Some(exit), props)?;
         self.checkpoint(exit, Some(route.to))?;
         Ok(route.to)
@@ -805,9 +790,7 @@ impl<'w> Walker<'w> {
                    "suggested_next_ids": [], "attempt": 1, "max_attempts": 1}),
         )?;
         let id = self.wf.node(node).id.clone();
-        self.state.path.push(id.clone());
-        self.state.completed.push(id.clone());
-        self.state.outcomes.insert(id, StageStatus::Succeeded);
+        self.state.complete(&id, StageStatus::Succeeded, 0);
         Ok(())
     }
 

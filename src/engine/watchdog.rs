@@ -37,8 +37,9 @@ pub fn watch(
                 json!({"idle_seconds": idle.as_secs_f64(), "stall_timeout_ms": stall.as_millis() as u64}),
             ));
             run.cancel(&format!(
-                "{STALLED}: no activity for {}s (stall_timeout)",
-                idle.as_secs()
+                "{STALLED}: no activity for {} (stall_timeout={})",
+                super::walker::describe_duration(idle),
+                super::walker::describe_duration(stall)
             ));
             return;
         }

@@ -98,10 +98,8 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let (verdict, after) = std::thread::scope(|s| {
         s.spawn(|| {
-            let state = RunState {
-                context: before.clone(),
-                ..RunState::default()
-            };
+            let mut state = RunState::default();
+            state.context = before.clone();
             let mut walker = Walker::new(&child, cx.walker.shared, scope, state);
             walker.seed_context();
             *mirror.lock() = walker.state.context.clone();

@@ -1,0 +1,713 @@
+//! The agent loop (engine.md §12): a multi-turn conversation with a [`ChatModel`] whose tool
+//! calls run inside a [`Sandbox`]. Owns the session state (conversation, usage, files
+//! touched), steering injection, loop detection, the turn limit, cancellation between turns
+//! and the `agent.*` events. Must not know about stages, the store, or any provider's wire
+//! format; it talks to models only through [`ChatModel`].
+
+pub mod acp;
+pub mod stage;
+pub mod threads;
+pub mod tools;
+pub mod truncate;
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use crate::engine::cancel::CancelToken;
+use crate::llm::memory::project_memory;
+use crate::llm::provider::infer_provider;
+use crate::llm::{
+    cost_of, ChatModel, Cost, LlmError, Message, Part, Provider, Request, Role, Speed, StopReason,
+    StreamEvent, ToolProfile, ToolSpec, Usage,
+};
+use crate::sandbox::Sandbox;
+use tools::ShellLimits;
+
+/// Session settings.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub model: String,
+    /// Pinned provider; inferred from the catalog when `None`.
+    pub provider: Option<Provider>,
+    pub max_tokens: Option<u64>,
+    pub reasoning_effort: Option<String>,
+    /// Model calls allowed per [`Session::run`]; 0 = unlimited.
+    pub max_turns: u32,
+    /// Identical consecutive tool-using turns that count as a loop; 0 disables detection.
+    pub loop_threshold: u32,
+    pub shell: ShellLimits,
+    /// Put project memory (AGENTS.md + the provider's file) in the system prompt.
+    pub project_memory: bool,
+    /// Extra instructions appended to the system prompt.
+    pub instructions: Option<String>,
+    /// Overrides the tool set chosen from the provider.
+    pub profile: Option<ToolProfile>,
+}
+
+impl AgentConfig {
+    pub fn new(model: &str) -> Self {
+        Self {
+            model: model.to_string(),
+            provider: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            max_turns: 0,
+            loop_threshold: 3,
+            shell: ShellLimits::default(),
+            project_memory: true,
+            instructions: None,
+            profile: None,
+        }
+    }
+}
+
+/// Guidance pushed from outside (the server's `/steer`) while a session runs. Cheap to
+/// clone; all clones share one queue.
+#[derive(Debug, Clone, Default)]
+pub struct Steering {
+    queue: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Steering {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&self, text: impl Into<String>) {
+        self.queue.lock().push_back(text.into());
+    }
+
+    /// Queues a steering request (SPEC §2.11: `guidance` and an optional `location`).
+    pub fn push_guidance(&self, guidance: &str, location: Option<(&str, u64)>) {
+        let text = match location {
+            Some((file, line)) => {
+                format!("Guidance from the user (about {file}, line {line}):\n{guidance}")
+            }
+            None => format!("Guidance from the user:\n{guidance}"),
+        };
+        self.push(text);
+    }
+
+    pub fn drain(&self) -> Vec<String> {
+        self.queue.lock().drain(..).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.lock().is_empty()
+    }
+}
+
+/// An `agent.*` event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    SessionStarted {
+        provider: Provider,
+        model: String,
+    },
+    /// An ACP agent session started (same kind as [`AgentEvent::SessionStarted`]).
+    AcpSessionStarted {
+        command: String,
+        session_id: String,
+    },
+    /// A piece of streamed assistant text.
+    TextDelta {
+        text: String,
+    },
+    Message {
+        text: String,
+        model: String,
+        tool_call_count: usize,
+        usage: Usage,
+        cost: Cost,
+    },
+    ToolStarted {
+        tool_name: String,
+        tool_call_id: String,
+        arguments: Value,
+    },
+    ToolCompleted {
+        tool_name: String,
+        tool_call_id: String,
+        /// The full output (the model may have seen a truncated copy).
+        output: String,
+        is_error: bool,
+    },
+    LoopDetected {
+        repeats: u32,
+    },
+    TurnLimit {
+        max_turns: u32,
+    },
+    SteeringInjected {
+        text: String,
+    },
+    LlmRetry {
+        provider: Provider,
+        model: String,
+        attempt: u32,
+        delay_secs: f64,
+        error: String,
+    },
+    SessionEnded {
+        stop: AgentStop,
+    },
+}
+
+impl AgentEvent {
+    /// The event kind (api.md §3.3 names).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentEvent::SessionStarted { .. } | AgentEvent::AcpSessionStarted { .. } => {
+                "agent.session.started"
+            }
+            AgentEvent::TextDelta { .. } => "agent.message.delta",
+            AgentEvent::Message { .. } => "agent.message",
+            AgentEvent::ToolStarted { .. } => "agent.tool.started",
+            AgentEvent::ToolCompleted { .. } => "agent.tool.completed",
+            AgentEvent::LoopDetected { .. } => "agent.loop.detected",
+            AgentEvent::TurnLimit { .. } => "agent.turn.limit",
+            AgentEvent::SteeringInjected { .. } => "agent.steering.injected",
+            AgentEvent::LlmRetry { .. } => "agent.llm.retry",
+            AgentEvent::SessionEnded { .. } => "agent.session.ended",
+        }
+    }
+
+    /// The event's properties object.
+    pub fn properties(&self) -> Value {
+        match self {
+            AgentEvent::SessionStarted { provider, model } => {
+                json!({"provider": provider.id(), "model": model})
+            }
+            AgentEvent::AcpSessionStarted {
+                command,
+                session_id,
+            } => json!({"backend": "acp", "command": command, "session_id": session_id}),
+            AgentEvent::TextDelta { text } => json!({ "text": text }),
+            AgentEvent::Message {
+                text,
+                model,
+                tool_call_count,
+                usage,
+                cost,
+            } => json!({
+                "text": text, "model": model, "tool_call_count": tool_call_count,
+                "usage": {
+                    "tokens": {"input": usage.input, "output": usage.output, "reasoning": usage.reasoning,
+                               "cache_read": usage.cache_read, "cache_write": usage.cache_write},
+                    "cost": cost.to_json(),
+                },
+            }),
+            AgentEvent::ToolStarted {
+                tool_name,
+                tool_call_id,
+                arguments,
+            } => {
+                json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "arguments": arguments})
+            }
+            AgentEvent::ToolCompleted {
+                tool_name,
+                tool_call_id,
+                output,
+                is_error,
+            } => {
+                json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "output": output, "is_error": is_error})
+            }
+            AgentEvent::LoopDetected { repeats } => json!({ "repeats": repeats }),
+            AgentEvent::TurnLimit { max_turns } => json!({ "max_turns": max_turns }),
+            AgentEvent::SteeringInjected { text } => json!({ "text": text }),
+            AgentEvent::LlmRetry {
+                provider,
+                model,
+                attempt,
+                delay_secs,
+                error,
+            } => json!({"provider": provider.id(), "model": model, "attempt": attempt,
+                        "delay_secs": delay_secs, "error": error}),
+            AgentEvent::SessionEnded { stop } => json!({ "stop": stop.as_str() }),
+        }
+    }
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStop {
+    /// The model answered without tool calls.
+    Completed,
+    /// `max_turns` model calls were made while the model still wanted tools.
+    TurnLimit,
+    /// The model hit its output limit without asking for tools.
+    MaxTokens,
+}
+
+impl AgentStop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentStop::Completed => "completed",
+            AgentStop::TurnLimit => "turn_limit",
+            AgentStop::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// The result of one [`Session::run`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentOutcome {
+    /// The last non-empty assistant text of this run.
+    pub text: String,
+    /// Usage of this run's model calls.
+    pub usage: Usage,
+    pub cost: Cost,
+    /// Model calls made in this run.
+    pub turns: u32,
+    pub tool_calls: u32,
+    /// Files touched in this run (relative to the sandbox root, first-touch order).
+    pub files_touched: Vec<String>,
+    pub stop: AgentStop,
+    /// The provider and model id used.
+    pub provider: Provider,
+    pub model: String,
+    /// Time spent waiting for the model (all calls, retries included).
+    pub inference_time: std::time::Duration,
+    /// Time spent running tools.
+    pub tool_time: std::time::Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error("the agent session was cancelled{}", .reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    Cancelled { reason: Option<String> },
+}
+
+impl AgentError {
+    /// The engine's failure class (see [`crate::llm::ErrorKind::failure_class`]).
+    pub fn failure_class(&self) -> &'static str {
+        match self {
+            AgentError::Llm(e) => e.failure_class(),
+            AgentError::Cancelled { .. } => "canceled",
+        }
+    }
+}
+
+/// The warning injected when a loop is detected.
+pub const LOOP_WARNING: &str = "You have made the same tool calls with the same arguments several turns in a row \
+without progress. Stop repeating them: try a different approach, or if you are done, reply with your final answer.";
+
+/// One agent session: a conversation that can take several inputs.
+pub struct Session {
+    config: AgentConfig,
+    provider: Provider,
+    profile: ToolProfile,
+    sandbox: Sandbox,
+    system: String,
+    tools: Vec<ToolSpec>,
+    messages: Vec<Message>,
+    usage: Usage,
+    files_touched: Vec<String>,
+    started: bool,
+    steering: Steering,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("model", &self.config.model)
+            .field("provider", &self.provider)
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// A new session. Fails only when the provider cannot be inferred from the model.
+    pub fn new(config: AgentConfig, sandbox: Sandbox) -> Result<Self, AgentError> {
+        let provider = infer_provider(&config.model, config.provider)?;
+        let profile = config.profile.unwrap_or(provider.tool_profile());
+        let system = system_prompt(&config, provider, profile, &sandbox);
+        Ok(Self {
+            tools: tools::specs(profile),
+            config,
+            provider,
+            profile,
+            sandbox,
+            system,
+            messages: Vec::new(),
+            usage: Usage::default(),
+            files_touched: Vec::new(),
+            started: false,
+            steering: Steering::new(),
+        })
+    }
+
+    /// Continues an earlier conversation (fidelity `full` thread reuse).
+    pub fn with_history(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Uses a shared steering queue (the server keeps a clone to push guidance into).
+    pub fn with_steering(mut self, steering: Steering) -> Self {
+        self.steering = steering;
+        self
+    }
+
+    /// The session's steering queue.
+    pub fn steering(&self) -> &Steering {
+        &self.steering
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn into_messages(self) -> Vec<Message> {
+        self.messages
+    }
+
+    pub fn system_prompt(&self) -> &str {
+        &self.system
+    }
+
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    /// Usage summed over every run of this session.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// Files touched over every run of this session.
+    pub fn files_touched(&self) -> &[String] {
+        &self.files_touched
+    }
+
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// Processes one input: model call, tools, steering, repeat until the model answers
+    /// without tools, the turn limit is reached, or the session is cancelled.
+    pub fn run(
+        &mut self,
+        model: &dyn ChatModel,
+        input: &str,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<AgentOutcome, AgentError> {
+        let steering = self.steering.clone();
+        let steering = &steering;
+        let model_id = crate::llm::provider::wire_model_id(&self.config.model);
+        if !self.started {
+            self.started = true;
+            on_event(AgentEvent::SessionStarted {
+                provider: self.provider,
+                model: model_id.clone(),
+            });
+        }
+        self.messages.push(Message::user(input));
+        self.inject_steering(steering, on_event);
+
+        let mut usage = Usage::default();
+        let mut text = String::new();
+        let mut turns = 0u32;
+        let mut tool_calls = 0u32;
+        let mut touched: Vec<String> = Vec::new();
+        let mut last_sig: Option<u64> = None;
+        let mut repeats = 0u32;
+        let mut reported_model = model_id.clone();
+        let mut inference_time = std::time::Duration::ZERO;
+        let mut tool_time = std::time::Duration::ZERO;
+        let stop = loop {
+            if cancel.is_cancelled() {
+                return Err(AgentError::Cancelled {
+                    reason: cancel.reason(),
+                });
+            }
+            if self.config.max_turns > 0 && turns >= self.config.max_turns {
+                on_event(AgentEvent::TurnLimit {
+                    max_turns: self.config.max_turns,
+                });
+                break AgentStop::TurnLimit;
+            }
+            // Lend the conversation to the request instead of cloning it.
+            let req = Request {
+                model: self.config.model.clone(),
+                provider: Some(self.provider),
+                system: Some(std::mem::take(&mut self.system)),
+                messages: std::mem::take(&mut self.messages),
+                tools: std::mem::take(&mut self.tools),
+                max_tokens: self.config.max_tokens,
+                reasoning_effort: self.config.reasoning_effort.clone(),
+            };
+            let provider = self.provider;
+            let t0 = std::time::Instant::now();
+            let result = model.chat(&req, cancel, &mut |ev| match ev {
+                StreamEvent::TextDelta(t) => on_event(AgentEvent::TextDelta { text: t }),
+                StreamEvent::Retry {
+                    attempt,
+                    delay_ms,
+                    error,
+                } => on_event(AgentEvent::LlmRetry {
+                    provider,
+                    model: model_id.clone(),
+                    attempt,
+                    delay_secs: delay_ms as f64 / 1000.0,
+                    error,
+                }),
+                StreamEvent::ToolCall(_) | StreamEvent::Done(_) => {}
+            });
+            inference_time += t0.elapsed();
+            self.system = req.system.unwrap_or_default();
+            self.messages = req.messages;
+            self.tools = req.tools;
+            let resp = match result {
+                Ok(r) => r,
+                Err(LlmError::Cancelled) => {
+                    return Err(AgentError::Cancelled {
+                        reason: cancel.reason(),
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            };
+            turns += 1;
+            usage.add(&resp.usage);
+            self.usage.add(&resp.usage);
+            if !resp.model.is_empty() {
+                reported_model = resp.model.clone();
+            }
+            let msg = resp.to_message();
+            let calls: Vec<_> = msg.tool_calls().cloned().collect();
+            self.messages.push(msg);
+            on_event(AgentEvent::Message {
+                text: resp.text.clone(),
+                model: reported_model.clone(),
+                tool_call_count: calls.len(),
+                usage: resp.usage,
+                cost: cost_of(&model_id, &resp.usage, Speed::Standard),
+            });
+            if !resp.text.trim().is_empty() {
+                text = resp.text.clone();
+            }
+            if calls.is_empty() {
+                break if resp.stop_reason == StopReason::MaxTokens {
+                    AgentStop::MaxTokens
+                } else {
+                    AgentStop::Completed
+                };
+            }
+            let mut results = Vec::with_capacity(calls.len());
+            for c in &calls {
+                if cancel.is_cancelled() {
+                    // Answer every call so the conversation stays well-formed, run nothing.
+                    results.push(Part::ToolResult {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        content: "Error: not run: the session was cancelled".into(),
+                        is_error: true,
+                    });
+                    continue;
+                }
+                tool_calls += 1;
+                on_event(AgentEvent::ToolStarted {
+                    tool_name: c.name.clone(),
+                    tool_call_id: c.id.clone(),
+                    arguments: c.arguments.clone(),
+                });
+                let t1 = std::time::Instant::now();
+                let out = tools::execute(
+                    &c.name,
+                    &c.arguments,
+                    &self.sandbox,
+                    &self.config.shell,
+                    self.profile,
+                    cancel,
+                );
+                tool_time += t1.elapsed();
+                for t in &out.touched {
+                    if !touched.contains(t) {
+                        touched.push(t.clone());
+                    }
+                    if !self.files_touched.contains(t) {
+                        self.files_touched.push(t.clone());
+                    }
+                }
+                on_event(AgentEvent::ToolCompleted {
+                    tool_name: c.name.clone(),
+                    tool_call_id: c.id.clone(),
+                    output: out.output,
+                    is_error: out.is_error,
+                });
+                results.push(Part::ToolResult {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    content: out.for_model,
+                    is_error: out.is_error,
+                });
+            }
+            self.messages.push(Message {
+                role: Role::User,
+                parts: results,
+            });
+            if self.config.loop_threshold > 0 {
+                let sig = signature(&calls);
+                if last_sig == Some(sig) {
+                    repeats += 1;
+                } else {
+                    repeats = 1;
+                    last_sig = Some(sig);
+                }
+                if repeats >= self.config.loop_threshold {
+                    on_event(AgentEvent::LoopDetected { repeats });
+                    steering.push(LOOP_WARNING);
+                    repeats = 0;
+                    last_sig = None;
+                }
+            }
+            self.inject_steering(steering, on_event);
+        };
+        on_event(AgentEvent::SessionEnded { stop });
+        Ok(AgentOutcome {
+            text,
+            cost: cost_of(&model_id, &usage, Speed::Standard),
+            usage,
+            turns,
+            tool_calls,
+            files_touched: touched,
+            stop,
+            provider: self.provider,
+            model: reported_model,
+            inference_time,
+            tool_time,
+        })
+    }
+
+    fn inject_steering(&mut self, steering: &Steering, on_event: &mut dyn FnMut(AgentEvent)) {
+        for s in steering.drain() {
+            if s.trim().is_empty() {
+                continue;
+            }
+            on_event(AgentEvent::SteeringInjected { text: s.clone() });
+            // Merge into a trailing user turn (tool results, or the input) so providers
+            // with strict alternation see one user message.
+            match self.messages.last_mut() {
+                Some(m) if m.role == Role::User => m.parts.push(Part::text(s)),
+                _ => self.messages.push(Message::user(s)),
+            }
+        }
+    }
+}
+
+/// A hash over a turn's calls (names and canonical arguments, in order).
+fn signature(calls: &[crate::llm::ToolCall]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for c in calls {
+        c.name.hash(&mut h);
+        // serde_json with preserve_order keeps key order; canonicalise by sorting.
+        canonical(&c.arguments).hash(&mut h);
+    }
+    h.finish()
+}
+
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k:?}:{}", canonical(&o[k])))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
+fn system_prompt(
+    config: &AgentConfig,
+    provider: Provider,
+    profile: ToolProfile,
+    sb: &Sandbox,
+) -> String {
+    let edit = match profile {
+        ToolProfile::OpenAi => "apply_patch",
+        _ => "edit_file",
+    };
+    let mut s = format!(
+        "You are a coding agent working in the directory {root}. Use the tools to inspect and \
+         change files and to run commands there.\n\
+         - File paths are relative to the working directory; absolute paths must stay inside it.\n\
+         - Read a file before changing it; change existing files with {edit}, create new ones \
+         with write_file.\n\
+         - Run the project's checks with shell when they exist.\n\
+         - When the task is complete, reply with a short summary of what you did and do not \
+         call any more tools.\n\
+         Platform: {os}.",
+        root = sb.root().display(),
+        os = std::env::consts::OS,
+    );
+    if config.project_memory {
+        let mem = project_memory(sb.root(), provider);
+        if !mem.is_empty() {
+            s.push_str("\n\nProject instructions:\n\n");
+            s.push_str(&mem);
+        }
+    }
+    if let Some(extra) = config
+        .instructions
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
+        s.push_str("\n\n");
+        s.push_str(extra);
+    }
+    s
+}
+
+impl Session {
+    /// Runs `prompt` and validates the final text; failures are sent back into this same
+    /// session as corrective inputs, up to `output_retries` times (see
+    /// [`crate::llm::structured::repair_loop`]). Returns the validated value and every
+    /// run's outcome.
+    pub fn run_validated<T>(
+        &mut self,
+        model: &dyn ChatModel,
+        prompt: &str,
+        output_retries: i64,
+        validate: impl Fn(&str) -> Result<T, String>,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<
+        (crate::llm::structured::Repaired<T>, Vec<AgentOutcome>),
+        crate::llm::structured::RepairError<AgentError>,
+    > {
+        let mut outcomes = Vec::new();
+        let r = crate::llm::structured::repair_loop(
+            output_retries,
+            prompt,
+            |input| {
+                let o = self.run(model, input, cancel, on_event)?;
+                let t = o.text.clone();
+                outcomes.push(o);
+                Ok(t)
+            },
+            validate,
+        )?;
+        Ok((r, outcomes))
+    }
+}

@@ -1,0 +1,224 @@
+//! The ACP backend against a tiny scripted ACP agent (a Python script speaking JSON-RPC
+//! over stdio): initialize → session/new{cwd} → session/prompt, session/update → events,
+//! permission and fs requests answered through the sandbox, session/cancel on cancel, a
+//! killed agent that ignores cancel, and an agent that dies.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use svc::agent::acp::{run_acp, AcpClient, AcpConfig, AcpError};
+use svc::agent::AgentEvent;
+use svc::engine::cancel::CancelToken;
+use svc::sandbox::Sandbox;
+
+const AGENT: &str = r#"
+import sys, json
+LOG = sys.argv[1]
+def log(m):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(m) + "\n")
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+def read():
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(0)
+    m = json.loads(line)
+    log(m)
+    return m
+def update(sid, u):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}})
+def call(i, method, params):
+    send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+    return read()
+print("not json: a stray line", flush=True)
+while True:
+    m = read()
+    meth = m.get("method")
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})
+    elif meth == "session/new":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "sess-1"}})
+    elif meth == "session/prompt":
+        sid = m["params"]["sessionId"]
+        text = m["params"]["prompt"][0]["text"]
+        if "stubborn" in text:
+            update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "ignoring you"}})
+            while True:
+                read()
+        if "wait" in text:
+            update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "working"}})
+            while True:
+                c = read()
+                if c.get("method") == "session/cancel":
+                    send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "cancelled"}})
+                    break
+            continue
+        update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Writing "}})
+        update(sid, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}})
+        update(sid, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Write notes", "kind": "edit", "status": "pending", "rawInput": {"path": "notes.txt"}})
+        call(1000, "session/request_permission", {"sessionId": sid, "toolCall": {"toolCallId": "t1"},
+             "options": [{"optionId": "no", "name": "Reject", "kind": "reject_once"}, {"optionId": "yes", "name": "Allow", "kind": "allow_once"}]})
+        call(1001, "fs/write_text_file", {"sessionId": sid, "path": "notes.txt", "content": "from acp\nline 2\n"})
+        call(1002, "fs/read_text_file", {"sessionId": sid, "path": "notes.txt", "line": 2, "limit": 1})
+        call(1003, "fs/read_text_file", {"sessionId": sid, "path": "../outside.txt"})
+        call(1004, "terminal/create", {"sessionId": sid, "command": "ls"})
+        update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+                     "content": [{"type": "content", "content": {"type": "text", "text": "wrote notes.txt"}}]})
+        update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "done."}})
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "end_turn"}})
+"#;
+
+fn setup() -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let outer = tempfile::tempdir().expect("tempdir");
+    let work = outer.path().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    let script = outer.path().join("agent.py");
+    std::fs::write(&script, AGENT).expect("write");
+    let log = outer.path().join("log.jsonl");
+    let cmd = format!("python3 {} {}", script.display(), log.display());
+    (outer, work, cmd)
+}
+
+fn log_lines(outer: &Path) -> Vec<Value> {
+    std::fs::read_to_string(outer.join("log.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn a_prompt_round_trip_with_updates_permissions_and_fs() {
+    let (outer, work, cmd) = setup();
+    let mut events = Vec::new();
+    let out = run_acp(
+        AcpConfig::new(&cmd),
+        Sandbox::new(&work).expect("sb"),
+        "Write the notes.",
+        &CancelToken::new(),
+        &mut |e| events.push(e),
+    )
+    .expect("acp run");
+    assert_eq!(out.text, "Writing done.");
+    assert_eq!(out.stop_reason, "end_turn");
+    assert_eq!(out.tool_calls, 1);
+    assert_eq!(out.files_touched, vec!["notes.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(work.join("notes.txt")).expect("r"),
+        "from acp\nline 2\n"
+    );
+
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind()).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "agent.session.started",
+            "agent.message.delta",
+            "agent.tool.started",
+            "agent.tool.completed",
+            "agent.message.delta",
+            "agent.message",
+            "agent.session.ended"
+        ]
+    );
+    assert_eq!(events[0].properties()["backend"], "acp");
+    assert_eq!(events[2].properties()["tool_name"], "Write notes");
+    assert_eq!(events[2].properties()["arguments"]["path"], "notes.txt");
+    assert!(
+        matches!(&events[3], AgentEvent::ToolCompleted { output, is_error: false, .. } if output == "wrote notes.txt")
+    );
+
+    let log = log_lines(outer.path());
+    assert_eq!(log[0]["method"], "initialize");
+    assert_eq!(log[0]["jsonrpc"], "2.0");
+    assert_eq!(log[0]["params"]["protocolVersion"], 1);
+    assert_eq!(
+        log[0]["params"]["clientCapabilities"]["fs"]["writeTextFile"],
+        true
+    );
+    assert_eq!(log[1]["method"], "session/new");
+    let root = work.canonicalize().expect("canon");
+    assert_eq!(log[1]["params"]["cwd"], root.display().to_string());
+    assert_eq!(log[1]["params"]["mcpServers"], serde_json::json!([]));
+    assert_eq!(log[2]["method"], "session/prompt");
+    assert_eq!(log[2]["params"]["sessionId"], "sess-1");
+    assert_eq!(log[2]["params"]["prompt"][0]["text"], "Write the notes.");
+    // Replies to the agent's requests, in order.
+    assert_eq!(log[3]["id"], 1000);
+    assert_eq!(log[3]["result"]["outcome"]["optionId"], "yes");
+    assert_eq!(log[4]["id"], 1001);
+    assert!(log[4].get("error").is_none());
+    assert_eq!(log[5]["result"]["content"], "line 2\n");
+    assert!(log[6]["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("outside"));
+    assert_eq!(log[7]["error"]["code"], -32601);
+}
+
+#[test]
+fn cancel_sends_session_cancel() {
+    let (outer, work, cmd) = setup();
+    let cancel = CancelToken::new();
+    let c2 = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        c2.cancel("user");
+    });
+    let mut client =
+        AcpClient::start(AcpConfig::new(&cmd), Sandbox::new(&work).expect("sb")).expect("start");
+    client.new_session().expect("session");
+    let r = client.prompt("please wait", &cancel, &mut |_| {});
+    assert!(matches!(r, Err(AcpError::Cancelled)), "{r:?}");
+    client.shutdown();
+    let log = log_lines(outer.path());
+    let cancel_msg = log
+        .iter()
+        .find(|m| m["method"] == "session/cancel")
+        .expect("session/cancel sent");
+    assert_eq!(cancel_msg["params"]["sessionId"], "sess-1");
+    assert!(
+        cancel_msg.get("id").is_none(),
+        "session/cancel is a notification"
+    );
+}
+
+#[test]
+fn an_agent_that_ignores_cancel_is_killed_after_the_grace() {
+    let (_outer, work, cmd) = setup();
+    let cancel = CancelToken::new();
+    cancel.cancel("now");
+    let cfg = AcpConfig {
+        cancel_grace: Duration::from_millis(300),
+        ..AcpConfig::new(&cmd)
+    };
+    let t = Instant::now();
+    let r = run_acp(
+        cfg,
+        Sandbox::new(&work).expect("sb"),
+        "stubborn",
+        &cancel,
+        &mut |_| {},
+    );
+    assert!(matches!(r, Err(AcpError::Cancelled)), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn an_agent_that_dies_reports_its_stderr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = AcpClient::start(
+        AcpConfig::new("echo 'missing API key' >&2; exit 3"),
+        Sandbox::new(dir.path()).expect("sb"),
+    );
+    let e = r.expect_err("must fail");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("exited") && msg.contains("missing API key"),
+        "{msg}"
+    );
+    assert_eq!(e.failure_class(), "transient_infra");
+}

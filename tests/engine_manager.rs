@@ -1,0 +1,62 @@
+//! End-to-end: manager loops — stop condition against the child's context, max cycles,
+//! a child that finishes, inline child sources, and child events in the parent's stream.
+
+mod engine_common;
+
+use engine_common::Sandbox;
+use serde_json::json;
+use std::time::Duration;
+
+#[test]
+fn stop_condition_stops_the_child_early() {
+    let s = Sandbox::new();
+    let r = s.run("manager_stop.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.path(), ["start", "mgr", "exit"]);
+    assert!(r.elapsed < Duration::from_secs(4), "{:?}", r.elapsed);
+    assert_eq!(r.ctx("progress"), &json!("1"));
+    assert_eq!(s.lines("child_step1.txt"), 1);
+    assert_eq!(
+        s.lines("child_done.txt"),
+        0,
+        "the slow child step was stopped"
+    );
+}
+
+#[test]
+fn max_cycles_fails_the_stage() {
+    let s = Sandbox::new();
+    let r = s.run("manager_cycles.dot", &[]);
+    assert_eq!(r.code, 1);
+    assert!(r.error().contains("manager.max_cycles=3"), "{}", r.error());
+    assert!(r.elapsed < Duration::from_secs(4), "{:?}", r.elapsed);
+}
+
+#[test]
+fn a_finished_child_succeeds_and_shares_its_keys() {
+    let s = Sandbox::new();
+    let r = s.run("manager_cycles.dot", &["--input", "child_fast=yes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(s.lines("child_done.txt"), 1);
+    assert_eq!(r.ctx("progress"), &json!("1"));
+}
+
+#[test]
+fn inline_child_source_runs() {
+    let s = Sandbox::new();
+    let r = s.run("manager_inline.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(s.read("inline.txt").trim(), "inline");
+}
+
+#[test]
+fn child_events_carry_the_manager_prefix() {
+    let s = Sandbox::new();
+    let file = engine_common::testdata("manager_cycles.dot");
+    let mut cmd = s.command(&["run", file.to_str().unwrap_or("")]);
+    cmd.args(["--input", "child_fast=yes"]);
+    let r = s.finish(cmd);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("▸ mgr/step1 (command)"), "{}", r.stderr);
+    assert!(r.stderr.contains("mgr/step1 → mgr/step2"), "{}", r.stderr);
+}

@@ -1,0 +1,118 @@
+//! End-to-end: `svc run` killed with SIGKILL in the middle of a stage, then `svc resume`
+//! continues from the last checkpoint without re-running completed stages; resume refuses
+//! finished and unknown runs.
+
+mod engine_common;
+
+use engine_common::{gone, testdata, Sandbox};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn wait_for(path: &std::path::Path, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn resume_after_sigkill_skips_completed_stages() {
+    let s = Sandbox::new();
+    let file = testdata("resume.dot");
+    let mut cmd = s.command(&["run", file.to_str().unwrap_or(""), "--format", "json"]);
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svc starts");
+    assert!(
+        wait_for(&s.work().join("second.pid"), Duration::from_secs(20)),
+        "second never started"
+    );
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let run_id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .map(|s| s.trim().to_string())
+        .expect("run id on stderr");
+    // The orphaned script of the killed run must not interfere.
+    let pid: i32 = s.read("second.pid").trim().parse().unwrap_or(0);
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+    assert!(gone(pid));
+
+    std::fs::write(s.work().join("release"), "").expect("release");
+    let r = s.finish(s.command(&["resume", &run_id, "--format", "json"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.run_id(), run_id);
+    assert_eq!(s.lines("first.txt"), 1, "first must not run again");
+    assert_eq!(s.lines("second.txt"), 2, "the interrupted stage runs again");
+    assert_eq!(
+        s.read("third.txt").trim(),
+        "kept",
+        "context restored from the checkpoint"
+    );
+    assert_eq!(r.path(), ["start", "first", "second", "third", "exit"]);
+
+    let again = s.finish(s.command(&["resume", &run_id]));
+    assert_eq!(again.code, 2);
+    assert!(
+        again.stderr.contains("already finished"),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn resume_of_an_unknown_run_is_a_usage_error() {
+    let s = Sandbox::new();
+    let r = s.finish(s.command(&["resume", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("not found"), "{}", r.stderr);
+}
+
+#[test]
+fn sigint_cancels_the_run_and_kills_its_command() {
+    let s = Sandbox::new();
+    let file = testdata("resume.dot");
+    let mut cmd = s.command(&["run", file.to_str().unwrap_or(""), "--format", "json"]);
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svc starts");
+    assert!(wait_for(
+        &s.work().join("second.pid"),
+        Duration::from_secs(20)
+    ));
+    let started = Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().expect("svc exits");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    assert_eq!(json["status"], "failed");
+    assert_eq!(json["reason"], "cancelled");
+    let pid: i32 = s.read("second.pid").trim().parse().unwrap_or(0);
+    assert!(gone(pid), "the stage's process survived the interrupt");
+    let again = s.finish(s.command(&["resume", json["run_id"].as_str().unwrap_or("")]));
+    assert_eq!(
+        again.code, 2,
+        "a cancelled run is finished: {}",
+        again.stderr
+    );
+}
