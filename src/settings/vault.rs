@@ -176,6 +176,20 @@ impl Vault {
     }
 }
 
+/// The vault is where LLM provider keys come from (`ANTHROPIC_API_KEY`, … or a credential
+/// named after the provider); never the process environment.
+impl crate::llm::Credentials for Vault {
+    fn get(&self, name: &str) -> Option<String> {
+        match Vault::get(self, name) {
+            Ok(v) => v,
+            Err(e) => {
+                log::warn!("secret vault unreadable: {e}");
+                None
+            }
+        }
+    }
+}
+
 /// Env-style names `[A-Za-z_][A-Za-z0-9_]*` (credentials too: provider ids); file secrets
 /// are absolute paths without `..`.
 pub fn validate_name(name: &str, kind: SecretType) -> Result<(), VaultError> {
@@ -269,6 +283,9 @@ mod tests {
         assert!(v.set("rel/path", "x", SecretType::File).is_err());
         assert!(v.set("/a/../b", "x", SecretType::File).is_err());
         v.set("/etc/x.pem", "x", SecretType::File).unwrap();
+        let creds: &dyn crate::llm::Credentials = &v;
+        assert_eq!(creds.get("anthropic").as_deref(), Some("sk-2"));
+        assert_eq!(creds.get("NOPE"), None);
         assert!(!format!(
             "{:?}",
             Secret {
