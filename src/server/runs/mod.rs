@@ -353,21 +353,40 @@ impl Runs {
         self.row(id)
     }
 
-    /// 1-based position among runnable runs (scheduler order), for runnable runs.
+    /// 1-based position among runnable runs (scheduler order = ULID order), for runnable
+    /// runs. Found by exponential then binary search over one-row pages, so its cost grows
+    /// with the log of the queue length.
     fn queue_position(&self, row: &RunRow) -> Option<usize> {
         if row.status != RunStatus::Runnable {
             return None;
         }
-        let q = self
-            .store
-            .query_runs(&RunQuery {
-                statuses: vec!["runnable".into()],
-                oldest_first: true,
-                limit: 1_000_000,
-                ..RunQuery::default()
-            })
-            .ok()?;
-        q.iter().position(|r| r.id == row.id).map(|p| p + 1)
+        let id_at = |offset: usize| -> Option<String> {
+            self.store
+                .query_runs(&RunQuery {
+                    statuses: vec!["runnable".into()],
+                    oldest_first: true,
+                    offset,
+                    limit: 1,
+                    ..RunQuery::default()
+                })
+                .ok()?
+                .pop()
+                .map(|r| r.id)
+        };
+        // Smallest offset whose id is >= row.id.
+        let mut hi = 1usize;
+        while id_at(hi - 1).is_some_and(|id| id < row.id) {
+            hi *= 2;
+        }
+        let mut lo = hi / 2;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match id_at(mid) {
+                Some(id) if id < row.id => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        (id_at(lo).as_deref() == Some(row.id.as_str())).then_some(lo + 1)
     }
 
     /// The full Run JSON of `row`.
@@ -854,4 +873,54 @@ pub fn attach(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 
 pub fn attach_all(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     sse::attach_all(app, ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Settings;
+    use crate::store::MemoryStore;
+
+    struct Idle;
+    impl Executor for Idle {
+        fn execute(&self, _: &Job) {}
+    }
+
+    #[test]
+    fn queue_positions_follow_scheduler_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn RunStore> = Arc::new(MemoryStore::new());
+        let runs = Runs::new(
+            Arc::clone(&store),
+            Arc::new(Idle),
+            SettingsHandle::new(Settings::default()),
+            dir.path().to_path_buf(),
+            Arc::new(VersionStore::in_memory().unwrap()),
+        );
+        let mut ids = Vec::new();
+        for i in 0..37 {
+            let row = store
+                .create_run(NewRun {
+                    title: format!("r{i}"),
+                    ..NewRun::default()
+                })
+                .unwrap();
+            if i % 3 != 0 {
+                store
+                    .append(&row.id, EventDraft::new("run.queued", json!({})))
+                    .unwrap();
+                ids.push(row.id);
+            }
+        }
+        for (i, id) in ids.iter().enumerate() {
+            let row = store.get_run(id).unwrap().unwrap();
+            let v = runs.run_json(&row);
+            assert_eq!(v["lifecycle"]["queue_position"], json!(i + 1), "{id}");
+        }
+        let submitted = store.create_run(NewRun::default()).unwrap();
+        assert_eq!(
+            runs.run_json(&submitted)["lifecycle"]["queue_position"],
+            Value::Null
+        );
+    }
 }
