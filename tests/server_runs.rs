@@ -216,6 +216,52 @@ fn fifo_and_the_concurrency_limit_hold_under_many_queued_runs() {
 }
 
 #[test]
+fn global_attach_streams_live_events_of_the_listed_runs() {
+    let s = Server::start();
+    let a = create(&s, HELLO)["id"].as_str().unwrap().to_string();
+    let b = create(&s, HELLO)["id"].as_str().unwrap().to_string();
+    assert_error(&s.get("/api/v1/attach?run_id=nope"), 400);
+    let mut all = s.sse(&format!("/api/v1/attach?run_id={a}"), &[]);
+    assert_eq!(all.status, 200);
+    s.post(&format!("/api/v1/runs/{b}/start"), "");
+    wait_status(&s, &b, "succeeded", 20);
+    s.post(&format!("/api/v1/runs/{a}/start"), "");
+    let mut kinds = Vec::new();
+    while let Some(f) = all.next() {
+        assert_eq!(f.data["run_id"], a.as_str(), "only the listed run");
+        assert_eq!(f.id, None);
+        let k = f.data["event"].as_str().unwrap().to_string();
+        kinds.push(k.clone());
+        if k == "run.completed" {
+            break;
+        }
+    }
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("run.queued"),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn web_ui_needs_a_session_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("settings.toml"),
+        "[server.web]\nenabled = true\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(bin())
+        .args(["server", "start", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(dir.path())
+        .env_remove("SESSION_SECRET")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SESSION_SECRET"));
+}
+
+#[test]
 fn cancel_pause_unpause() {
     let s = Server::start();
     // Cancel a queued (submitted) run: immediate.
