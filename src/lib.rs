@@ -5,11 +5,15 @@
 //! typed, validated model, the engine plans and executes it, the store records every event,
 //! and the server streams them. See `ARCHITECTURE.md` for the tour.
 
+#![recursion_limit = "256"]
+
 pub mod agent;
 pub mod cli;
 pub mod dot;
 pub mod engine;
 pub mod llm;
 pub mod sandbox;
+pub mod server;
+pub mod settings;
 pub mod store;
 pub mod workflow;

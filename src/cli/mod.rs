@@ -5,6 +5,7 @@ mod interview;
 mod progress;
 pub mod run;
 pub mod runs;
+mod server;
 mod signals;
 pub mod validate;
 
@@ -39,6 +40,10 @@ enum Command {
     Export(runs::ExportArgs),
     /// Import a portable export directory into the state directory.
     Import(runs::ImportArgs),
+    /// Run the HTTP service (`svc server start --dev`).
+    Server(server::ServerArgs),
+    /// Manage the server's secret vault (values are never printed).
+    Secrets(server::SecretsArgs),
 }
 
 /// Output formats shared by commands.
@@ -67,5 +72,7 @@ pub fn main() -> i32 {
         Command::Events(a) => runs::events(a),
         Command::Export(a) => runs::export(a),
         Command::Import(a) => runs::import(a),
+        Command::Server(a) => server::server(a),
+        Command::Secrets(a) => server::secrets(a),
     }
 }

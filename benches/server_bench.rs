@@ -1,0 +1,312 @@
+//! Server benchmarks (harness = false; `cargo bench --bench server_bench`). Loopback only,
+//! bounded in count and time. Prints one line per figure:
+//!
+//! - `GET /health` requests/s over keep-alive loopback connections (std-socket client);
+//! - create+start requests/s (one `POST /api/v1/runs` + one `POST …/start` per run) and its
+//!   ratio to `/health`;
+//! - 1,000 trivial runs through the scheduler (start → exit), runs/s at the default limit;
+//! - SSE commit-to-client latency p50/p99 with 1,000 subscribers on one run (events
+//!   appended in-process; latency = client receipt − return of the committing `append`);
+//! - idle RSS of the real binary after start.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+use svc::server::{self, http::Listen, ServerOptions};
+use svc::store::{EventDraft, NewRun};
+
+const HELLO: &str = "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }";
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+    auth: String,
+}
+
+impl Client {
+    fn new(addr: &str, token: &str) -> Client {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_nodelay(true).ok();
+        Client {
+            r: BufReader::new(s.try_clone().expect("clone")),
+            w: s,
+            auth: format!("Bearer {token}"),
+        }
+    }
+
+    fn call(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: b\r\nAuthorization: {}\r\nContent-Length: {}\r\n\r\n{body}",
+            self.auth,
+            body.len()
+        );
+        self.w.write_all(req.as_bytes()).expect("write");
+        let mut line = String::new();
+        self.r.read_line(&mut line).expect("status");
+        let status: u16 = line[9..12].parse().expect("status code");
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            self.r.read_line(&mut h).expect("header");
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0; len];
+        self.r.read_exact(&mut body).expect("body");
+        (status, body)
+    }
+}
+
+fn health_rps(addr: &str, token: &str, threads: usize, secs: f64) -> f64 {
+    let stop = Instant::now() + Duration::from_secs_f64(secs);
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let addr = addr.to_string();
+            let token = token.to_string();
+            std::thread::spawn(move || {
+                let mut c = Client::new(&addr, &token);
+                let mut n = 0u64;
+                while Instant::now() < stop {
+                    let (st, _) = c.call("GET", "/health", "");
+                    assert_eq!(st, 200);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+    total as f64 / secs
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let _ = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("error,tiny_http=off"),
+    )
+    .try_init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = server::start(ServerOptions {
+        state_dir: dir.path().to_path_buf(),
+        settings_path: None,
+        listen: Some(Listen::Tcp("127.0.0.1:0".into())),
+        dev: true,
+    })
+    .expect("server");
+    let addr = running.http.local_addr().to_string();
+    let token = running.dev_token.clone().map(|t| t.0).unwrap_or_default();
+
+    // 1. /health
+    let rps = health_rps(&addr, &token, 4, 3.0);
+    println!("health: {rps:.0} requests/s (4 keep-alive connections, 3 s)");
+
+    // 2 + 3. create+start, then 1,000 runs through the scheduler.
+    let body = json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": HELLO}}}).to_string();
+    let n_runs = 1000;
+    let per_thread = n_runs / 4;
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, token, body) = (addr.clone(), token.clone(), body.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::new(&addr, &token);
+                let mut ids = Vec::new();
+                for _ in 0..per_thread {
+                    let (st, b) = c.call("POST", "/api/v1/runs", &body);
+                    assert_eq!(st, 201);
+                    let v: Value = serde_json::from_slice(&b).expect("json");
+                    ids.push(v["id"].as_str().unwrap_or_default().to_string());
+                }
+                ids
+            })
+        })
+        .collect();
+    let ids: Vec<Vec<String>> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_default())
+        .collect();
+    let create_secs = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let handles: Vec<_> = ids
+        .into_iter()
+        .map(|ids| {
+            let (addr, token) = (addr.clone(), token.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::new(&addr, &token);
+                for id in ids {
+                    let (st, _) = c.call("POST", &format!("/api/v1/runs/{id}/start"), "");
+                    assert_eq!(st, 200);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+    let start_secs = t1.elapsed().as_secs_f64();
+    let requests = 2.0 * n_runs as f64;
+    let cs_rps = requests / (create_secs + start_secs);
+    println!(
+        "create+start: {:.0} creates/s, {:.0} starts/s, {cs_rps:.0} requests/s overall = {:.1}% of /health (4 connections; runs execute meanwhile)",
+        n_runs as f64 / create_secs,
+        n_runs as f64 / start_secs,
+        100.0 * cs_rps / rps
+    );
+    let store = Arc::clone(&running.app.runs.store);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let done = store
+            .query_runs(&svc::store::RunQuery {
+                statuses: vec!["succeeded".into()],
+                limit: 1_000_000,
+                ..Default::default()
+            })
+            .map(|v| v.len())
+            .unwrap_or(0);
+        if done >= n_runs || Instant::now() > deadline {
+            let secs = t1.elapsed().as_secs_f64();
+            println!(
+                "scheduler: {done} trivial runs from the first start to the last completion in {secs:.2} s = {:.0} runs/s (max_concurrent_runs 5)",
+                done as f64 / secs
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // 4. SSE latency with 1,000 subscribers.
+    let row = store
+        .create_run(NewRun {
+            title: "sse".into(),
+            ..NewRun::default()
+        })
+        .expect("create");
+    let subs = 1000;
+    let events = 40u64;
+    let first_seq = row.last_seq + 1;
+    let received: Arc<Mutex<Vec<(u64, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+    let ready = Arc::new(Barrier::new(subs + 1));
+    let mut readers = Vec::new();
+    for _ in 0..subs {
+        let (addr, token, id) = (addr.clone(), token.clone(), row.id.clone());
+        let received = Arc::clone(&received);
+        let ready = Arc::clone(&ready);
+        readers.push(
+            std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    let mut s = TcpStream::connect(&addr).expect("connect");
+                    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+                    write!(s, "GET /api/v1/runs/{id}/attach HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer {token}\r\n\r\n").expect("write");
+                    let mut r = BufReader::new(s);
+                    let mut line = String::new();
+                    while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                        if line == "\r\n" {
+                            break;
+                        }
+                        line.clear();
+                    }
+                    ready.wait();
+                    let mut local = Vec::new();
+                    let mut got = 0;
+                    while got < events {
+                        line.clear();
+                        if r.read_line(&mut line).map(|n| n == 0).unwrap_or(true) {
+                            break;
+                        }
+                        if let Some(seq) = line.strip_prefix("id: ") {
+                            if let Ok(seq) = seq.trim().parse::<u64>() {
+                                local.push((seq, Instant::now()));
+                                got += 1;
+                            }
+                        }
+                    }
+                    received.lock().map(|mut v| v.extend(local)).ok();
+                })
+                .expect("spawn"),
+        );
+    }
+    ready.wait();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut committed = Vec::new();
+    for i in 0..events {
+        let before = Instant::now();
+        let e = store
+            .append(&row.id, EventDraft::new("bench.tick", json!({"i": i})))
+            .expect("append");
+        committed.push((e.seq, before));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    store
+        .append(
+            &row.id,
+            EventDraft::new("run.failed", json!({"reason": "cancelled"})),
+        )
+        .ok();
+    for r in readers {
+        let _ = r.join();
+    }
+    let got = received.lock().map(|v| v.clone()).unwrap_or_default();
+    let mut lat: Vec<f64> = got
+        .iter()
+        .filter_map(|(seq, at)| {
+            let (_, c) = committed.iter().find(|(s, _)| s == seq)?;
+            Some(at.saturating_duration_since(*c).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    println!(
+        "sse: {subs} subscribers × {events} events (from seq {first_seq}): {} deliveries, latency from the append call (commit included) p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        lat.len(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        lat.last().copied().unwrap_or(0.0)
+    );
+    drop(running);
+
+    // 5. Idle RSS of the real binary.
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args([
+            "server",
+            "start",
+            "--dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+        ])
+        .arg(dir2.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let _ = out.read_line(&mut line);
+    std::thread::sleep(Duration::from_secs(2));
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .unwrap_or("VmRSS: ?")
+        .to_string();
+    println!("idle: {rss} (server started, no requests)");
+    let _ = child.kill();
+    let _ = child.wait();
+}

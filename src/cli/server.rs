@@ -1,0 +1,162 @@
+//! `svc server start` and `svc secrets set|list|rm`: argument parsing and output only; the
+//! server lives in [`crate::server`], the vault in [`crate::settings::vault`].
+//!
+//! Must not touch: request handling, run logic, or secret values in output (`list` prints
+//! names and metadata only).
+
+use crate::server::{self, http::Listen, ServerOptions};
+use crate::settings::vault::{SecretType, Vault};
+use clap::{Args, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ServerArgs {
+    #[command(subcommand)]
+    command: ServerCommand,
+}
+
+#[derive(Subcommand)]
+enum ServerCommand {
+    /// Start the HTTP service in the foreground.
+    Start(StartArgs),
+}
+
+#[derive(Args)]
+struct StartArgs {
+    /// `unix:PATH` or `HOST:PORT` (overrides server.listen; default unix:<state-dir>/svc.sock).
+    #[arg(long)]
+    listen: Option<String>,
+    /// State directory (default: $XDG_STATE_HOME/svc or ~/.local/state/svc).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Settings file (default: <state-dir>/settings.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Boot configured with dev-token auth and throw-away defaults; print the dev token.
+    #[arg(long)]
+    dev: bool,
+}
+
+#[derive(Args)]
+pub struct SecretsArgs {
+    #[command(subcommand)]
+    command: SecretsCommand,
+    /// State directory (default: $XDG_STATE_HOME/svc or ~/.local/state/svc).
+    #[arg(long, global = true)]
+    state_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Create or replace a secret.
+    Set {
+        name: String,
+        value: String,
+        #[arg(long = "type", value_enum, default_value_t = CliSecretType::Environment)]
+        kind: CliSecretType,
+    },
+    /// List secret names and metadata (never values).
+    List,
+    /// Remove a secret.
+    Rm { name: String },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CliSecretType {
+    Environment,
+    File,
+    Credential,
+}
+
+fn state_dir(arg: Option<PathBuf>) -> PathBuf {
+    arg.unwrap_or_else(crate::store::default_state_dir)
+}
+
+pub fn server(args: ServerArgs) -> i32 {
+    match args.command {
+        ServerCommand::Start(a) => start(a),
+    }
+}
+
+fn start(a: StartArgs) -> i32 {
+    let _ = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("info,tiny_http=off"),
+    )
+    .try_init();
+    let listen = match a.listen.as_deref().map(Listen::parse).transpose() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: --listen: {e}");
+            return 2;
+        }
+    };
+    let opts = ServerOptions {
+        state_dir: state_dir(a.state_dir),
+        settings_path: a.config,
+        listen,
+        dev: a.dev,
+    };
+    let running = match server::start(opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return e.exit_code();
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "svc: listening on {}", running.url());
+    if let Some((token, created)) = &running.dev_token {
+        if a.dev {
+            let _ = writeln!(
+                out,
+                "svc: dev token{}: {token}",
+                if *created { " (new)" } else { "" }
+            );
+        }
+    }
+    let _ = out.flush();
+    drop(out);
+    loop {
+        std::thread::park();
+    }
+}
+
+pub fn secrets(args: SecretsArgs) -> i32 {
+    let vault = Vault::in_state_dir(&state_dir(args.state_dir));
+    let result = match args.command {
+        SecretsCommand::Set { name, value, kind } => {
+            let kind = match kind {
+                CliSecretType::Environment => SecretType::Environment,
+                CliSecretType::File => SecretType::File,
+                CliSecretType::Credential => SecretType::Credential,
+            };
+            vault.set(&name, &value, kind).map(|_| {
+                println!("saved secret {name}");
+            })
+        }
+        SecretsCommand::List => vault.list().map(|list| {
+            for m in list {
+                let kind = serde_json::to_value(m.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                println!("{}\t{kind}\tupdated {}", m.name, m.updated_at);
+            }
+        }),
+        SecretsCommand::Rm { name } => vault.remove(&name).map(|_| {
+            println!("removed secret {name}");
+        }),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e @ crate::settings::vault::VaultError::BadName(..)) => {
+            eprintln!("error: {e}");
+            2
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}

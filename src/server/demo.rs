@@ -1,0 +1,417 @@
+//! Demo mode (SPEC 1.12, api.md 8): a request with `X-Svc-Demo: 1` or the cookie
+//! `svc-demo=1` gets static fixture data without authentication on every read route, and a
+//! harmless canned answer on every mutation. Public routes (discovery, health, OpenAPI)
+//! answer as usual.
+//!
+//! Owns: the fixtures. Must not touch: real runs, the store, versions, settings or the
+//! vault — nothing here reads or writes state.
+
+use super::error::ApiError;
+use super::http::{Incoming, Reply, StreamReply};
+use super::router::{Ctx, Route};
+use super::App;
+use serde_json::{json, Value};
+
+pub fn is_demo(inc: &Incoming<'_>) -> bool {
+    inc.header("x-svc-demo").map(str::trim) == Some("1") || inc.cookie("svc-demo") == Some("1")
+}
+
+struct Fixture {
+    id: &'static str,
+    repo: &'static str,
+    title: &'static str,
+    slug: &'static str,
+    status: Value,
+    board: &'static str,
+    created_at: &'static str,
+    pending_control: Option<&'static str>,
+    question: Option<&'static str>,
+    labels: Value,
+}
+
+fn fixtures() -> Vec<Fixture> {
+    vec![
+        Fixture {
+            id: "01JNDEM0000000000000000001",
+            repo: "api-server",
+            title: "Add rate limiting to the public endpoints",
+            slug: "implement",
+            status: json!({"kind": "running"}),
+            board: "running",
+            created_at: "2026-03-06T09:12:00.000Z",
+            pending_control: None,
+            question: None,
+            labels: json!({"team": "platform"}),
+        },
+        Fixture {
+            id: "01JNDEM0000000000000000002",
+            repo: "web-dashboard",
+            title: "Dark mode for the settings page",
+            slug: "implement",
+            status: json!({"kind": "running"}),
+            board: "running",
+            created_at: "2026-03-05T16:40:00.000Z",
+            pending_control: Some("pause"),
+            question: None,
+            labels: json!({"team": "frontend"}),
+        },
+        Fixture {
+            id: "01JNDEM0000000000000000003",
+            repo: "shared-types",
+            title: "Generate TypeScript types from the API schema",
+            slug: "codegen",
+            status: json!({"kind": "starting"}),
+            board: "initializing",
+            created_at: "2026-03-05T11:05:00.000Z",
+            pending_control: None,
+            question: None,
+            labels: json!({"team": "platform"}),
+        },
+        Fixture {
+            id: "01JNDEM0000000000000000004",
+            repo: "api-server",
+            title: "Migrate sessions to the new store",
+            slug: "migrate",
+            status: json!({"kind": "blocked", "blocked_reason": "human_input_required"}),
+            board: "blocked",
+            created_at: "2026-03-04T08:30:00.000Z",
+            pending_control: None,
+            question: Some("Apply the migration to production?"),
+            labels: json!({"team": "platform", "risk": "high"}),
+        },
+        Fixture {
+            id: "01JNDEM0000000000000000005",
+            repo: "web-dashboard",
+            title: "Fix flaky login test",
+            slug: "fix",
+            status: json!({"kind": "failed", "reason": "workflow_error"}),
+            board: "failed",
+            created_at: "2026-03-02T14:00:00.000Z",
+            pending_control: None,
+            question: None,
+            labels: json!({"team": "frontend"}),
+        },
+        Fixture {
+            id: "01JNDEM0000000000000000006",
+            repo: "shared-types",
+            title: "Bump serde and regenerate fixtures",
+            slug: "chore",
+            status: json!({"kind": "succeeded", "reason": "completed"}),
+            board: "succeeded",
+            created_at: "2026-03-01T10:20:00.000Z",
+            pending_control: None,
+            question: None,
+            labels: json!({"team": "platform"}),
+        },
+        Fixture {
+            id: "01JNDEM0000000000000000007",
+            repo: "api-server",
+            title: "Document the pagination parameters",
+            slug: "docs",
+            status: json!({"kind": "runnable"}),
+            board: "queued",
+            created_at: "2026-02-28T09:00:00.000Z",
+            pending_control: None,
+            question: None,
+            labels: json!({"team": "docs"}),
+        },
+    ]
+}
+
+fn run_json(f: &Fixture) -> Value {
+    let terminal = matches!(f.board, "succeeded" | "failed");
+    json!({
+        "id": f.id,
+        "parent_id": null,
+        "children_count": 0,
+        "title": f.title,
+        "goal": f.title,
+        "workflow": {"slug": f.slug, "name": f.slug, "graph_name": f.slug, "node_count": 6, "edge_count": 6},
+        "automation": null,
+        "repository": {"name": f.repo, "origin_url": format!("https://code.example.com/acme/{}", f.repo), "provider": "git"},
+        "created_by": {"kind": "user", "identity": {"issuer": "svc:demo", "subject": "demo"}, "login": "demo", "auth_method": "dev_token"},
+        "origin": {"kind": "api"},
+        "labels": f.labels,
+        "lifecycle": {
+            "status": f.status,
+            "approval": null,
+            "pending_control": f.pending_control,
+            "queue_position": if f.board == "queued" { json!(1) } else { Value::Null },
+            "error": if f.board == "failed" { json!({"message": "stage `test` failed: 2 tests failed"}) } else { Value::Null },
+            "archived": false,
+            "archived_at": null,
+        },
+        "sandbox": {"kind": "ready", "plan": {"provider": "container", "image": "buildpack-deps:noble", "snapshot": null},
+                     "instance": {"provider": "container", "image": "buildpack-deps:noble", "snapshot": null,
+                                  "runtime": {"id": format!("sbx-{}", &f.id[20..]), "working_directory": "/workspace", "repo_cloned": true, "clone_origin_url": null, "clone_branch": null}},
+                     "failure": null},
+        "models": [{"provider": "anthropic", "name": "claude-sonnet-4-6"}],
+        "source_directory": null,
+        "timestamps": {"created_at": f.created_at, "started_at": f.created_at, "last_event_at": f.created_at,
+                        "completed_at": if terminal { json!(f.created_at) } else { Value::Null }},
+        "timing": {"wall_time_ms": 754_000, "active_time_ms": 610_000, "inference_time_ms": 540_000, "tool_time_ms": 70_000},
+        "billing": {"total_usd_micros": if f.board == "succeeded" { 720_000 } else { 2_260_000 }},
+        "size": "M",
+        "ask_svc": {"available": false, "unavailable_reason": "no_sandbox", "default_model": null},
+        "diff": {"files_changed": 3, "additions": 42, "deletions": 7},
+        "pull_request": null,
+        "current_question": f.question.map(|q| json!({"text": q})),
+        "superseded_by": null,
+        "retried_from": null,
+        "links": {"web": null},
+    })
+}
+
+fn board_item(f: &Fixture) -> Value {
+    json!({
+        "id": f.id,
+        "repository": {"name": f.repo},
+        "title": f.title,
+        "workflow": {"slug": f.slug},
+        "status": f.board,
+        "created_at": f.created_at,
+        "pull_request": if f.board == "succeeded" {
+            json!({"number": 128, "additions": 42, "deletions": 7, "comments": 2,
+                   "checks": [{"name": "ci", "status": "success", "duration_secs": 312}]})
+        } else { Value::Null },
+        "timings": {"elapsed_secs": 754, "elapsed_warning": false},
+        "sandbox": {"id": format!("sbx-{}", &f.id[20..]), "resources": {"cpu": 4, "memory": 8}},
+        "question": f.question.map(|q| json!({"text": q})),
+    })
+}
+
+fn find(ctx: &Ctx<'_, '_>) -> Result<Fixture, ApiError> {
+    let id = ctx.param("id");
+    fixtures()
+        .into_iter()
+        .find(|f| f.id == id)
+        .ok_or_else(|| ApiError::not_found(format!("No demo run with id {id}.")))
+}
+
+fn with_status(f: &Fixture, status: Value, pending: Option<&str>) -> Value {
+    let mut v = run_json(f);
+    v["lifecycle"]["status"] = status;
+    v["lifecycle"]["pending_control"] = json!(pending);
+    v
+}
+
+fn events(f: &Fixture) -> Vec<Value> {
+    let ev = |seq: u64, kind: &str, props: Value| {
+        json!({"seq": seq, "id": format!("01JNDEMEVENT0000000000000{seq}"), "ts": f.created_at,
+               "run_id": f.id, "event": kind, "properties": props})
+    };
+    vec![
+        ev(1, "run.created", json!({"title": f.title})),
+        ev(2, "run.queued", json!({})),
+        ev(3, "run.starting", json!({})),
+        ev(4, "run.started", json!({"name": f.slug})),
+        ev(
+            5,
+            "stage.started",
+            json!({"index": 0, "handler_type": "agent", "attempt": 1, "max_attempts": 1}),
+        ),
+        ev(
+            6,
+            "run.completed",
+            json!({"status": "succeeded", "reason": "completed", "duration_ms": 754_000}),
+        ),
+    ]
+}
+
+const DEMO_GRAPH: &str = "digraph demo {\n  start [shape=Mdiamond]\n  plan\n  implement\n  test [shape=parallelogram, script=\"make test\"]\n  review [shape=hexagon]\n  exit [shape=Msquare]\n  start -> plan -> implement -> test -> review -> exit\n}\n";
+
+fn questions() -> Value {
+    json!({"data": [
+        {"id": "q-001", "text": "Apply the migration to production?", "stage": "review", "question_type": "yes_no",
+         "options": [{"key": "Y", "label": "Yes"}, {"key": "N", "label": "No"}],
+         "allow_freeform": false, "timeout_seconds": null, "context_display": null},
+        {"id": "q-002", "text": "Which rollout strategy?", "stage": "rollout", "question_type": "multiple_choice",
+         "options": [{"key": "C", "label": "Canary"}, {"key": "B", "label": "Blue/green"}],
+         "allow_freeform": true, "timeout_seconds": 3600, "context_display": null}
+    ], "meta": {"has_more": false}})
+}
+
+fn sse(events: Vec<Value>, with_id: bool) -> Reply {
+    Reply::Stream(StreamReply {
+        status: 200,
+        headers: vec![
+            ("Content-Type".into(), "text/event-stream".into()),
+            ("Cache-Control".into(), "no-cache".into()),
+        ],
+        body: Box::new(move |w| {
+            for e in events {
+                let data = e.to_string();
+                let frame = if with_id {
+                    format!("id: {}\ndata: {data}\n\n", e["seq"])
+                } else {
+                    format!("data: {data}\n\n")
+                };
+                w.send(frame.as_bytes())?;
+            }
+            Ok(())
+        }),
+    })
+}
+
+/// Answers `route` with fixtures. Reads no state and writes none.
+pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let p = route.pattern;
+    let m = route.method;
+    let j = |v: Value| Ok(Reply::json(200, &v));
+    match (m, p) {
+        ("GET", "/api/v1/user") => j(json!({"login": "demo", "auth_method": "dev_token"})),
+        ("GET", "/api/v1/runs") | ("GET", "/runs") => {
+            let (limit, offset) = super::runs::page(ctx)?;
+            let all: Vec<Value> = fixtures().iter().map(board_item).collect();
+            let data: Vec<Value> = all.iter().skip(offset).take(limit).cloned().collect();
+            j(json!({"data": data, "meta": {"has_more": offset + limit < all.len()}}))
+        }
+        ("POST", "/api/v1/runs") => Ok(Reply::json(
+            201,
+            &json!({"id": "demo-run-new", "lifecycle": {"status": {"kind": "submitted"}}, "status": "submitted", "created_at": "2026-03-06T12:00:00.000Z"}),
+        )),
+        ("GET", "/api/v1/runs/{id}") => j(run_json(&find(ctx)?)),
+        ("DELETE", "/api/v1/runs/{id}") => {
+            find(ctx)?;
+            Ok(Reply::empty(204))
+        }
+        ("POST", "/api/v1/runs/{id}/start") => {
+            j(with_status(&find(ctx)?, json!({"kind": "runnable"}), None))
+        }
+        ("POST", "/api/v1/runs/{id}/cancel") => j(with_status(
+            &find(ctx)?,
+            json!({"kind": "failed", "reason": "cancelled"}),
+            None,
+        )),
+        ("POST", "/api/v1/runs/{id}/pause") => j(with_status(
+            &find(ctx)?,
+            json!({"kind": "paused", "prior_block": null}),
+            None,
+        )),
+        ("POST", "/api/v1/runs/{id}/unpause") => {
+            j(with_status(&find(ctx)?, json!({"kind": "running"}), None))
+        }
+        ("POST", "/api/v1/runs/{id}/archive") => {
+            let mut v = run_json(&find(ctx)?);
+            v["lifecycle"]["archived"] = json!(true);
+            j(v)
+        }
+        ("POST", "/api/v1/runs/{id}/unarchive") => j(run_json(&find(ctx)?)),
+        ("POST", "/api/v1/runs/{id}/approve") => {
+            j(with_status(&find(ctx)?, json!({"kind": "runnable"}), None))
+        }
+        ("POST", "/api/v1/runs/{id}/deny") => j(with_status(
+            &find(ctx)?,
+            json!({"kind": "failed", "reason": "approval_denied"}),
+            None,
+        )),
+        ("GET", "/api/v1/runs/{id}/questions") => {
+            find(ctx)?;
+            j(questions())
+        }
+        ("POST", "/api/v1/runs/{id}/questions/{qid}/answer") => Ok(Reply::empty(204)),
+        ("GET", "/api/v1/runs/{id}/events") => {
+            let f = find(ctx)?;
+            j(json!({"data": events(&f), "meta": {"has_more": false}}))
+        }
+        ("GET", "/api/v1/runs/{id}/attach") => Ok(sse(events(&find(ctx)?), true)),
+        ("GET", "/api/v1/attach") => Ok(sse(
+            fixtures().iter().take(2).flat_map(events).collect(),
+            false,
+        )),
+        ("GET", "/api/v1/runs/{id}/checkpoint") => {
+            find(ctx)?;
+            j(Value::Null)
+        }
+        ("GET", "/api/v1/runs/{id}/graph/source") => {
+            find(ctx)?;
+            Ok(Reply::Full(rouille::Response {
+                status_code: 200,
+                headers: vec![(
+                    "Content-Type".into(),
+                    "text/vnd.graphviz; charset=utf-8".into(),
+                )],
+                data: rouille::ResponseBody::from_string(DEMO_GRAPH),
+                upgrade: None,
+            }))
+        }
+        ("POST", "/api/v1/workflow-versions") => {
+            let pkg: super::versions::Package = super::http::parse_json(ctx.inc.body()?)?;
+            let mut pkg = pkg;
+            pkg.dependencies.sort();
+            pkg.dependencies.dedup();
+            let id = super::versions::package_id(&pkg);
+            Ok(Reply::json(
+                201,
+                &json!({"id": id, "entrypoint": pkg.entrypoint, "files": pkg.files, "dependencies": pkg.dependencies, "created_at": "2026-03-06T12:00:00.000Z", "demo": true}),
+            ))
+        }
+        ("GET", "/api/v1/workflow-versions/{id}") => Err(ApiError::not_found(format!(
+            "No demo workflow version with id `{}`.",
+            ctx.param("id")
+        ))),
+        ("GET", "/api/v1/runs/{id}/usage") => {
+            find(ctx)?;
+            let usage = json!({"tokens": {"input": 61_200, "output": 18_400, "reasoning": 9_020, "cache_read": 3_000, "cache_write": 1_000},
+                               "cost": {"usd_micros": 2_260_000, "source": "catalog"}});
+            let timing = json!({"wall_time_ms": 754_000, "inference_time_ms": 540_000, "tool_time_ms": 70_000, "active_time_ms": 610_000});
+            let model = json!({"provider": "anthropic", "model_id": "claude-sonnet-4-6", "speed": "standard"});
+            j(json!({
+                "stages": [{"stage": {"id": "implement@1", "name": "implement"}, "model": model, "usage": usage, "timing": timing,
+                            "started_at": "2026-03-06T09:12:00.000Z", "state": "succeeded"}],
+                "totals": {"timing": timing, "usage": usage},
+                "by_model": [{"model": model, "stages": 1, "usage": usage}]
+            }))
+        }
+        ("GET", "/api/v1/runs/{id}/files") | ("GET", "/runs/{id}/files") => {
+            find(ctx)?;
+            j(json!({"data": [
+                {"old_file": {"name": "src/limits.rs", "contents": ""}, "new_file": {"name": "src/limits.rs", "contents": "pub const MAX: u32 = 100;\n"}},
+                {"old_file": {"name": "README.md", "contents": "# api\n"}, "new_file": {"name": "README.md", "contents": "# api\n\nRate limited.\n"}}
+            ], "meta": {"has_more": false}}))
+        }
+        ("POST", "/api/v1/runs/{id}/steer") | ("POST", "/runs/{id}/steer") => {
+            find(ctx)?;
+            Ok(Reply::json(202, &json!({"accepted": true})))
+        }
+        ("POST", "/api/v1/runs/{id}/preview") => {
+            let f = find(ctx)?;
+            Ok(Reply::json(
+                201,
+                &json!({"url": format!("https://preview.example.com/{}", f.id), "token": "demo-preview-token"}),
+            ))
+        }
+        ("GET", "/api/v1/sandboxes") => j(json!({"data": [
+            {"id": "sbx-000001", "provider": "container", "state": "running", "run_id": "01JNDEM0000000000000000001"},
+            {"id": "sbx-000002", "provider": "container", "state": "running", "run_id": "01JNDEM0000000000000000002"}
+        ], "meta": {"has_more": false, "failures": []}})),
+        ("GET", "/api/v1/sandboxes/{id}") => match ctx.param("id") {
+            id @ ("sbx-000001" | "sbx-000002") => {
+                j(json!({"id": id, "provider": "container", "state": "running"}))
+            }
+            id => Err(ApiError::not_found(format!("No demo sandbox {id}."))),
+        },
+        ("POST", "/api/v1/providers/test") => j(json!({"data": [
+            {"provider": "anthropic", "model_id": "claude-haiku-4-5", "status": "ok", "error_message": null, "latency_ms": 412},
+            {"provider": "openai", "model_id": "gpt-5.4-mini", "status": "skip", "error_message": null, "latency_ms": 0}
+        ]})),
+        _ => Err(ApiError::not_implemented()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::server::router::Access;
+
+    /// Every authenticated route has a fixture answer (none falls through to 501).
+    #[test]
+    fn every_user_route_is_covered() {
+        let src = include_str!("demo.rs");
+        for r in crate::server::routes::routes() {
+            if r.access == Access::User {
+                let needle = format!("(\"{}\", \"{}\")", r.method, r.pattern);
+                assert!(src.contains(&needle), "no demo answer for {needle}");
+            }
+        }
+    }
+}

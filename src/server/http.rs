@@ -1,0 +1,915 @@
+//! HTTP plumbing: listeners (Unix socket or TCP), the request-handling threads, request ids,
+//! body limits, read timeouts, panic containment and writing responses (whole or streamed).
+//!
+//! `tiny_http` accepts connections and parses requests, one pool thread per connection;
+//! every request is then handed to a handler thread from an elastic pool ([`Pool`]) so a
+//! long response (an SSE stream) never holds up another connection. Both listener kinds feed
+//! the same [`Handler`]. Responses are `rouille::Response`s (or a [`StreamReply`] for SSE).
+//!
+//! Guarantees for every request: a fresh `x-request-id` header (UUID v4; incoming values are
+//! ignored) that error bodies repeat; a body larger than the limit gets 413 with an error
+//! body; a handler panic becomes 500 with an error body and the server keeps serving; a client
+//! that stalls while sending is cut off by the socket read timeout (408).
+//!
+//! Read timeouts are socket options (`SO_RCVTIMEO`/`SO_SNDTIMEO`) set on the listening socket,
+//! which Linux copies to every accepted socket; tiny_http answers a timed-out header read with
+//! 408 and closes the connection.
+//!
+//! Owns: sockets and the HTTP wire format. Must not touch: routing decisions, auth, or any
+//! resource (those live in the [`Handler`]).
+
+use super::error::ApiError;
+use super::ids;
+use parking_lot::{Condvar, Mutex};
+use serde::de::DeserializeOwned;
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A body whose declared length is above this and was not read is never drained: tiny_http's
+/// drain allocates the whole remaining length at once, so the connection is abandoned
+/// instead (its thread parks; see the module notes in `serve_one`).
+const DRAIN_MAX: usize = 64 * 1024 * 1024;
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    Tcp(String),
+}
+
+impl Listen {
+    /// `unix:PATH` or `HOST:PORT` (also `tcp:HOST:PORT`).
+    pub fn parse(s: &str) -> Result<Listen, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err("unix: needs a socket path".into());
+            }
+            return Ok(Listen::Unix(PathBuf::from(p)));
+        }
+        let addr = s.strip_prefix("tcp:").unwrap_or(s);
+        match addr.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(Listen::Tcp(addr.to_string()))
+            }
+            _ => Err(format!(
+                "`{s}` is neither unix:PATH nor HOST:PORT (e.g. 127.0.0.1:32276)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+            Listen::Tcp(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+/// Limits applied to every request.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpOptions {
+    pub max_body_bytes: usize,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            max_body_bytes: 8 * 1024 * 1024,
+            read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the application does with a request.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, req: &mut Incoming<'_>) -> Reply;
+}
+
+/// A response: whole, or streamed in chunks (SSE).
+pub enum Reply {
+    Full(rouille::Response),
+    Stream(StreamReply),
+}
+
+impl Reply {
+    pub fn json(status: u16, value: &serde_json::Value) -> Reply {
+        Reply::Full(json_response(status, value))
+    }
+
+    pub fn empty(status: u16) -> Reply {
+        Reply::Full(rouille::Response {
+            status_code: status,
+            headers: Vec::new(),
+            data: rouille::ResponseBody::empty(),
+            upgrade: None,
+        })
+    }
+
+    pub fn error(err: &ApiError, request_id: &str) -> Reply {
+        let mut resp = json_response(err.status, &err.body(request_id));
+        for (k, v) in &err.headers {
+            resp.headers.push(((*k).into(), v.clone().into()));
+        }
+        Reply::Full(resp)
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            Reply::Full(r) => r.status_code,
+            Reply::Stream(s) => s.status,
+        }
+    }
+}
+
+/// A JSON response with `content-type: application/json`.
+pub fn json_response(status: u16, value: &serde_json::Value) -> rouille::Response {
+    let body = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
+    rouille::Response {
+        status_code: status,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        data: rouille::ResponseBody::from_data(body),
+        upgrade: None,
+    }
+}
+
+/// The body of a streamed response is produced by this function, which writes chunks.
+pub type StreamBody = Box<dyn FnOnce(&mut ChunkWriter<'_>) -> io::Result<()> + Send>;
+
+/// A streamed response (chunked transfer encoding, flushed after every chunk).
+pub struct StreamReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: StreamBody,
+}
+
+/// Writes chunks of a streamed response, flushing each one.
+pub struct ChunkWriter<'a> {
+    inner: &'a mut dyn Write,
+    chunked: bool,
+}
+
+impl ChunkWriter<'_> {
+    pub fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if self.chunked {
+            write!(self.inner, "{:x}\r\n", data.len())?;
+            self.inner.write_all(data)?;
+            self.inner.write_all(b"\r\n")?;
+        } else {
+            self.inner.write_all(data)?;
+        }
+        self.inner.flush()
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        if self.chunked {
+            self.inner.write_all(b"0\r\n\r\n")?;
+        }
+        self.inner.flush()
+    }
+}
+
+/// One request as the application sees it. The body is read on demand ([`Incoming::body`]),
+/// so routing and auth failures never read it.
+pub struct Incoming<'a> {
+    pub request_id: String,
+    pub method: String,
+    /// Percent-decoded path without the query string.
+    pub path: String,
+    pub raw_query: String,
+    pub headers: Vec<(String, String)>,
+    pub http10: bool,
+    max_body: usize,
+    content_length: Option<usize>,
+    rq: &'a mut tiny_http::Request,
+    body: Option<Vec<u8>>,
+    body_touched: bool,
+}
+
+impl Incoming<'_> {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The cookie `name` from the `Cookie` header.
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("cookie"))
+            .flat_map(|(_, v)| v.split(';'))
+            .filter_map(|kv| kv.trim().split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v)
+    }
+
+    /// The first value of query parameter `name` (names and values percent-decoded).
+    pub fn query(&self, name: &str) -> Option<String> {
+        parse_query(&self.raw_query)
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+
+    /// The request body, read once, at most the configured limit (413 beyond it).
+    pub fn body(&mut self) -> Result<&[u8], ApiError> {
+        if self.body.is_none() {
+            if self.content_length.is_some_and(|n| n > self.max_body) {
+                return Err(too_large(self.max_body));
+            }
+            self.body_touched = true;
+            let mut buf = Vec::with_capacity(self.content_length.unwrap_or(0).min(self.max_body));
+            let limit = self.max_body as u64 + 1;
+            match self.rq.as_reader().take(limit).read_to_end(&mut buf) {
+                Ok(_) if buf.len() > self.max_body => return Err(too_large(self.max_body)),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                    ) =>
+                {
+                    return Err(ApiError::new(408, "Timed out reading the request body.")
+                        .with_code("request_timeout"))
+                }
+                Err(e) => {
+                    return Err(ApiError::bad_request(format!(
+                        "Could not read the request body: {e}"
+                    )))
+                }
+            }
+            self.body = Some(buf);
+        }
+        Ok(self.body.as_deref().unwrap_or_default())
+    }
+
+    /// The body parsed as JSON: 400 for malformed JSON or a body of the wrong shape.
+    pub fn json<T: DeserializeOwned>(&mut self) -> Result<T, ApiError> {
+        let body = self.body()?;
+        parse_json(body)
+    }
+
+    /// Like [`Incoming::json`], but an empty body gives `T::default()`.
+    pub fn json_or_default<T: DeserializeOwned + Default>(&mut self) -> Result<T, ApiError> {
+        let body = self.body()?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(T::default());
+        }
+        parse_json(body)
+    }
+
+    fn unread_body_len(&self) -> Option<usize> {
+        if self.body_touched {
+            None
+        } else {
+            self.content_length.filter(|n| *n > 0)
+        }
+    }
+}
+
+/// Parses JSON with the API's 400 messages.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                ApiError::bad_request(format!("Malformed JSON in request body: {e}"))
+                    .with_code("malformed_json")
+            }
+            Category::Data => ApiError::bad_request(format!("Invalid request body: {e}"))
+                .with_code("invalid_body"),
+        }
+    })
+}
+
+fn too_large(max: usize) -> ApiError {
+    ApiError::new(
+        413,
+        format!("Request body is larger than the limit of {max} bytes."),
+    )
+    .with_code("payload_too_large")
+}
+
+/// `a=1&b%5Bc%5D=2` → `[("a","1"), ("b[c]","2")]`.
+pub fn parse_query(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (
+                percent_decode(&k.replace('+', " ")),
+                percent_decode(&v.replace('+', " ")),
+            )
+        })
+        .collect()
+}
+
+/// Percent-decoding; invalid escapes stay as written, invalid UTF-8 is replaced.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hexval = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hexval(b[i + 1]), hexval(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The bound socket; each generation of tiny_http gets a duplicate of it.
+enum Bound {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl Bound {
+    fn server(&self) -> io::Result<tiny_http::Server> {
+        let r = match self {
+            Bound::Tcp(l) => tiny_http::Server::from_listener(l.try_clone()?, None),
+            Bound::Unix(l) => tiny_http::Server::from_listener(l.try_clone()?, None),
+        };
+        r.map_err(io::Error::other)
+    }
+}
+
+/// A bound listener, serving until dropped or [`HttpServer::shutdown`].
+///
+/// The socket timeouts that bound slow clients also bound `accept(2)` on the listening
+/// socket, and tiny_http's accept thread ends at the first accept error (a timeout while
+/// idle, or EMFILE). So the server runs in generations: when a generation's accept thread
+/// ends, a new `tiny_http::Server` is made over a duplicate of the same socket at once, and
+/// the old generation keeps dispatching its open connections' requests until it has been
+/// quiet for twice the read timeout (by then the timeouts have closed its idle connections),
+/// then it is dropped.
+pub struct HttpServer {
+    bound: Arc<Bound>,
+    listen: Listen,
+    local: String,
+    unix_path: Option<PathBuf>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HttpServer {
+    /// Binds the listener. A Unix socket path left by a dead server is removed first; one that
+    /// a live server still answers on is an error.
+    pub fn bind(listen: &Listen, opts: &HttpOptions) -> io::Result<HttpServer> {
+        let (bound, local, unix_path) = match listen {
+            Listen::Unix(path) => {
+                prepare_unix_path(path)?;
+                // Bound under a private name, then hard-linked to the public path: tiny_http
+                // removes its listener's path when a generation is dropped, and that must
+                // never be the public one.
+                let mut rnd = [0u8; 6];
+                ids::fill_random(&mut rnd)?;
+                let private = path.with_file_name(format!(".svc-{}.sock", ids::hex(&rnd)));
+                let l = std::os::unix::net::UnixListener::bind(&private)?;
+                set_mode_0600(&private);
+                let linked = std::fs::hard_link(&private, path);
+                let _ = std::fs::remove_file(&private);
+                linked?;
+                set_timeouts(l.as_raw_fd(), opts)?;
+                (
+                    Bound::Unix(l),
+                    format!("unix:{}", path.display()),
+                    Some(path.clone()),
+                )
+            }
+            Listen::Tcp(addr) => {
+                let l = std::net::TcpListener::bind(addr.as_str())?;
+                set_timeouts(l.as_raw_fd(), opts)?;
+                // Linux copies TCP_NODELAY to accepted sockets: without it a response written
+                // in two segments waits for the client's delayed ACK (40 ms).
+                set_nodelay(l.as_raw_fd())?;
+                let local = l.local_addr()?.to_string();
+                (Bound::Tcp(l), local, None)
+            }
+        };
+        Ok(HttpServer {
+            bound: Arc::new(bound),
+            listen: listen.clone(),
+            local,
+            unix_path,
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        })
+    }
+
+    /// `unix:PATH` or the bound `HOST:PORT` (with the real port when 0 was asked for).
+    pub fn local_addr(&self) -> &str {
+        &self.local
+    }
+
+    pub fn listen(&self) -> &Listen {
+        &self.listen
+    }
+
+    /// Starts accepting and dispatching.
+    pub fn serve(&self, handler: Arc<dyn Handler>, opts: HttpOptions) -> io::Result<()> {
+        let gen = Generation {
+            bound: Arc::clone(&self.bound),
+            handler,
+            pool: Arc::new(Pool::new(4)),
+            opts,
+            stop: Arc::clone(&self.stop),
+        };
+        let server = gen.bound.server()?;
+        gen.spawn(server)
+    }
+
+    /// Stops accepting (in-flight requests finish).
+    pub fn shutdown(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[derive(Clone)]
+struct Generation {
+    bound: Arc<Bound>,
+    handler: Arc<dyn Handler>,
+    pool: Arc<Pool>,
+    opts: HttpOptions,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Generation {
+    fn spawn(&self, server: tiny_http::Server) -> io::Result<()> {
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("http-dispatch".into())
+            .spawn(move || me.run(server))?;
+        Ok(())
+    }
+
+    fn run(self, server: tiny_http::Server) {
+        use std::sync::atomic::Ordering;
+        let mut accepting = true;
+        let mut last = std::time::Instant::now();
+        let quiet = self.opts.read_timeout * 2 + Duration::from_secs(1);
+        loop {
+            match server.recv_timeout(Duration::from_secs(1)) {
+                Ok(Some(rq)) => {
+                    last = std::time::Instant::now();
+                    let h = Arc::clone(&self.handler);
+                    let opts = self.opts;
+                    self.pool
+                        .execute(Box::new(move || serve_one(&*h, rq, &opts)));
+                }
+                Ok(None) => {
+                    if !accepting && last.elapsed() > quiet {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    if !accepting {
+                        continue;
+                    }
+                    accepting = false;
+                    if self.stop.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if !matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) {
+                        log::warn!("accept failed: {e}; retrying");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    loop {
+                        match self.bound.server().and_then(|s| self.spawn(s)) {
+                            Ok(()) => break,
+                            Err(e) => {
+                                log::error!("cannot restart the listener: {e}");
+                                std::thread::sleep(Duration::from_secs(1));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.shutdown();
+        if let Some(p) = &self.unix_path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn prepare_unix_path(path: &Path) -> io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    if std::fs::symlink_metadata(path).is_ok() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("a server is already listening on {}", path.display()),
+            ));
+        }
+        log::info!("removing stale socket {}", path.display());
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
+}
+
+fn set_mode_0600(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        log::warn!("could not restrict {}: {e}", path.display());
+    }
+}
+
+fn set_timeouts(fd: i32, opts: &HttpOptions) -> io::Result<()> {
+    for (opt, d) in [
+        (libc::SO_RCVTIMEO, opts.read_timeout),
+        (libc::SO_SNDTIMEO, opts.write_timeout),
+    ] {
+        let tv = libc::timeval {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_usec: d.subsec_micros() as libc::suseconds_t,
+        };
+        // SAFETY: `tv` is a valid timeval and the length matches it.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn set_nodelay(fd: i32) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a valid c_int and the length matches it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Handles one request from start to finish. Never panics.
+fn serve_one(handler: &dyn Handler, mut rq: tiny_http::Request, opts: &HttpOptions) {
+    let request_id = ids::request_id();
+    let url = rq.url().to_string();
+    let (raw_path, raw_query) = url.split_once('?').unwrap_or((url.as_str(), ""));
+    let headers: Vec<(String, String)> = rq
+        .headers()
+        .iter()
+        .map(|h| (h.field.as_str().to_string(), h.value.as_str().to_string()))
+        .collect();
+    let method = rq.method().as_str().to_string();
+    let http10 = rq.http_version() == &tiny_http::HTTPVersion(1, 0);
+    let content_length = rq.body_length();
+    let path = percent_decode(raw_path);
+
+    let (reply, unread) = {
+        let mut inc = Incoming {
+            request_id: request_id.clone(),
+            method: method.clone(),
+            path,
+            raw_query: raw_query.to_string(),
+            headers,
+            http10,
+            max_body: opts.max_body_bytes,
+            content_length,
+            rq: &mut rq,
+            body: None,
+            body_touched: false,
+        };
+        let reply = match catch_unwind(AssertUnwindSafe(|| handler.handle(&mut inc))) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = panic_message(&p);
+                log::error!("request {request_id} {method} {url} panicked: {msg}");
+                Reply::error(
+                    &ApiError::internal(format!("Internal server error: {msg}")),
+                    &request_id,
+                )
+            }
+        };
+        let unread = inc.unread_body_len();
+        (reply, unread)
+    };
+    log::debug!("{request_id} {method} {url} -> {}", reply.status());
+
+    if unread.is_some_and(|n| n > DRAIN_MAX) {
+        // Dropping the request would make tiny_http allocate the whole declared length to
+        // drain it. Answer, then abandon the connection (its reader thread parks for good).
+        abandon_with(rq, reply, &request_id);
+        return;
+    }
+    match reply {
+        Reply::Full(resp) => {
+            let r = to_tiny(resp, &request_id, unread.is_some());
+            if let Err(e) = rq.respond(r) {
+                log::debug!("{request_id}: client went away: {e}");
+            }
+        }
+        Reply::Stream(s) => stream(rq, s, &request_id, http10),
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_string()
+    }
+}
+
+fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
+    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
+}
+
+fn to_tiny(
+    resp: rouille::Response,
+    request_id: &str,
+    close: bool,
+) -> tiny_http::Response<Box<dyn Read + Send>> {
+    let mut headers: Vec<tiny_http::Header> = resp
+        .headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
+        .filter_map(|(k, v)| header(k, v))
+        .collect();
+    headers.extend(header("x-request-id", request_id));
+    if close {
+        headers.extend(header("Connection", "close"));
+    }
+    let (reader, size) = resp.data.into_reader_and_size();
+    tiny_http::Response::new(
+        tiny_http::StatusCode(resp.status_code),
+        headers,
+        reader,
+        size,
+        None,
+    )
+}
+
+fn abandon_with(rq: tiny_http::Request, reply: Reply, request_id: &str) {
+    let (status, hdrs, body) = match reply {
+        Reply::Full(resp) => {
+            let mut body = Vec::new();
+            let status = resp.status_code;
+            let hdrs = resp.headers.clone();
+            let (mut r, _) = resp.data.into_reader_and_size();
+            let _ = r.read_to_end(&mut body);
+            (status, hdrs, body)
+        }
+        Reply::Stream(_) => (500, Vec::new(), Vec::new()),
+    };
+    let mut headers: Vec<tiny_http::Header> =
+        hdrs.iter().filter_map(|(k, v)| header(k, v)).collect();
+    headers.extend(header("x-request-id", request_id));
+    headers.extend(header("Content-Length", &body.len().to_string()));
+    let r = tiny_http::Response::new(
+        tiny_http::StatusCode(status),
+        headers,
+        io::empty(),
+        Some(0),
+        None,
+    );
+    let mut stream = rq.upgrade("close", r);
+    let _ = stream.write_all(&body);
+    let _ = stream.flush();
+    std::mem::forget(stream);
+}
+
+fn stream(rq: tiny_http::Request, s: StreamReply, request_id: &str, http10: bool) {
+    let mut w = rq.into_writer();
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nx-request-id: {request_id}\r\n",
+        s.status,
+        super::error::reason_phrase(s.status)
+    );
+    for (k, v) in &s.headers {
+        if !k.contains(['\r', '\n']) && !v.contains(['\r', '\n']) {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+    }
+    if http10 {
+        head.push_str("Connection: close\r\n\r\n");
+    } else {
+        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
+    }
+    if w.write_all(head.as_bytes())
+        .and_then(|_| w.flush())
+        .is_err()
+    {
+        return;
+    }
+    let mut cw = ChunkWriter {
+        inner: &mut *w,
+        chunked: !http10,
+    };
+    let body = s.body;
+    match catch_unwind(AssertUnwindSafe(|| body(&mut cw))) {
+        Ok(Ok(())) => {
+            let _ = cw.finish();
+        }
+        Ok(Err(e)) => log::debug!("{request_id}: stream ended: {e}"),
+        Err(p) => {
+            log::error!("{request_id}: stream panicked: {}", panic_message(&p));
+            let _ = cw.finish();
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// An elastic thread pool: a job runs on an idle worker, or on a new one when none is idle;
+/// workers beyond `min` exit after 30 s idle. The queue and the idle count share one lock,
+/// so a job is never left waiting for a worker that is about to exit.
+struct Pool {
+    shared: Arc<(Mutex<PoolState>, Condvar)>,
+    min: usize,
+}
+
+struct PoolState {
+    queue: VecDeque<Job>,
+    idle: usize,
+    total: usize,
+}
+
+impl Pool {
+    fn new(min: usize) -> Pool {
+        Pool {
+            shared: Arc::new((
+                Mutex::new(PoolState {
+                    queue: VecDeque::new(),
+                    idle: 0,
+                    total: 0,
+                }),
+                Condvar::new(),
+            )),
+            min,
+        }
+    }
+
+    fn execute(&self, job: Job) {
+        let (lock, cv) = &*self.shared;
+        let mut st = lock.lock();
+        if st.idle > st.queue.len() {
+            st.queue.push_back(job);
+            cv.notify_one();
+            return;
+        }
+        st.total += 1;
+        drop(st);
+        let shared = Arc::clone(&self.shared);
+        let min = self.min;
+        let spawned = std::thread::Builder::new()
+            .name("http-worker".into())
+            .spawn(move || worker(shared, min, job));
+        if let Err(e) = spawned {
+            log::error!("could not start a request thread: {e}");
+            self.shared.0.lock().total -= 1;
+        }
+    }
+}
+
+fn worker(shared: Arc<(Mutex<PoolState>, Condvar)>, min: usize, first: Job) {
+    first();
+    let (lock, cv) = &*shared;
+    let mut st = lock.lock();
+    loop {
+        if let Some(job) = st.queue.pop_front() {
+            drop(st);
+            job();
+            st = lock.lock();
+            continue;
+        }
+        st.idle += 1;
+        let timed_out = cv.wait_for(&mut st, Duration::from_secs(30)).timed_out();
+        st.idle -= 1;
+        if timed_out && st.queue.is_empty() && st.total > min {
+            st.total -= 1;
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_parse() {
+        assert_eq!(
+            Listen::parse("unix:/tmp/x.sock"),
+            Ok(Listen::Unix("/tmp/x.sock".into()))
+        );
+        assert_eq!(
+            Listen::parse("127.0.0.1:80"),
+            Ok(Listen::Tcp("127.0.0.1:80".into()))
+        );
+        assert_eq!(
+            Listen::parse("tcp:[::1]:80"),
+            Ok(Listen::Tcp("[::1]:80".into()))
+        );
+        assert!(Listen::parse("nope").is_err());
+        assert!(Listen::parse("unix:").is_err());
+    }
+
+    #[test]
+    fn query_decoding() {
+        let q = parse_query("page%5Blimit%5D=5&page[offset]=10&x=a+b%21&flag");
+        assert_eq!(
+            q,
+            vec![
+                ("page[limit]".into(), "5".into()),
+                ("page[offset]".into(), "10".into()),
+                ("x".into(), "a b!".into()),
+                ("flag".into(), "".into()),
+            ]
+        );
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+
+    struct Panicky;
+
+    impl Handler for Panicky {
+        fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+            if inc.path == "/boom" {
+                panic!("boom at {}", inc.path);
+            }
+            Reply::json(200, &serde_json::json!({"ok": true}))
+        }
+    }
+
+    fn get(addr: &str, path: &str) -> (u16, String, String) {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let status = out[9..12].parse().unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        (status, head.to_string(), body.to_string())
+    }
+
+    #[test]
+    fn a_panicking_handler_gets_500_and_the_server_keeps_serving() {
+        let opts = HttpOptions::default();
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Panicky), opts).unwrap();
+        let addr = server.local_addr().to_string();
+        for _ in 0..3 {
+            let (status, head, body) = get(&addr, "/boom");
+            assert_eq!(status, 500);
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert!(v["errors"][0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("boom at /boom"));
+            let rid = v["request_id"].as_str().unwrap();
+            assert!(head.contains(&format!("x-request-id: {rid}")));
+            assert_eq!(get(&addr, "/ok").0, 200);
+        }
+    }
+}

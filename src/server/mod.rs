@@ -1,0 +1,303 @@
+//! The HTTP service: `svc server start`. Binds one listener (Unix socket by default, or plain
+//! TCP), routes every request through one table, authenticates, and serves discovery,
+//! workflow versions, runs (lifecycle, scheduler, SSE) and demo data.
+//!
+//! Layout: [`http`] (sockets, threads, limits, request ids, panics), [`router`] (the table),
+//! [`routes`] (the list of routes), [`auth`], [`system`] (discovery), [`openapi`],
+//! [`versions`], [`demo`], [`error`], [`ids`].
+//!
+//! Startup order (SPEC 1.11): settings → dev token → store activation → recovery of runs
+//! interrupted by the last stop → scheduler and workers → routes/listener. Nothing is
+//! served before the store is active.
+//!
+//! Owns: the HTTP API and the server process's wiring. Must not touch: DOT parsing (it calls
+//! `workflow::load`), SQL of the run store (it goes through `RunStore`), or engine internals.
+
+pub mod auth;
+pub mod demo;
+pub mod error;
+pub mod http;
+pub mod ids;
+pub mod openapi;
+pub mod router;
+pub mod routes;
+pub mod runs;
+pub mod system;
+pub mod versions;
+
+use crate::settings::{self, ListenSettings, Settings, SettingsHandle, SettingsWatcher};
+use error::ApiError;
+use http::{HttpOptions, HttpServer, Incoming, Listen, Reply};
+use router::{Access, Ctx, Match, Router};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The application: shared state behind every request.
+pub struct App {
+    pub settings: SettingsHandle,
+    pub state_dir: PathBuf,
+    pub dev_token: Option<String>,
+    pub versions: Arc<versions::VersionStore>,
+    pub runs: Arc<runs::Runs>,
+    pub router: Router,
+    pub started: Instant,
+}
+
+impl App {
+    /// An app over `state_dir` with the given settings, versions table and runs service.
+    pub fn new(
+        settings: SettingsHandle,
+        state_dir: PathBuf,
+        dev_token: Option<String>,
+        versions: Arc<versions::VersionStore>,
+        runs: Arc<runs::Runs>,
+    ) -> App {
+        App {
+            settings,
+            state_dir,
+            dev_token,
+            versions,
+            runs,
+            router: Router::new(routes::routes()),
+            started: Instant::now(),
+        }
+    }
+
+    fn dispatch(&self, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+        let (route, params) = match self.router.find(&inc.method, &inc.path) {
+            Match::Found(r, p) => (r, p),
+            Match::NotFound => {
+                return Err(ApiError::not_found(format!(
+                    "No route for {} {}.",
+                    inc.method, inc.path
+                )))
+            }
+            Match::MethodNotAllowed(allowed) => {
+                let allow = allowed.join(", ");
+                return Err(ApiError::new(
+                    405,
+                    format!(
+                        "{} is not allowed on {}; allowed: {allow}.",
+                        inc.method, inc.path
+                    ),
+                )
+                .with_code("method_not_allowed")
+                .with_header("Allow", allow));
+            }
+        };
+        let demo = demo::is_demo(inc);
+        let mut ctx = Ctx {
+            inc,
+            params,
+            principal: None,
+            route: route.pattern,
+        };
+        if demo && route.access == Access::User {
+            return demo::handle(self, route, &mut ctx);
+        }
+        if route.access == Access::User {
+            let s = self.settings.get();
+            ctx.principal = Some(auth::authenticate(&s, self.dev_token.as_deref(), ctx.inc)?);
+        }
+        (route.handler)(self, &mut ctx)
+    }
+}
+
+impl http::Handler for App {
+    fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+        match self.dispatch(inc) {
+            Ok(r) => r,
+            Err(e) => {
+                if e.status >= 500 {
+                    log::error!("{} {} {}: {e}", inc.request_id, inc.method, inc.path);
+                }
+                Reply::error(&e, &inc.request_id)
+            }
+        }
+    }
+}
+
+/// How to start the server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub state_dir: PathBuf,
+    /// The settings file (default `<state-dir>/settings.toml`).
+    pub settings_path: Option<PathBuf>,
+    /// Overrides `server.listen`.
+    pub listen: Option<Listen>,
+    /// Boot configured with dev-token auth even without a settings file.
+    pub dev: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("install mode is not available yet: {0} does not exist.\nStart with `svc server start --dev` to boot with dev-token auth and throw-away defaults, or write a settings file.")]
+    NotConfigured(PathBuf),
+    #[error("{0}")]
+    Settings(#[from] settings::SettingsError),
+    #[error("{0}")]
+    Token(#[from] auth::TokenError),
+    #[error("server.web.enabled = true needs the SESSION_SECRET environment variable (at least 32 bytes)")]
+    SessionSecret,
+    #[error("cannot open the state directory {path}: {message}")]
+    State { path: PathBuf, message: String },
+    #[error("{0}")]
+    Store(#[from] crate::store::ActivationError),
+    #[error("cannot listen on {listen}: {source}")]
+    Bind {
+        listen: Listen,
+        source: std::io::Error,
+    },
+}
+
+impl StartError {
+    /// Usage/configuration problems exit 2, runtime failures 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StartError::NotConfigured(_) | StartError::Settings(_) | StartError::SessionSecret => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// A started server. Dropping it stops the listener.
+pub struct RunningServer {
+    pub http: HttpServer,
+    pub app: Arc<App>,
+    /// The dev token, and whether this start created it.
+    pub dev_token: Option<(String, bool)>,
+    _watcher: SettingsWatcher,
+}
+
+impl RunningServer {
+    /// `http://HOST:PORT` or `unix:PATH`.
+    pub fn url(&self) -> String {
+        match self.http.listen() {
+            Listen::Tcp(_) => format!("http://{}", self.http.local_addr()),
+            Listen::Unix(_) => self.http.local_addr().to_string(),
+        }
+    }
+}
+
+/// The listener the settings ask for.
+pub fn listen_of(s: &Settings, state_dir: &Path) -> Listen {
+    match &s.server.listen {
+        ListenSettings::Unix { path } => {
+            Listen::Unix(path.clone().unwrap_or_else(|| state_dir.join("svc.sock")))
+        }
+        ListenSettings::Tcp { address } => Listen::Tcp(address.clone()),
+    }
+}
+
+/// Boots the server (see the module docs for the order) and starts serving.
+pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
+    let settings_path = opts
+        .settings_path
+        .clone()
+        .unwrap_or_else(|| opts.state_dir.join(settings::SETTINGS_FILE));
+    let initial = if settings_path.exists() {
+        Settings::load(&settings_path)?
+    } else if opts.dev {
+        Settings::dev()
+    } else {
+        return Err(StartError::NotConfigured(settings_path));
+    };
+    let mut initial = initial;
+    if opts.dev && !initial.has_auth(settings::AuthMethod::DevToken) {
+        initial
+            .server
+            .auth
+            .methods
+            .push(settings::AuthMethod::DevToken);
+    }
+    if initial.server.web.enabled && std::env::var("SESSION_SECRET").map_or(true, |s| s.len() < 32)
+    {
+        return Err(StartError::SessionSecret);
+    }
+    let state_err = |e: &dyn std::fmt::Display| StartError::State {
+        path: opts.state_dir.clone(),
+        message: e.to_string(),
+    };
+    create_private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
+    let dev_token = if initial.has_auth(settings::AuthMethod::DevToken) {
+        Some(auth::load_or_create_dev_token(&opts.state_dir)?)
+    } else {
+        None
+    };
+    let store: Arc<dyn crate::store::RunStore> =
+        Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
+    let versions = Arc::new(
+        versions::VersionStore::open(&opts.state_dir.join(crate::store::DB_FILE))
+            .map_err(|e| state_err(&e))?,
+    );
+
+    let listen = opts
+        .listen
+        .clone()
+        .unwrap_or_else(|| listen_of(&initial, &opts.state_dir));
+    let http_opts = HttpOptions {
+        max_body_bytes: initial.server.http.max_body_bytes,
+        read_timeout: Duration::from_secs(initial.server.http.read_timeout_secs),
+        write_timeout: Duration::from_secs(initial.server.http.read_timeout_secs),
+    };
+    let handle = SettingsHandle::new(initial);
+    handle.on_change(|old, new| {
+        if old.server.listen != new.server.listen || old.server.http != new.server.http {
+            log::warn!("server.listen / server.http changed: restart the server to apply");
+        }
+    });
+    let watcher = settings::watch(&settings_path, handle.clone());
+    let runs = runs::Runs::new(
+        store,
+        executor(),
+        handle.clone(),
+        opts.state_dir.clone(),
+        Arc::clone(&versions),
+    );
+    let failed = runs.recover().map_err(|e| state_err(&e))?;
+    if failed > 0 {
+        log::warn!(
+            "{failed} run(s) were active when the server last stopped; marked failed (terminated)"
+        );
+    }
+    runs.start_scheduler().map_err(|e| state_err(&e))?;
+    let app = Arc::new(App::new(
+        handle,
+        opts.state_dir.clone(),
+        dev_token.as_ref().map(|(t, _)| t.clone()),
+        versions,
+        runs,
+    ));
+    let http = HttpServer::bind(&listen, &http_opts).map_err(|source| StartError::Bind {
+        listen: listen.clone(),
+        source,
+    })?;
+    http.serve(app.clone(), http_opts)
+        .map_err(|source| StartError::Bind {
+            listen: listen.clone(),
+            source,
+        })?;
+    Ok(RunningServer {
+        http,
+        app,
+        dev_token,
+        _watcher: watcher,
+    })
+}
+
+/// The executor worker threads run promoted runs with.
+pub fn executor() -> Arc<dyn runs::exec::Executor> {
+    Arc::new(runs::exec::EngineExecutor)
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}

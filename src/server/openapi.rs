@@ -1,0 +1,526 @@
+//! The OpenAPI 3.1.0 document (info.version 0.1.0), built once as a `serde_json::Value` and
+//! served unauthenticated at `/api/v1/openapi.json`.
+//!
+//! Owns: the API description. Must not touch: handlers. A test checks that every route of
+//! the table ([`super::routes::routes`]) is described here with the same method and
+//! security, and that nothing else is.
+
+use serde_json::{json, Map, Value};
+use std::sync::OnceLock;
+
+pub fn document() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(build)
+}
+
+fn r(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn content(schema: Value) -> Value {
+    json!({"application/json": {"schema": schema}})
+}
+
+fn ok(code: &str, desc: &str, schema: Value) -> (String, Value) {
+    (
+        code.to_string(),
+        json!({"description": desc, "content": content(schema)}),
+    )
+}
+
+fn err(code: &str, desc: &str) -> (String, Value) {
+    (
+        code.to_string(),
+        json!({"description": desc, "content": content(r("Error"))}),
+    )
+}
+
+fn no_content(code: &str, desc: &str) -> (String, Value) {
+    (code.to_string(), json!({"description": desc}))
+}
+
+struct Op {
+    method: &'static str,
+    path: &'static str,
+    tag: &'static str,
+    summary: &'static str,
+    public: bool,
+    params: Vec<Value>,
+    body: Option<(Value, bool)>,
+    responses: Vec<(String, Value)>,
+}
+
+fn op(method: &'static str, path: &'static str, tag: &'static str, summary: &'static str) -> Op {
+    Op {
+        method,
+        path,
+        tag,
+        summary,
+        public: false,
+        params: Vec::new(),
+        body: None,
+        responses: Vec::new(),
+    }
+}
+
+impl Op {
+    fn public(mut self) -> Op {
+        self.public = true;
+        self
+    }
+    fn param(mut self, name: &str, location: &str, schema: Value, desc: &str) -> Op {
+        self.params.push(json!({
+            "name": name, "in": location, "required": location == "path",
+            "schema": schema, "description": desc,
+        }));
+        self
+    }
+    fn id(self) -> Op {
+        self.param("id", "path", json!({"type": "string"}), "Run ULID.")
+    }
+    fn paging(self) -> Op {
+        self.param(
+            "page[limit]",
+            "query",
+            json!({"type": "integer", "default": 20, "minimum": 1, "maximum": 100}),
+            "Page size, clamped to 1-100.",
+        )
+        .param(
+            "page[offset]",
+            "query",
+            json!({"type": "integer", "default": 0, "minimum": 0}),
+            "Items to skip.",
+        )
+    }
+    fn body(mut self, schema: Value, required: bool) -> Op {
+        self.body = Some((schema, required));
+        self
+    }
+    fn resp(mut self, rs: Vec<(String, Value)>) -> Op {
+        self.responses.extend(rs);
+        self
+    }
+}
+
+/// Every documented operation (method, path, tag, whether public).
+fn operations() -> Vec<Op> {
+    let run = || ok("200", "The run.", r("Run"));
+    let nf = || err("404", "No such run.");
+    let conflict = || err("409", "The run's state does not allow this.");
+    let placeholder = |method, path, tag, summary| {
+        op(method, path, tag, summary).resp(vec![err("501", "Not implemented yet.")])
+    };
+    vec![
+        op("get", "/", "Discovery", "Discovery URLs")
+            .public()
+            .resp(vec![ok("200", "Where to find things.", r("Discovery"))]),
+        op("get", "/health", "System", "Liveness check")
+            .public()
+            .resp(vec![ok("200", "The server is up.", r("Health"))]),
+        op("get", "/api/v1/openapi.json", "Discovery", "This document")
+            .public()
+            .resp(vec![ok("200", "OpenAPI 3.1 description.", json!({"type": "object"}))]),
+        op("get", "/api/v1/user", "Auth", "The authenticated user")
+            .resp(vec![ok("200", "The caller.", r("User"))]),
+        op("post", "/api/v1/workflow-versions", "Workflows", "Register a workflow package")
+            .body(r("WorkflowPackage"), true)
+            .resp(vec![
+                ok("201", "Registered.", r("WorkflowVersion")),
+                ok("200", "Already registered (same content, same id).", r("WorkflowVersion")),
+                err("400", "Malformed JSON."),
+                err("422", "Invalid package, workflow or unknown dependency."),
+            ]),
+        op("get", "/api/v1/workflow-versions/{id}", "Workflows", "A registered workflow version")
+            .param("id", "path", json!({"type": "string", "pattern": "^[0-9a-f]{64}$"}), "Version id (SHA-256 hex).")
+            .resp(vec![ok("200", "The version.", r("WorkflowVersion")), err("404", "Unknown version.")]),
+        op("post", "/api/v1/runs", "Runs", "Create a run (status submitted)")
+            .body(r("CreateRun"), true)
+            .resp(vec![
+                ok("201", "The created run.", r("Run")),
+                err("400", "Malformed or incomplete body."),
+                err("404", "Unknown workflow version."),
+                err("422", "Invalid workflow (with diagnostics)."),
+            ]),
+        op("get", "/api/v1/runs", "Runs", "List runs (board items), newest first")
+            .paging()
+            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs.")
+            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging parameter.")]),
+        op("get", "/runs", "Runs", "Alias of GET /api/v1/runs")
+            .paging()
+            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs.")
+            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging parameter.")]),
+        op("get", "/api/v1/runs/{id}", "Runs", "One run").id().resp(vec![run(), err("400", "Malformed run id."), nf()]),
+        op("delete", "/api/v1/runs/{id}", "Runs", "Delete a run (tombstoned)")
+            .id()
+            .param("force", "query", json!({"type": "boolean", "default": false}), "Delete even while active (cancels it).")
+            .resp(vec![no_content("204", "Deleted."), nf(), err("409", "The run is active; use force=true.")]),
+        op("post", "/api/v1/runs/{id}/start", "Runs", "Queue a submitted run, or resume a failed one")
+            .id()
+            .body(r("StartRequest"), false)
+            .resp(vec![run(), nf(), conflict()]),
+        op("post", "/api/v1/runs/{id}/cancel", "Runs", "Cancel a run").id().resp(vec![run(), nf(), conflict()]),
+        op("post", "/api/v1/runs/{id}/pause", "Runs", "Pause a running or blocked run").id().resp(vec![run(), nf(), conflict()]),
+        op("post", "/api/v1/runs/{id}/unpause", "Runs", "Unpause a paused run").id().resp(vec![run(), nf(), conflict()]),
+        op("post", "/api/v1/runs/{id}/archive", "Runs", "Archive a finished run (idempotent)").id().resp(vec![run(), nf(), conflict()]),
+        op("post", "/api/v1/runs/{id}/unarchive", "Runs", "Unarchive a run (idempotent)").id().resp(vec![run(), nf()]),
+        op("post", "/api/v1/runs/{id}/approve", "Runs", "Approve a run awaiting approval")
+            .id()
+            .body(json!({"type": "object"}), false)
+            .resp(vec![run(), nf(), conflict()]),
+        op("post", "/api/v1/runs/{id}/deny", "Runs", "Deny a run awaiting approval")
+            .id()
+            .body(r("DenyRequest"), false)
+            .resp(vec![run(), nf(), conflict()]),
+        op("get", "/api/v1/runs/{id}/questions", "Human-in-the-Loop", "Pending questions")
+            .id()
+            .resp(vec![ok("200", "Every pending question.", r("QuestionList")), nf()]),
+        op("post", "/api/v1/runs/{id}/questions/{qid}/answer", "Human-in-the-Loop", "Answer a question")
+            .id()
+            .param("qid", "path", json!({"type": "string"}), "Question id.")
+            .body(r("SubmitAnswer"), true)
+            .resp(vec![
+                no_content("204", "Accepted."),
+                err("400", "No answer field, or an unknown option."),
+                nf(),
+                err("409", "The question is not pending or the run is not running."),
+            ]),
+        op("get", "/api/v1/runs/{id}/events", "Run Internals", "Events of a run")
+            .id()
+            .param("since_seq", "query", json!({"type": "integer", "default": 1, "minimum": 1}), "First seq to return.")
+            .param("limit", "query", json!({"type": "integer", "default": 100, "minimum": 1, "maximum": 1000}), "At most this many.")
+            .resp(vec![ok("200", "Events in seq order.", r("EventPage")), nf()]),
+        op("get", "/api/v1/runs/{id}/attach", "Run Internals", "Stream a run's events (SSE)")
+            .id()
+            .param("since_seq", "query", json!({"type": "integer", "minimum": 1}), "Replay from this seq, then follow live.")
+            .param("Last-Event-ID", "header", json!({"type": "integer"}), "Resume after this seq.")
+            .resp(vec![
+                ("200".to_string(), json!({"description": "`id: <seq>` and one `data:` line per event; closes after run.completed/run.failed.", "content": {"text/event-stream": {"schema": {"type": "string"}}}})),
+                nf(),
+                err("410", "The run is finished and nothing is left to send."),
+            ]),
+        op("get", "/api/v1/attach", "Run Internals", "Stream every run's events live (SSE)")
+            .param("run_id", "query", json!({"type": "string"}), "Comma-separated run ids to follow.")
+            .resp(vec![
+                ("200".to_string(), json!({"description": "One `data:` line per event.", "content": {"text/event-stream": {"schema": {"type": "string"}}}})),
+                err("400", "Malformed run id."),
+            ]),
+        op("get", "/api/v1/runs/{id}/checkpoint", "Run Internals", "Latest checkpoint (or null)")
+            .id()
+            .resp(vec![ok("200", "The checkpoint, or null.", json!({"type": ["object", "null"]})), nf()]),
+        op("get", "/api/v1/runs/{id}/graph/source", "Run Internals", "The run's DOT source")
+            .id()
+            .resp(vec![
+                ("200".to_string(), json!({"description": "DOT text.", "content": {"text/vnd.graphviz": {"schema": {"type": "string"}}}})),
+                nf(),
+            ]),
+        placeholder("get", "/api/v1/runs/{id}/usage", "Billing", "Usage and cost per stage and model").id(),
+        placeholder("get", "/api/v1/runs/{id}/files", "Run Outputs", "Files changed by a run").id().paging(),
+        placeholder("get", "/runs/{id}/files", "Run Outputs", "Alias of GET /api/v1/runs/{id}/files").id().paging(),
+        placeholder("post", "/api/v1/runs/{id}/steer", "Runs", "Steer a running agent").id().body(r("SteerRequest"), true),
+        placeholder("post", "/runs/{id}/steer", "Runs", "Alias of POST /api/v1/runs/{id}/steer").id().body(r("SteerRequest"), true),
+        placeholder("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port").id().body(r("PreviewRequest"), true),
+        placeholder("get", "/api/v1/sandboxes", "Sandboxes", "Managed sandboxes"),
+        placeholder("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
+            .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id."),
+        placeholder("post", "/api/v1/providers/test", "Models", "Test configured LLM providers"),
+    ]
+}
+
+fn schemas() -> Value {
+    let nullable = |t: &str| json!({"type": [t, "null"]});
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["errors"],
+            "properties": {
+                "errors": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["status", "title", "detail"],
+                    "properties": {
+                        "status": {"type": "string"},
+                        "title": {"type": "string"},
+                        "detail": {"type": "string"},
+                        "code": {"type": "string"},
+                        "request_id": {"type": "string", "format": "uuid"},
+                        "diagnostics": {"type": "array", "items": {"type": "object"}}
+                    }
+                }},
+                "request_id": {"type": "string", "format": "uuid"},
+                "leftover_env_keys": {"type": "array", "items": {"type": "string"}},
+                "removed_env_keys": {"type": "array", "items": {"type": "string"}}
+            }
+        },
+        "Discovery": {"type": "object", "required": ["urls"], "properties": {"urls": {
+            "type": "object",
+            "required": ["openapi_url", "current_user_url", "health_url"],
+            "properties": {
+                "openapi_url": {"type": "string"},
+                "current_user_url": {"type": "string"},
+                "health_url": {"type": "string"}
+            }
+        }}},
+        "Health": {"type": "object", "required": ["status"], "properties": {"status": {"const": "ok"}}},
+        "User": {"type": "object", "required": ["login", "auth_method"], "properties": {
+            "login": {"type": "string"},
+            "auth_method": {"enum": ["dev_token", "codehost"]}
+        }},
+        "WorkflowPackage": {
+            "type": "object",
+            "required": ["entrypoint", "files"],
+            "additionalProperties": false,
+            "properties": {
+                "entrypoint": {"type": "string", "description": "Path of the workflow file inside the package."},
+                "files": {"type": "object", "maxProperties": 512, "additionalProperties": {"type": "string"}},
+                "dependencies": {"type": "array", "maxItems": 512, "items": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
+            }
+        },
+        "WorkflowVersion": {
+            "type": "object",
+            "required": ["id", "entrypoint", "files", "dependencies", "created_at"],
+            "properties": {
+                "id": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "entrypoint": {"type": "string"},
+                "files": {"type": "object", "additionalProperties": {"type": "string"}},
+                "dependencies": {"type": "array", "items": {"type": "string"}},
+                "created_at": {"type": "string", "format": "date-time"}
+            }
+        },
+        "CreateRun": {
+            "type": "object",
+            "additionalProperties": false,
+            "description": "Exactly one of workflow or workflow_version_id.",
+            "properties": {
+                "workflow": r("WorkflowPackage"),
+                "workflow_version_id": {"type": "string"},
+                "goal": {"type": "string"},
+                "title": {"type": "string"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "inputs": {"type": "object"},
+                "model": {"type": "object", "required": ["name"], "properties": {"provider": {"type": "string"}, "name": {"type": "string"}}},
+                "sandbox": {"type": "object", "required": ["provider"], "properties": {
+                    "provider": {"enum": ["local", "container", "hosted"]},
+                    "image": {"type": "string"},
+                    "snapshot": {"type": "string"}
+                }}
+            }
+        },
+        "StartRequest": {"type": "object", "additionalProperties": false, "properties": {"resume": {"type": "boolean", "default": false}}},
+        "DenyRequest": {"type": "object", "additionalProperties": false, "properties": {"reason": {"type": "string"}}},
+        "SteerRequest": {"type": "object", "required": ["guidance"], "properties": {
+            "guidance": {"type": "string"},
+            "location": {"type": "object", "properties": {"file": {"type": "string"}, "line": {"type": "integer"}}}
+        }},
+        "PreviewRequest": {"type": "object", "properties": {
+            "port": {"type": "integer"}, "expires_in_secs": {"type": "integer"}, "signed": {"type": "boolean"}
+        }},
+        "RunStatus": {
+            "type": "object",
+            "required": ["kind"],
+            "properties": {
+                "kind": {"enum": ["submitted", "pending", "runnable", "starting", "running", "blocked", "paused", "removing", "succeeded", "failed", "dead"]},
+                "reason": {"type": "string"},
+                "blocked_reason": {"enum": ["human_input_required"]},
+                "prior_block": nullable("string")
+            }
+        },
+        "Principal": {"type": "object", "required": ["kind"], "properties": {
+            "kind": {"enum": ["user", "worker", "webhook", "chat", "agent", "system"]}
+        }},
+        "Run": {
+            "type": "object",
+            "required": ["id", "children_count", "title", "goal", "workflow", "automation", "repository", "created_by", "origin", "labels", "lifecycle", "sandbox", "models", "source_directory", "timestamps", "timing", "billing", "size", "ask_svc", "diff", "pull_request", "current_question", "superseded_by", "retried_from", "links"],
+            "properties": {
+                "id": {"type": "string"},
+                "parent_id": nullable("string"),
+                "children_count": {"type": "integer", "minimum": 0},
+                "title": {"type": "string"},
+                "goal": {"type": "string"},
+                "workflow": {"type": "object", "properties": {
+                    "slug": nullable("string"), "name": nullable("string"), "graph_name": nullable("string"),
+                    "node_count": {"type": "integer"}, "edge_count": {"type": "integer"}
+                }},
+                "automation": {"type": ["object", "null"]},
+                "repository": {"type": ["object", "null"]},
+                "created_by": r("Principal"),
+                "origin": {"type": "object", "properties": {"kind": {"const": "api"}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "lifecycle": {"type": "object", "required": ["status", "approval", "pending_control", "queue_position", "error", "archived", "archived_at"], "properties": {
+                    "status": r("RunStatus"),
+                    "approval": {"type": ["object", "null"]},
+                    "pending_control": {"enum": ["cancel", "pause", "unpause", null]},
+                    "queue_position": nullable("integer"),
+                    "error": {"type": ["object", "null"], "properties": {"message": {"type": "string"}}},
+                    "archived": {"type": "boolean"},
+                    "archived_at": nullable("string")
+                }},
+                "sandbox": {"type": ["object", "null"]},
+                "models": {"type": "array", "items": {"type": "object"}},
+                "source_directory": nullable("string"),
+                "timestamps": {"type": "object", "properties": {
+                    "created_at": {"type": "string", "format": "date-time"},
+                    "started_at": nullable("string"), "last_event_at": nullable("string"), "completed_at": nullable("string")
+                }},
+                "timing": {"type": ["object", "null"]},
+                "billing": {"type": ["object", "null"]},
+                "size": {"enum": ["XS", "S", "M", "L", "XL"]},
+                "ask_svc": {"type": "object"},
+                "diff": {"type": ["object", "null"]},
+                "pull_request": {"type": ["object", "null"]},
+                "current_question": {"type": ["object", "null"], "properties": {"text": {"type": "string"}}},
+                "superseded_by": nullable("string"),
+                "retried_from": nullable("string"),
+                "links": {"type": "object", "properties": {"web": nullable("string")}}
+            }
+        },
+        "BoardItem": {
+            "type": "object",
+            "required": ["id", "title", "status", "created_at"],
+            "properties": {
+                "id": {"type": "string"},
+                "repository": {"type": "object", "properties": {"name": {"type": "string"}}},
+                "title": {"type": "string"},
+                "workflow": {"type": "object", "properties": {"slug": nullable("string")}},
+                "status": {"enum": ["queued", "initializing", "running", "blocked", "succeeded", "failed"]},
+                "created_at": {"type": "string", "format": "date-time"},
+                "pull_request": {"type": ["object", "null"]},
+                "timings": {"type": "object", "properties": {"elapsed_secs": {"type": "integer"}, "elapsed_warning": {"type": "boolean"}}},
+                "sandbox": {"type": ["object", "null"]},
+                "question": {"type": ["object", "null"]}
+            }
+        },
+        "Meta": {"type": "object", "required": ["has_more"], "properties": {"has_more": {"type": "boolean"}}},
+        "BoardPage": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": r("BoardItem")}, "meta": r("Meta")}},
+        "Event": {
+            "type": "object",
+            "required": ["seq", "id", "ts", "run_id", "event", "properties"],
+            "properties": {
+                "seq": {"type": "integer", "minimum": 1},
+                "id": {"type": "string"},
+                "ts": {"type": "string", "format": "date-time"},
+                "run_id": {"type": "string"},
+                "event": {"type": "string"},
+                "properties": {"type": "object"},
+                "node_id": {"type": "string"},
+                "node_label": {"type": "string"},
+                "stage_id": {"type": "string"},
+                "actor": r("Principal")
+            }
+        },
+        "EventPage": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": r("Event")}, "meta": r("Meta")}},
+        "Question": {
+            "type": "object",
+            "required": ["id", "text", "stage", "question_type", "options", "allow_freeform"],
+            "properties": {
+                "id": {"type": "string"},
+                "text": {"type": "string"},
+                "stage": {"type": "string"},
+                "question_type": {"enum": ["yes_no", "confirmation", "multiple_choice", "multi_select", "freeform"]},
+                "options": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}, "label": {"type": "string"}}}},
+                "allow_freeform": {"type": "boolean"},
+                "timeout_seconds": nullable("integer"),
+                "context_display": nullable("string")
+            }
+        },
+        "QuestionList": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": r("Question")}, "meta": r("Meta")}},
+        "SubmitAnswer": {
+            "type": "object",
+            "additionalProperties": false,
+            "minProperties": 1,
+            "properties": {
+                "value": {"type": "string"},
+                "selected_option_key": {"type": "string"},
+                "selected_option_keys": {"type": "array", "items": {"type": "string"}}
+            }
+        }
+    })
+}
+
+fn build() -> Value {
+    let mut paths = Map::new();
+    for o in operations() {
+        let mut responses = Map::new();
+        for (code, v) in o.responses {
+            responses.insert(code, v);
+        }
+        if !o.public {
+            responses.insert(
+                "401".into(),
+                json!({"description": "Missing or invalid credentials.", "content": content(r("Error"))}),
+            );
+        }
+        let mut operation = json!({
+            "tags": [o.tag],
+            "summary": o.summary,
+            "operationId": format!("{}_{}", o.method, o.path.trim_matches('/').replace(['/', '{', '}', '.', '-'], "_")),
+            "parameters": o.params,
+            "responses": responses,
+        });
+        operation["security"] = if o.public {
+            json!([])
+        } else {
+            json!([{"BearerAuth": []}, {"SessionCookie": []}])
+        };
+        if let Some((schema, required)) = o.body {
+            operation["requestBody"] = json!({"required": required, "content": content(schema)});
+        }
+        let entry = paths.entry(o.path.to_string()).or_insert_with(|| json!({}));
+        entry[o.method] = operation;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "svc",
+            "version": "0.1.0",
+            "description": "Workflow run service. Errors use the Error schema; every response carries x-request-id.",
+            "license": {"name": "MIT", "identifier": "MIT"}
+        },
+        "servers": [{"url": "/"}],
+        "tags": [
+            {"name": "Discovery"}, {"name": "System"}, {"name": "Auth"}, {"name": "Workflows"},
+            {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
+            {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"}
+        ],
+        "paths": paths,
+        "components": {
+            "schemas": schemas(),
+            "securitySchemes": {
+                "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…)."},
+                "SessionCookie": {"type": "apiKey", "in": "cookie", "name": "__svc_session"}
+            }
+        },
+        "security": [{"BearerAuth": []}, {"SessionCookie": []}]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::router::Access;
+
+    #[test]
+    fn describes_every_route_and_nothing_else() {
+        let doc = document();
+        let paths = doc["paths"].as_object().unwrap();
+        let routes = crate::server::routes::routes();
+        let mut documented = 0;
+        for (path, item) in paths {
+            for (method, op) in item.as_object().unwrap() {
+                documented += 1;
+                let route = routes
+                    .iter()
+                    .find(|r| r.pattern == path && r.method.eq_ignore_ascii_case(method))
+                    .unwrap_or_else(|| panic!("documented but not routed: {method} {path}"));
+                let public = op["security"].as_array().unwrap().is_empty();
+                assert_eq!(public, route.access == Access::Public, "{method} {path}");
+                assert!(!op["responses"].as_object().unwrap().is_empty());
+            }
+        }
+        assert_eq!(documented, routes.len());
+        // Every $ref resolves.
+        let text = doc.to_string();
+        for part in text.split("#/components/schemas/").skip(1) {
+            let name: String = part.chars().take_while(|c| *c != '"').collect();
+            assert!(doc["components"]["schemas"].get(&name).is_some(), "{name}");
+        }
+    }
+}

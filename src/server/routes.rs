@@ -1,0 +1,81 @@
+//! The route table: every path the server answers, in one list shared by both listeners,
+//! the OpenAPI document's completeness test and demo mode.
+//!
+//! Owns: which handler serves which method and path, and whether it needs credentials.
+//! Must not touch: handler logic.
+
+use super::router::{Access, Route};
+use super::runs;
+use super::system;
+
+const fn public(
+    method: &'static str,
+    pattern: &'static str,
+    handler: super::router::HandlerFn,
+) -> Route {
+    Route {
+        method,
+        pattern,
+        access: Access::Public,
+        handler,
+    }
+}
+
+const fn user(
+    method: &'static str,
+    pattern: &'static str,
+    handler: super::router::HandlerFn,
+) -> Route {
+    Route {
+        method,
+        pattern,
+        access: Access::User,
+        handler,
+    }
+}
+
+pub fn routes() -> Vec<Route> {
+    let ni = system::not_implemented;
+    vec![
+        public("GET", "/", system::root),
+        public("GET", "/health", system::health),
+        public("GET", "/api/v1/openapi.json", system::openapi_doc),
+        user("GET", "/api/v1/user", system::user),
+        user("POST", "/api/v1/workflow-versions", system::create_version),
+        user("GET", "/api/v1/workflow-versions/{id}", system::get_version),
+        user("POST", "/api/v1/runs", runs::create),
+        user("GET", "/api/v1/runs", runs::list),
+        user("GET", "/runs", runs::list),
+        user("GET", "/api/v1/runs/{id}", runs::get),
+        user("DELETE", "/api/v1/runs/{id}", runs::delete),
+        user("POST", "/api/v1/runs/{id}/start", runs::start),
+        user("POST", "/api/v1/runs/{id}/cancel", runs::cancel),
+        user("POST", "/api/v1/runs/{id}/pause", runs::pause),
+        user("POST", "/api/v1/runs/{id}/unpause", runs::unpause),
+        user("POST", "/api/v1/runs/{id}/archive", runs::archive),
+        user("POST", "/api/v1/runs/{id}/unarchive", runs::unarchive),
+        user("POST", "/api/v1/runs/{id}/approve", runs::approve),
+        user("POST", "/api/v1/runs/{id}/deny", runs::deny),
+        user("GET", "/api/v1/runs/{id}/questions", runs::questions),
+        user(
+            "POST",
+            "/api/v1/runs/{id}/questions/{qid}/answer",
+            runs::answer,
+        ),
+        user("GET", "/api/v1/runs/{id}/events", runs::events),
+        user("GET", "/api/v1/runs/{id}/attach", runs::attach),
+        user("GET", "/api/v1/attach", runs::attach_all),
+        user("GET", "/api/v1/runs/{id}/checkpoint", runs::checkpoint),
+        user("GET", "/api/v1/runs/{id}/graph/source", runs::graph_source),
+        // Placeholders (SPEC 7: 501).
+        user("GET", "/api/v1/runs/{id}/usage", ni),
+        user("GET", "/api/v1/runs/{id}/files", ni),
+        user("GET", "/runs/{id}/files", ni),
+        user("POST", "/api/v1/runs/{id}/steer", ni),
+        user("POST", "/runs/{id}/steer", ni),
+        user("POST", "/api/v1/runs/{id}/preview", ni),
+        user("GET", "/api/v1/sandboxes", ni),
+        user("GET", "/api/v1/sandboxes/{id}", ni),
+        user("POST", "/api/v1/providers/test", ni),
+    ]
+}

@@ -1,0 +1,178 @@
+//! Running one promoted run: the [`Executor`] the worker threads call, and [`GatedStore`],
+//! the store the engine writes through.
+//!
+//! Owns: the glue between a scheduled run and the engine (workflow, files, work directory,
+//! services). Must not touch: scheduling decisions or HTTP.
+
+use super::super::versions::{PackageFiles, Version};
+use super::interviewer::{AskEnd, RunHandle};
+use crate::engine::cancel::CancelToken;
+use crate::engine::human::Question;
+use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
+use crate::store::{
+    Event, EventDraft, Hub, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStore, StoreError,
+};
+use parking_lot::Mutex;
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One promoted run, handed to a worker thread.
+pub struct Job {
+    pub row: RunRow,
+    pub version: Option<Arc<Version>>,
+    pub handle: Arc<RunHandle>,
+    /// Where commands and agents run (`<state-dir>/scratch/<run-id>`).
+    pub workdir: PathBuf,
+    pub store: Arc<dyn RunStore>,
+}
+
+/// Runs a job to its end. Must append the run's terminal event (`run.completed` or
+/// `run.failed`); the worker appends `run.failed` itself if it did not.
+pub trait Executor: Send + Sync + 'static {
+    fn execute(&self, job: &Job);
+}
+
+/// Files of a registered version, owned (the engine keeps them for the whole run).
+pub struct VersionFiles {
+    pub version: Arc<Version>,
+    pub deps: Vec<Arc<Version>>,
+}
+
+impl crate::workflow::FileSource for VersionFiles {
+    fn read(&self, rel: &str) -> Option<String> {
+        PackageFiles {
+            from: self.version.package.entrypoint.clone(),
+            files: &self.version.package.files,
+            deps: &self.deps,
+        }
+        .read(rel)
+    }
+}
+
+/// The run store with one gate around every append, so a control request's
+/// read-check-append never interleaves with the engine's own appends.
+pub struct GatedStore {
+    pub inner: Arc<dyn RunStore>,
+    pub gate: Arc<Mutex<()>>,
+}
+
+impl RunStore for GatedStore {
+    fn create_run(&self, new: NewRun) -> Result<RunRow, StoreError> {
+        self.inner.create_run(new)
+    }
+    fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
+        let _g = self.gate.lock();
+        self.inner.append(run_id, draft)
+    }
+    fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        self.inner.get_run(run_id)
+    }
+    fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError> {
+        self.inner.query_runs(query)
+    }
+    fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.inner.events(run_id, since_seq, limit)
+    }
+    fn events_raw(
+        &self,
+        run_id: &str,
+        since_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<RawEvent>, StoreError> {
+        self.inner.events_raw(run_id, since_seq, limit)
+    }
+    fn delete_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.inner.delete_run(run_id)
+    }
+    fn tombstone(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.tombstone(run_id)
+    }
+    fn import_run(&self, run_id: &str, lines: &[String]) -> Result<ImportOutcome, StoreError> {
+        self.inner.import_run(run_id, lines)
+    }
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        self.inner.put_blob(bytes)
+    }
+    fn get_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get_blob(id)
+    }
+    fn has_blob(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.has_blob(id)
+    }
+    fn hub(&self) -> &Hub {
+        self.inner.hub()
+    }
+}
+
+/// Human questions of a live run go through its [`RunHandle`], answered over HTTP.
+pub struct HttpInterviewer(pub Arc<RunHandle>);
+
+impl Interviewer for HttpInterviewer {
+    fn ask(&self, question: &Question, cancel: &CancelToken) -> Result<Reply, InterviewError> {
+        match self.0.ask(question, cancel) {
+            Ok(a) => Ok(Reply::Answer(a)),
+            Err(AskEnd::Cancelled) => Err(InterviewError::Cancelled),
+            Err(AskEnd::Timeout) => Err(InterviewError::Timeout),
+        }
+    }
+}
+
+/// Runs jobs with the engine: resumes from the run's checkpoint when it has one (a run
+/// queued with `resume`), else starts from the beginning. LLM stages fail with a
+/// provider-not-configured error until providers are wired in.
+pub struct EngineExecutor;
+
+fn fail_launch(job: &Job, error: String) {
+    let _ = job.store.append(
+        &job.row.id,
+        EventDraft::new(
+            "run.failed",
+            json!({"reason": "launch_failed", "error": error, "causes": [], "duration_ms": 0}),
+        ),
+    );
+}
+
+impl Executor for EngineExecutor {
+    fn execute(&self, job: &Job) {
+        let files: Arc<dyn crate::workflow::FileSource + Send + Sync> = match &job.version {
+            Some(v) => Arc::new(VersionFiles {
+                version: Arc::clone(v),
+                deps: Vec::new(),
+            }),
+            None => Arc::new(crate::workflow::NoFiles),
+        };
+        let source = match &job.version {
+            Some(v) => v.source().to_string(),
+            None => job.row.workflow.source.clone(),
+        };
+        let loaded = match crate::workflow::load(&source, &*files) {
+            Ok(l) => l,
+            Err(e) => {
+                return fail_launch(job, format!("the workflow does not parse: {}", e.message))
+            }
+        };
+        if loaded.has_errors() {
+            return fail_launch(job, "the workflow has validation errors".into());
+        }
+        let inputs = match &job.row.inputs {
+            Value::Object(m) => m.clone(),
+            _ => Map::new(),
+        };
+        let options = RunOptions {
+            inputs,
+            files,
+            ..RunOptions::new(&job.row.id, job.workdir.clone())
+        };
+        let mut services = Services::new(Arc::clone(&job.store));
+        services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
+        services.cancel = job.handle.cancel.clone();
+        let outcome = Engine::resume(&loaded.workflow, &options, &services);
+        log::info!(
+            "run {} ended: {} ({})",
+            outcome.run_id,
+            outcome.status.as_str(),
+            outcome.reason
+        );
+    }
+}

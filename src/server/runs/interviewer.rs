@@ -1,0 +1,154 @@
+//! Human questions over HTTP: each live run has a [`RunHandle`] (its cancel token and its
+//! open questions). The engine's interviewer call registers the question and blocks on a
+//! channel; `POST …/questions/{qid}/answer` validates the answer against the question
+//! (400 for an unknown option) and hands it over exactly once (409 when the question is not
+//! open).
+//!
+//! Owns: open-question bookkeeping and answer validation. Must not touch: the store, events
+//! (the engine emits `interview.*`), or routing.
+
+use super::super::error::ApiError;
+use crate::engine::cancel::CancelToken;
+use crate::engine::human::{self, Answer, Question};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use parking_lot::{Condvar, Mutex};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A live run as the server sees it while an engine thread works on it.
+#[derive(Default)]
+pub struct RunHandle {
+    pub cancel: CancelToken,
+    open: Mutex<HashMap<String, Open>>,
+    registered: Condvar,
+}
+
+struct Open {
+    question: Question,
+    tx: Sender<Answer>,
+}
+
+/// Why an ask ended without an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskEnd {
+    Cancelled,
+    Timeout,
+}
+
+/// `POST …/answer` body: at least one field; precedence: key, keys, value.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitAnswer {
+    pub value: Option<String>,
+    pub selected_option_key: Option<String>,
+    pub selected_option_keys: Option<Vec<String>>,
+}
+
+impl RunHandle {
+    pub fn new() -> RunHandle {
+        RunHandle::default()
+    }
+
+    /// Registers `q` and blocks until it is answered, its timeout passes, or the run is
+    /// cancelled. Pausing does not interrupt a question.
+    pub fn ask(&self, q: &Question, cancel: &CancelToken) -> Result<Answer, AskEnd> {
+        let (tx, rx): (Sender<Answer>, Receiver<Answer>) = bounded(1);
+        {
+            let mut open = self.open.lock();
+            open.insert(
+                q.id.clone(),
+                Open {
+                    question: q.clone(),
+                    tx,
+                },
+            );
+            self.registered.notify_all();
+        }
+        let deadline = q
+            .timeout_seconds
+            .filter(|s| *s > 0)
+            .map(|s| Instant::now() + Duration::from_secs(s));
+        let result = loop {
+            if cancel.is_cancelled() || self.cancel.is_cancelled() {
+                break Err(AskEnd::Cancelled);
+            }
+            let mut wait = Duration::from_millis(100);
+            if let Some(d) = deadline {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break Err(AskEnd::Timeout);
+                }
+                wait = wait.min(left);
+            }
+            match rx.recv_timeout(wait) {
+                Ok(a) => break Ok(a),
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => break Err(AskEnd::Cancelled),
+            }
+        };
+        self.open.lock().remove(&q.id);
+        result
+    }
+
+    /// Ids of the questions currently waiting for an answer.
+    pub fn open_ids(&self) -> Vec<String> {
+        self.open.lock().keys().cloned().collect()
+    }
+
+    /// Validates `body` against question `qid` and delivers it. `listed` says whether the
+    /// run's row lists the question as pending (the engine records `interview.started`
+    /// just before it asks, so a listed question is waited for briefly).
+    pub fn answer(&self, qid: &str, body: &SubmitAnswer, listed: bool) -> Result<(), ApiError> {
+        let mut open = self.open.lock();
+        if listed && !open.contains_key(qid) {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !open.contains_key(qid) {
+                if self.registered.wait_until(&mut open, deadline).timed_out() {
+                    break;
+                }
+            }
+        }
+        let Some(entry) = open.get(qid) else {
+            return Err(ApiError::conflict(format!(
+                "Question {qid} no longer exists or was already answered."
+            )));
+        };
+        let answer = match_answer(&entry.question, body)?;
+        let Some(entry) = open.remove(qid) else {
+            return Err(ApiError::conflict(format!(
+                "Question {qid} was answered concurrently."
+            )));
+        };
+        entry
+            .tx
+            .try_send(answer)
+            .map_err(|_| ApiError::conflict(format!("Question {qid} is no longer being asked.")))
+    }
+}
+
+/// The API's answer rules (api.md 2): a key must be an option's key; keys (multi_select)
+/// must all exist; a value matches a key or label, or goes to the freeform edge.
+pub fn match_answer(q: &Question, body: &SubmitAnswer) -> Result<Answer, ApiError> {
+    let refused = |e: human::AnswerError| {
+        ApiError::bad_request(format!("Invalid answer: {e}")).with_code("invalid_answer")
+    };
+    if let Some(key) = &body.selected_option_key {
+        if q.options.is_empty() {
+            return Err(ApiError::bad_request(
+                "This question has no options; send `value`.",
+            ));
+        }
+        return human::match_key(q, key).map_err(refused);
+    }
+    if let Some(keys) = &body.selected_option_keys {
+        return human::match_keys(q, keys).map_err(refused);
+    }
+    match &body.value {
+        Some(v) if !v.trim().is_empty() => human::match_answer(q, v).map_err(refused),
+        Some(_) => Err(ApiError::bad_request("The answer `value` is empty.")),
+        None => Err(ApiError::bad_request(
+            "Send one of `selected_option_key`, `selected_option_keys` or `value`.",
+        )),
+    }
+}

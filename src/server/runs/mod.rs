@@ -1,0 +1,857 @@
+//! Runs: creation, listing, lifecycle controls, human answers, events and SSE, plus the
+//! scheduler and the engine worker pool.
+//!
+//! - [`lifecycle`] decides (pure), this module appends: every control reads the row, plans,
+//!   and appends under one gate shared with the engine's appends ([`exec::GatedStore`]) and
+//!   the scheduler's promotions, so no check-then-append ever races.
+//! - The scheduler thread promotes `runnable` runs to `starting`, oldest first (ULID order =
+//!   creation order), while fewer than `server.scheduler.max_concurrent_runs` (read live)
+//!   hold a slot ([`lifecycle::holds_slot`]). It wakes on every start, approval, cancel,
+//!   run end and settings change (a channel), with a 1 s fallback tick.
+//! - Promoted runs go over a crossbeam channel to a pool of engine worker threads (grown to
+//!   the concurrency limit, never shrunk). Each live run has a [`RunHandle`]: its cancel
+//!   token (cancel/pause/unpause reach running stages) and its open human questions.
+//! - At startup, runs found holding a slot were orphaned by the previous process: they are
+//!   failed with reason `terminated` (or `cancelled` when a cancel was pending) and can be
+//!   resumed with `start {"resume": true}` (the engine continues from the last checkpoint).
+//!   Runnable runs stay queued across restarts.
+//!
+//! Owns: the runs API and run scheduling. Must not touch: SQL (through `RunStore` only),
+//! workflow parsing beyond `workflow::load`, engine internals.
+
+pub mod exec;
+pub mod interviewer;
+pub mod lifecycle;
+pub mod sse;
+pub mod view;
+
+use super::error::ApiError;
+use super::http::{parse_json, Reply};
+use super::router::Ctx;
+use super::versions::{Package, Version, VersionStore};
+use super::App;
+use crate::settings::SettingsHandle;
+use crate::store::{
+    is_canonical_ulid, EventDraft, NewRun, RunQuery, RunRow, RunStatus, RunStore, StoreError,
+    WorkflowMeta,
+};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use exec::{Executor, GatedStore, Job};
+pub use interviewer::RunHandle;
+use lifecycle::{Plan, Signal};
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The runs service: store, live runs, scheduler and workers.
+pub struct Runs {
+    pub store: Arc<dyn RunStore>,
+    gated: Arc<dyn RunStore>,
+    gate: Arc<Mutex<()>>,
+    active: Mutex<HashMap<String, Arc<RunHandle>>>,
+    wake_tx: Sender<()>,
+    wake_rx: Receiver<()>,
+    jobs_tx: Sender<Job>,
+    jobs_rx: Receiver<Job>,
+    workers: AtomicUsize,
+    executor: Arc<dyn Executor>,
+    settings: SettingsHandle,
+    state_dir: PathBuf,
+    versions: Arc<VersionStore>,
+    stop: AtomicBool,
+    me: std::sync::Weak<Runs>,
+}
+
+pub fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound { run_id } => ApiError::not_found(format!("No run with id {run_id}.")),
+        StoreError::Tombstoned { run_id, .. } => {
+            ApiError::not_found(format!("Run {run_id} was deleted."))
+        }
+        StoreError::InvalidRunId { run_id } => {
+            ApiError::bad_request(format!("Invalid run ID `{run_id}`."))
+        }
+        other => ApiError::internal(format!("Run store failure: {other}")),
+    }
+}
+
+fn system_actor() -> Value {
+    json!({"kind": "system", "system_kind": "engine"})
+}
+
+impl Runs {
+    pub fn new(
+        store: Arc<dyn RunStore>,
+        executor: Arc<dyn Executor>,
+        settings: SettingsHandle,
+        state_dir: PathBuf,
+        versions: Arc<VersionStore>,
+    ) -> Arc<Runs> {
+        let gate = Arc::new(Mutex::new(()));
+        let gated: Arc<dyn RunStore> = Arc::new(GatedStore {
+            inner: Arc::clone(&store),
+            gate: Arc::clone(&gate),
+        });
+        let (wake_tx, wake_rx) = bounded(1);
+        let (jobs_tx, jobs_rx) = unbounded();
+        let runs = Arc::new_cyclic(|me| Runs {
+            me: me.clone(),
+            store,
+            gated,
+            gate,
+            active: Mutex::new(HashMap::new()),
+            wake_tx,
+            wake_rx,
+            jobs_tx,
+            jobs_rx,
+            workers: AtomicUsize::new(0),
+            executor,
+            settings: settings.clone(),
+            state_dir,
+            versions,
+            stop: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&runs);
+        settings.on_change(move |_, _| {
+            if let Some(r) = weak.upgrade() {
+                r.wake();
+            }
+        });
+        runs
+    }
+
+    /// Fails runs left holding a slot by a previous process (see the module docs).
+    /// Returns how many were failed.
+    pub fn recover(&self) -> Result<usize, StoreError> {
+        let rows = self.store.query_runs(&RunQuery {
+            statuses: lifecycle::SLOT_STATUSES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            limit: 1_000_000,
+            ..RunQuery::default()
+        })?;
+        for row in &rows {
+            self.store.append(&row.id, lifecycle::terminated(row))?;
+            log::warn!(
+                "run {} was {} when the server stopped: failed (terminated)",
+                row.id,
+                row.status.name()
+            );
+        }
+        Ok(rows.len())
+    }
+
+    /// Starts the scheduler thread.
+    pub fn start_scheduler(self: &Arc<Self>) -> std::io::Result<()> {
+        let me = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("scheduler".into())
+            .spawn(move || me.scheduler_loop())?;
+        self.wake();
+        Ok(())
+    }
+
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Asks the scheduler to look again (coalesced).
+    pub fn wake(&self) {
+        let _ = self.wake_tx.try_send(());
+    }
+
+    fn scheduler_loop(self: Arc<Self>) {
+        loop {
+            crossbeam_channel::select! {
+                recv(self.wake_rx) -> _ => {}
+                default(Duration::from_secs(1)) => {}
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.promote())) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => log::error!("scheduler: {e}"),
+                Err(_) => log::error!("scheduler: promotion panicked; retrying on the next wake"),
+            }
+        }
+    }
+
+    /// Number of runs holding a slot, by [`lifecycle::holds_slot`].
+    pub fn slot_holders(&self) -> Result<usize, StoreError> {
+        Ok(self
+            .store
+            .query_runs(&RunQuery {
+                statuses: lifecycle::SLOT_STATUSES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                limit: 1_000_000,
+                ..RunQuery::default()
+            })?
+            .iter()
+            .filter(|r| lifecycle::holds_slot(&r.status))
+            .count())
+    }
+
+    fn promote(&self) -> Result<(), StoreError> {
+        let max = self.settings.get().server.scheduler.max_concurrent_runs;
+        let _g = self.gate.lock();
+        let holders = self.slot_holders()?;
+        if holders >= max {
+            return Ok(());
+        }
+        let rows = self.store.query_runs(&RunQuery {
+            statuses: vec!["runnable".into()],
+            oldest_first: true,
+            limit: max - holders,
+            ..RunQuery::default()
+        })?;
+        for row in rows {
+            let row = self
+                .store
+                .append(
+                    &row.id,
+                    EventDraft::new("run.starting", json!({})).actor(system_actor()),
+                )
+                .and_then(|_| self.store.get_run(&row.id))?;
+            let Some(row) = row else { continue };
+            self.launch(row, max);
+        }
+        Ok(())
+    }
+
+    fn launch(&self, row: RunRow, max: usize) {
+        let handle = Arc::new(RunHandle::new());
+        self.active
+            .lock()
+            .insert(row.id.clone(), Arc::clone(&handle));
+        let version = row
+            .workflow
+            .version_id
+            .as_deref()
+            .and_then(|id| self.versions.get(id).ok().flatten());
+        let workdir = self.state_dir.join("scratch").join(&row.id);
+        if let Err(e) = std::fs::create_dir_all(&workdir) {
+            log::warn!("run {}: cannot create {}: {e}", row.id, workdir.display());
+        }
+        while self.workers.load(Ordering::SeqCst) < max {
+            let rx = self.jobs_rx.clone();
+            let me = self.me.clone();
+            self.workers.fetch_add(1, Ordering::SeqCst);
+            let spawned = std::thread::Builder::new()
+                .name("engine-worker".into())
+                .spawn(move || {
+                    for job in rx.iter() {
+                        match me.upgrade() {
+                            Some(runs) => runs.run_job(job),
+                            None => return,
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                self.workers.fetch_sub(1, Ordering::SeqCst);
+                log::error!("cannot start an engine worker: {e}");
+                break;
+            }
+        }
+        let job = Job {
+            row,
+            version,
+            handle,
+            workdir,
+            store: Arc::clone(&self.gated),
+        };
+        if let Err(e) = self.jobs_tx.send(job) {
+            log::error!("cannot dispatch a run: {e}");
+        }
+    }
+
+    fn run_job(&self, job: Job) {
+        let id = job.row.id.clone();
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.executor.execute(&job)));
+        let problem = match &result {
+            Ok(()) => "the engine stopped without finishing the run".to_string(),
+            Err(p) => format!(
+                "the engine panicked: {}",
+                p.downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default()
+            ),
+        };
+        {
+            let _g = self.gate.lock();
+            if let Ok(Some(row)) = self.store.get_run(&id) {
+                if !row.status.is_terminal() {
+                    let _ = self.store.append(
+                        &id,
+                        EventDraft::new(
+                            "run.failed",
+                            json!({"reason": "workflow_error", "error": problem, "causes": [], "duration_ms": 0}),
+                        )
+                        .actor(system_actor()),
+                    );
+                }
+            }
+        }
+        self.active.lock().remove(&id);
+        self.wake();
+    }
+
+    pub fn handle(&self, run_id: &str) -> Option<Arc<RunHandle>> {
+        self.active.lock().get(run_id).cloned()
+    }
+
+    fn row(&self, id: &str) -> Result<RunRow, ApiError> {
+        check_id(id)?;
+        match self.store.get_run(id).map_err(store_error)? {
+            Some(r) => Ok(r),
+            None => Err(match self.store.tombstone(id) {
+                Ok(Some(_)) => ApiError::not_found(format!("Run {id} was deleted.")),
+                _ => ApiError::not_found(format!("No run with id {id}.")),
+            }),
+        }
+    }
+
+    /// Reads the row, plans a control and appends its events, all under the gate; then
+    /// signals the live engine and wakes the scheduler.
+    fn control(
+        &self,
+        id: &str,
+        actor: &Value,
+        f: impl FnOnce(&RunRow, &Value) -> Result<Plan, ApiError>,
+    ) -> Result<RunRow, ApiError> {
+        check_id(id)?;
+        let plan = {
+            let _g = self.gate.lock();
+            let row = self.row(id)?;
+            let plan = f(&row, actor)?;
+            for ev in plan.events.iter().cloned() {
+                self.store.append(id, ev).map_err(store_error)?;
+            }
+            plan
+        };
+        if let (Some(sig), Some(h)) = (plan.signal, self.handle(id)) {
+            match sig {
+                Signal::Cancel => h.cancel.cancel("cancelled by request"),
+                Signal::Pause => h.cancel.pause(),
+                Signal::Unpause => h.cancel.unpause(),
+            }
+        }
+        if plan.wake {
+            self.wake();
+        }
+        self.row(id)
+    }
+
+    /// 1-based position among runnable runs (scheduler order), for runnable runs.
+    fn queue_position(&self, row: &RunRow) -> Option<usize> {
+        if row.status != RunStatus::Runnable {
+            return None;
+        }
+        let q = self
+            .store
+            .query_runs(&RunQuery {
+                statuses: vec!["runnable".into()],
+                oldest_first: true,
+                limit: 1_000_000,
+                ..RunQuery::default()
+            })
+            .ok()?;
+        q.iter().position(|r| r.id == row.id).map(|p| p + 1)
+    }
+
+    /// The full Run JSON of `row`.
+    pub fn run_json(&self, row: &RunRow) -> Value {
+        let created = self
+            .store
+            .events(&row.id, 1, 1)
+            .ok()
+            .and_then(|mut v| v.pop())
+            .map(|e| e.properties)
+            .unwrap_or(Value::Null);
+        let children = self
+            .store
+            .query_runs(&RunQuery {
+                parent_id: Some(row.id.clone()),
+                limit: 1_000_000,
+                ..RunQuery::default()
+            })
+            .map(|v| v.len())
+            .unwrap_or(0);
+        view::run_json(
+            row,
+            &created,
+            self.queue_position(row),
+            children,
+            &self.settings.get(),
+        )
+    }
+}
+
+fn check_id(id: &str) -> Result<(), ApiError> {
+    if is_canonical_ulid(id) {
+        Ok(())
+    } else {
+        Err(
+            ApiError::bad_request(format!("Invalid run ID `{id}`: expected a ULID."))
+                .with_code("invalid_run_id"),
+        )
+    }
+}
+
+fn actor_of(ctx: &Ctx<'_, '_>) -> Value {
+    ctx.principal
+        .clone()
+        .unwrap_or_else(super::auth::dev_principal)
+}
+
+/// `page[limit]` (default 20, clamped 1-100) and `page[offset]` (default 0, min 0, max 1e6).
+pub fn page(ctx: &Ctx<'_, '_>) -> Result<(usize, usize), ApiError> {
+    let int = |name: &str| -> Result<Option<i64>, ApiError> {
+        match ctx.inc.query(name) {
+            None => Ok(None),
+            Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
+                ApiError::bad_request(format!("Query parameter {name} must be an integer."))
+            }),
+        }
+    };
+    let limit = int("page[limit]")?.unwrap_or(20).clamp(1, 100) as usize;
+    let offset = int("page[offset]")?.unwrap_or(0).clamp(0, 1_000_000) as usize;
+    Ok((limit, offset))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelReq {
+    #[serde(default)]
+    provider: Option<String>,
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxReq {
+    provider: String,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    snapshot: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateRun {
+    #[serde(default)]
+    workflow: Option<Package>,
+    #[serde(default)]
+    workflow_version_id: Option<String>,
+    #[serde(default)]
+    goal: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    inputs: Option<Map<String, Value>>,
+    #[serde(default)]
+    model: Option<ModelReq>,
+    #[serde(default)]
+    sandbox: Option<SandboxReq>,
+}
+
+/// Title from a goal: first line, decoration stripped, at most 100 chars (97 + `...`).
+fn title_from(goal: &str) -> String {
+    let line = goal
+        .lines()
+        .map(|l| {
+            l.trim()
+                .trim_start_matches(['#', '*', '-', '>', ' '])
+                .trim()
+        })
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= 100 {
+        line.to_string()
+    } else {
+        format!("{}...", line.chars().take(97).collect::<String>())
+    }
+}
+
+fn workflow_meta(v: &Version) -> Result<(WorkflowMeta, String), ApiError> {
+    let files = exec::VersionFiles {
+        version: Arc::new(v.clone()),
+        deps: Vec::new(),
+    };
+    let loaded = crate::workflow::load(v.source(), &files).map_err(|e| {
+        ApiError::unprocessable(format!("The workflow does not parse: {}", e.message))
+    })?;
+    let wf = &loaded.workflow;
+    let entry = &v.package.entrypoint;
+    let slug = std::path::Path::new(entry)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned());
+    Ok((
+        WorkflowMeta {
+            name: Some(wf.name().to_string()),
+            slug,
+            graph_name: Some(wf.name().to_string()),
+            node_count: wf.graph.nodes.len() as i64,
+            edge_count: wf.graph.edges.len() as i64,
+            source: v.source().to_string(),
+            path: Some(entry.clone()),
+            version_id: Some(v.id.clone()),
+        },
+        wf.goal().to_string(),
+    ))
+}
+
+pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let body: CreateRun = parse_json(ctx.inc.body()?)?;
+    let version = match (body.workflow, body.workflow_version_id) {
+        (Some(pkg), None) => app.versions.register(pkg)?.0,
+        (None, Some(id)) => app
+            .versions
+            .get(&id)?
+            .ok_or_else(|| ApiError::not_found(format!("No workflow version with id `{id}`.")))?,
+        _ => {
+            return Err(ApiError::bad_request(
+                "Send exactly one of `workflow` (a package) or `workflow_version_id`.",
+            ))
+        }
+    };
+    if let Some(sb) = &body.sandbox {
+        if !matches!(sb.provider.as_str(), "local" | "container" | "hosted") {
+            return Err(ApiError::bad_request(format!(
+                "sandbox.provider `{}` is not local, container or hosted.",
+                sb.provider
+            )));
+        }
+    }
+    if body
+        .model
+        .as_ref()
+        .is_some_and(|m| m.name.trim().is_empty())
+    {
+        return Err(ApiError::bad_request("model.name is empty."));
+    }
+    let settings = app.settings.get();
+    let defaults = &settings.run;
+    let (workflow, graph_goal) = workflow_meta(&version)?;
+    let goal = body
+        .goal
+        .or_else(|| defaults.goal.clone())
+        .unwrap_or(graph_goal);
+    let title = body
+        .title
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| {
+            let t = title_from(&goal);
+            if t.is_empty() {
+                workflow.name.clone().unwrap_or_else(|| "unnamed".into())
+            } else {
+                t
+            }
+        });
+    let mut labels = defaults.metadata.clone();
+    labels.extend(body.labels.unwrap_or_default());
+    let mut inputs: Map<String, Value> = defaults
+        .inputs
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), serde_json::to_value(v).ok()?)))
+        .collect();
+    inputs.extend(body.inputs.unwrap_or_default());
+    let model = body
+        .model
+        .map(|m| json!({"provider": m.provider, "name": m.name}))
+        .or_else(|| {
+            defaults
+                .model
+                .as_ref()
+                .map(|m| json!({"provider": m.provider, "name": m.name}))
+        });
+    let sandbox =
+        body.sandbox
+            .map(|s| json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot}))
+            .or_else(|| {
+                defaults.sandbox.as_ref().map(
+                    |s| json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot}),
+                )
+            });
+    let new = NewRun {
+        id: None,
+        title,
+        goal,
+        labels,
+        workflow,
+        working_dir: None,
+        inputs: Value::Object(inputs),
+        parent_id: None,
+        extra: json!({
+            "created_by": actor_of(ctx),
+            "origin": {"kind": "api"},
+            "models": model.map(|m| vec![m]).unwrap_or_default(),
+            "sandbox": sandbox,
+        }),
+    };
+    let row = app.runs.store.create_run(new).map_err(store_error)?;
+    Ok(Reply::json(201, &app.runs.run_json(&row)))
+}
+
+pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let (limit, offset) = page(ctx)?;
+    let include_archived = ctx.inc.query("include_archived").as_deref() == Some("true");
+    let rows = app
+        .runs
+        .store
+        .query_runs(&RunQuery {
+            exclude_archived: !include_archived,
+            statuses: RunStatus::NAMES
+                .iter()
+                .filter(|s| **s != "removing")
+                .map(|s| s.to_string())
+                .collect(),
+            offset,
+            limit: limit + 1,
+            ..RunQuery::default()
+        })
+        .map_err(store_error)?;
+    let has_more = rows.len() > limit;
+    let data: Vec<Value> = rows
+        .iter()
+        .take(limit)
+        .filter_map(view::board_item)
+        .collect();
+    Ok(Reply::json(
+        200,
+        &json!({"data": data, "meta": {"has_more": has_more}}),
+    ))
+}
+
+pub fn get(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let row = app.runs.row(ctx.param("id"))?;
+    Ok(Reply::json(200, &app.runs.run_json(&row)))
+}
+
+pub fn delete(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let id = ctx.param("id").to_string();
+    check_id(&id)?;
+    let force = ctx.inc.query("force").as_deref() == Some("true");
+    let runs = &app.runs;
+    {
+        let _g = runs.gate.lock();
+        match runs.store.get_run(&id).map_err(store_error)? {
+            Some(row) if !row.status.is_terminal() && !force => {
+                return Err(ApiError::conflict(format!(
+                    "Run {id} is {}; cancel it first or delete with ?force=true.",
+                    row.status.name()
+                )))
+            }
+            Some(_) => {}
+            None => {
+                if runs.store.tombstone(&id).map_err(store_error)?.is_some() {
+                    return Ok(Reply::empty(204));
+                }
+                return Err(ApiError::not_found(format!("No run with id {id}.")));
+            }
+        }
+        runs.store.delete_run(&id).map_err(store_error)?;
+    }
+    if let Some(h) = runs.handle(&id) {
+        h.cancel.cancel("run deleted");
+    }
+    runs.wake();
+    Ok(Reply::empty(204))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    #[serde(default)]
+    resume: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DenyBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+fn control_reply(app: &App, row: RunRow) -> Result<Reply, ApiError> {
+    Ok(Reply::json(200, &app.runs.run_json(&row)))
+}
+
+pub fn start(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let body: StartBody = ctx.inc.json_or_default()?;
+    let actor = actor_of(ctx);
+    let row = app.runs.control(ctx.param("id"), &actor, |r, a| {
+        lifecycle::start(r, body.resume, a)
+    })?;
+    control_reply(app, row)
+}
+
+pub fn cancel(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let actor = actor_of(ctx);
+    let row = app
+        .runs
+        .control(ctx.param("id"), &actor, lifecycle::cancel)?;
+    control_reply(app, row)
+}
+
+pub fn pause(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let actor = actor_of(ctx);
+    let row = app
+        .runs
+        .control(ctx.param("id"), &actor, lifecycle::pause)?;
+    control_reply(app, row)
+}
+
+pub fn unpause(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let actor = actor_of(ctx);
+    let row = app
+        .runs
+        .control(ctx.param("id"), &actor, lifecycle::unpause)?;
+    control_reply(app, row)
+}
+
+pub fn archive(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let actor = actor_of(ctx);
+    let row = app
+        .runs
+        .control(ctx.param("id"), &actor, lifecycle::archive)?;
+    control_reply(app, row)
+}
+
+pub fn unarchive(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let actor = actor_of(ctx);
+    let row = app
+        .runs
+        .control(ctx.param("id"), &actor, lifecycle::unarchive)?;
+    control_reply(app, row)
+}
+
+pub fn approve(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let _: Value = ctx
+        .inc
+        .json_or_default::<Option<Value>>()?
+        .unwrap_or(Value::Null);
+    let actor = actor_of(ctx);
+    let row = app
+        .runs
+        .control(ctx.param("id"), &actor, lifecycle::approve)?;
+    control_reply(app, row)
+}
+
+pub fn deny(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let body: DenyBody = ctx.inc.json_or_default()?;
+    let actor = actor_of(ctx);
+    let row = app.runs.control(ctx.param("id"), &actor, |r, a| {
+        lifecycle::deny(r, body.reason.as_deref(), a)
+    })?;
+    control_reply(app, row)
+}
+
+pub fn questions(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let row = app.runs.row(ctx.param("id"))?;
+    let data: Vec<Value> = row.questions.iter().map(view::question_item).collect();
+    Ok(Reply::json(
+        200,
+        &json!({"data": data, "meta": {"has_more": false}}),
+    ))
+}
+
+pub fn answer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let body: interviewer::SubmitAnswer = parse_json(ctx.inc.body()?)?;
+    let id = ctx.param("id").to_string();
+    let qid = ctx.param("qid").to_string();
+    let row = app.runs.row(&id)?;
+    if row.archived {
+        return Err(ApiError::conflict(format!("Run {id} is archived.")));
+    }
+    let listed = row
+        .questions
+        .iter()
+        .any(|q| q.get("question_id").and_then(Value::as_str) == Some(qid.as_str()));
+    match &row.status {
+        RunStatus::Running | RunStatus::Blocked { .. } => {}
+        RunStatus::Paused { .. } => {
+            return Err(ApiError::conflict(format!(
+                "Run {id} is paused; unpause it before answering."
+            )))
+        }
+        s => {
+            return Err(ApiError::conflict(format!(
+                "Run {id} is {}; only a running run can take answers.",
+                s.name()
+            )))
+        }
+    }
+    let handle = app
+        .runs
+        .handle(&id)
+        .ok_or_else(|| ApiError::conflict(format!("Run {id} has no live engine to answer.")))?;
+    handle.answer(&qid, &body, listed)?;
+    Ok(Reply::empty(204))
+}
+
+pub fn events(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let id = ctx.param("id").to_string();
+    app.runs.row(&id)?;
+    let int = |name: &str| -> Result<Option<i64>, ApiError> {
+        match ctx.inc.query(name) {
+            None => Ok(None),
+            Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
+                ApiError::bad_request(format!("Query parameter {name} must be an integer."))
+            }),
+        }
+    };
+    let since = int("since_seq")?.unwrap_or(1).max(1) as u64;
+    let limit = int("limit")?.unwrap_or(100).clamp(1, 1000) as usize;
+    let mut evs = app
+        .runs
+        .store
+        .events(&id, since, limit + 1)
+        .map_err(store_error)?;
+    let has_more = evs.len() > limit;
+    evs.truncate(limit);
+    Ok(Reply::json(
+        200,
+        &json!({"data": evs, "meta": {"has_more": has_more}}),
+    ))
+}
+
+pub fn checkpoint(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let row = app.runs.row(ctx.param("id"))?;
+    Ok(Reply::json(200, &row.checkpoint.unwrap_or(Value::Null)))
+}
+
+pub fn graph_source(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let row = app.runs.row(ctx.param("id"))?;
+    Ok(Reply::Full(rouille::Response {
+        status_code: 200,
+        headers: vec![(
+            "Content-Type".into(),
+            "text/vnd.graphviz; charset=utf-8".into(),
+        )],
+        data: rouille::ResponseBody::from_string(row.workflow.source),
+        upgrade: None,
+    }))
+}
+
+pub fn attach(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    sse::attach(app, ctx)
+}
+
+pub fn attach_all(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    sse::attach_all(app, ctx)
+}

@@ -1,0 +1,199 @@
+//! Wire shapes of runs: the full Run (SPEC 2.2-2.6), the board item (SPEC 2.12) and the
+//! question list item (api.md 2), built from a store [`RunRow`].
+//!
+//! Owns: field mapping only. Must not touch: the store or status rules (it reads
+//! [`super::lifecycle::holds_slot`] like everyone else).
+
+use crate::settings::Settings;
+use crate::store::{RunRow, RunStatus};
+use serde_json::{json, Value};
+
+/// Above this elapsed time a board item gets `elapsed_warning: true`.
+pub const ELAPSED_WARNING_SECS: u64 = 3600;
+
+/// Milliseconds since the epoch of `2026-11-21T20:58:57.242Z`-style timestamps.
+pub fn parse_ts(ts: &str) -> Option<i64> {
+    let b = ts.as_bytes();
+    if b.len() < 20 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| ts.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let ms = if b.get(19) == Some(&b'.') {
+        let frac: String = ts[20..].chars().take_while(char::is_ascii_digit).collect();
+        let f3: String = format!("{frac:0<3}").chars().take(3).collect();
+        f3.parse::<i64>().ok()?
+    } else {
+        0
+    };
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Wall time from start to completion (or now), in ms.
+fn wall_ms(row: &RunRow) -> Option<u64> {
+    let start = parse_ts(row.started_at.as_deref()?)?;
+    let end = row
+        .completed_at
+        .as_deref()
+        .and_then(parse_ts)
+        .unwrap_or_else(now_ms);
+    Some(end.saturating_sub(start).max(0) as u64)
+}
+
+fn question_text(q: &Value) -> Value {
+    json!({"text": q.get("question").cloned().unwrap_or(Value::Null)})
+}
+
+/// The full Run resource. `created` holds the `run.created` properties (created_by, origin,
+/// models, sandbox) and `queue_position` is 1-based among runnable runs.
+pub fn run_json(
+    row: &RunRow,
+    created: &Value,
+    queue_position: Option<usize>,
+    children_count: usize,
+    settings: &Settings,
+) -> Value {
+    let w = &row.workflow;
+    let timing = wall_ms(row).map(|wall| {
+        json!({"wall_time_ms": wall, "active_time_ms": 0, "inference_time_ms": 0, "tool_time_ms": 0})
+    });
+    let sandbox = match created.get("sandbox") {
+        Some(s) if s.is_object() => json!({
+            "kind": "planned",
+            "plan": {
+                "provider": s.get("provider").cloned().unwrap_or(json!("local")),
+                "image": s.get("image").cloned().unwrap_or(Value::Null),
+                "snapshot": s.get("snapshot").cloned().unwrap_or(Value::Null),
+            },
+            "instance": null,
+            "failure": null,
+        }),
+        _ => Value::Null,
+    };
+    json!({
+        "id": row.id,
+        "parent_id": row.parent_id,
+        "children_count": children_count,
+        "title": row.title,
+        "goal": row.goal,
+        "workflow": {
+            "slug": w.slug,
+            "name": w.name,
+            "graph_name": w.graph_name,
+            "node_count": w.node_count,
+            "edge_count": w.edge_count,
+        },
+        "automation": null,
+        "repository": null,
+        "created_by": created.get("created_by").cloned().unwrap_or_else(|| json!({"kind": "system", "system_kind": "engine"})),
+        "origin": {"kind": "api"},
+        "labels": row.labels,
+        "lifecycle": {
+            "status": row.status,
+            "approval": row.approval,
+            "pending_control": row.pending_control,
+            "queue_position": queue_position,
+            "error": row.error.as_ref().map(|m| json!({"message": m})),
+            "archived": row.archived,
+            "archived_at": row.archived_at,
+        },
+        "sandbox": sandbox,
+        "models": created.get("models").cloned().unwrap_or_else(|| json!([])),
+        "source_directory": row.working_dir,
+        "timestamps": {
+            "created_at": row.created_at,
+            "started_at": row.started_at,
+            "last_event_at": row.last_event_at,
+            "completed_at": row.completed_at,
+        },
+        "timing": timing,
+        "billing": null,
+        "size": "XS",
+        "ask_svc": {"available": false, "unavailable_reason": "no_sandbox", "default_model": null},
+        "diff": null,
+        "pull_request": null,
+        "current_question": row.current_question.as_ref().map(question_text),
+        "superseded_by": row.superseded_by,
+        "retried_from": created.get("retried_from").cloned().unwrap_or(Value::Null),
+        "links": {"web": settings.run_web_url(&row.id)},
+    })
+}
+
+/// The board column of a status (api.md 1.6); `None` for runs the board leaves out.
+pub fn board_status(s: &RunStatus) -> Option<&'static str> {
+    Some(match s {
+        RunStatus::Submitted | RunStatus::Pending { .. } | RunStatus::Runnable => "queued",
+        RunStatus::Starting => "initializing",
+        RunStatus::Running | RunStatus::Paused { .. } => "running",
+        RunStatus::Blocked { .. } => "blocked",
+        RunStatus::Succeeded { .. } => "succeeded",
+        RunStatus::Failed { .. } | RunStatus::Dead => "failed",
+        RunStatus::Removing => return None,
+    })
+}
+
+/// A board list item (SPEC 2.12).
+pub fn board_item(row: &RunRow) -> Option<Value> {
+    let status = board_status(&row.status)?;
+    let elapsed = wall_ms(row).unwrap_or(0) / 1000;
+    let repo = row
+        .working_dir
+        .as_deref()
+        .and_then(|d| std::path::Path::new(d).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "unknown".into());
+    Some(json!({
+        "id": row.id,
+        "repository": {"name": repo},
+        "title": row.title,
+        "workflow": {"slug": row.workflow.slug},
+        "status": status,
+        "created_at": row.created_at,
+        "pull_request": null,
+        "timings": {"elapsed_secs": elapsed, "elapsed_warning": elapsed > ELAPSED_WARNING_SECS},
+        "sandbox": null,
+        "question": row.current_question.as_ref().map(question_text),
+    }))
+}
+
+/// A question list item from `interview.started` properties.
+pub fn question_item(p: &Value) -> Value {
+    json!({
+        "id": p.get("question_id"),
+        "text": p.get("question"),
+        "stage": p.get("stage"),
+        "question_type": p.get("question_type"),
+        "options": p.get("options").cloned().unwrap_or_else(|| json!([])),
+        "allow_freeform": p.get("allow_freeform").cloned().unwrap_or(json!(false)),
+        "timeout_seconds": p.get("timeout_seconds").cloned().unwrap_or(Value::Null),
+        "context_display": p.get("context_display").cloned().unwrap_or(Value::Null),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_ts("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(parse_ts("1970-01-02T00:00:01.5Z"), Some(86_401_500));
+        assert_eq!(parse_ts("2000-03-01T00:00:00Z"), Some(951_868_800_000));
+        assert_eq!(parse_ts("nope"), None);
+    }
+}

@@ -1,0 +1,78 @@
+//! Discovery and system routes (`/`, `/health`, `/api/v1/openapi.json`, `/api/v1/user`),
+//! the workflow-version routes' HTTP side, and the 501 placeholders.
+//!
+//! Owns: these handlers' request/response shapes. Must not touch: version validation rules
+//! (see [`super::versions`]) or runs.
+
+use super::error::ApiError;
+use super::http::{parse_json, Reply};
+use super::router::Ctx;
+use super::versions::Package;
+use super::{openapi, App};
+use serde_json::json;
+
+/// The public base for absolute URLs: `server.api.url` when set, else `http://<Host>/api/v1`,
+/// else a root-relative path.
+fn api_base(app: &App, ctx: &Ctx<'_, '_>) -> String {
+    if let Some(u) = &app.settings.get().server.api.url {
+        return u.trim_end_matches('/').to_string();
+    }
+    match ctx.inc.header("host") {
+        Some(h) if !h.is_empty() && !h.contains(['/', ' ']) => format!("http://{h}/api/v1"),
+        _ => "/api/v1".to_string(),
+    }
+}
+
+pub fn root(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let api = api_base(app, ctx);
+    let origin = api.strip_suffix("/api/v1").unwrap_or("");
+    Ok(Reply::json(
+        200,
+        &json!({
+            "urls": {
+                "openapi_url": format!("{api}/openapi.json"),
+                "current_user_url": format!("{api}/user"),
+                "health_url": format!("{origin}/health"),
+            }
+        }),
+    ))
+}
+
+pub fn health(_: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    Ok(Reply::json(200, &json!({"status": "ok"})))
+}
+
+pub fn openapi_doc(_: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    Ok(Reply::json(200, openapi::document()))
+}
+
+pub fn user(_: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let p = ctx
+        .principal
+        .clone()
+        .unwrap_or_else(super::auth::dev_principal);
+    Ok(Reply::json(
+        200,
+        &json!({"login": p["login"], "auth_method": p["auth_method"]}),
+    ))
+}
+
+pub fn create_version(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let package: Package = parse_json(ctx.inc.body()?)?;
+    let (v, created) = app.versions.register(package)?;
+    Ok(Reply::json(if created { 201 } else { 200 }, &v.to_json()))
+}
+
+pub fn get_version(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let id = ctx.param("id");
+    match app.versions.get(id)? {
+        Some(v) => Ok(Reply::json(200, &v.to_json())),
+        None => Err(ApiError::not_found(format!(
+            "No workflow version with id `{id}`."
+        ))),
+    }
+}
+
+pub fn not_implemented(_: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    Err(ApiError::not_implemented())
+}

@@ -1,0 +1,546 @@
+//! Server settings: `settings.toml` in the state directory (SPEC 1.9, api.md 6), parsed into
+//! typed [`Settings`], validated, and live-reloaded by [`watch`].
+//!
+//! Live reload: a `notify` watcher on the file's directory (editors replace files by rename)
+//! plus a 1 s fallback check of the file's content. A valid change is swapped in atomically
+//! (readers hold an `Arc<Settings>` snapshot) and every change callback runs, so the scheduler
+//! can wake for a new `max_concurrent_runs`; an invalid edit is logged and the previous
+//! settings stay. Keys read per request or per decision (auth methods, concurrency, run
+//! defaults, URLs) apply at once; the listener is fixed at startup and a change to it is
+//! logged as needing a restart.
+//!
+//! Owns: the settings file format and its watcher; the secret vault ([`vault`]).
+//! Must not touch: sockets, runs, or the store.
+
+pub mod vault;
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The settings file name inside the state directory.
+pub const SETTINGS_FILE: &str = "settings.toml";
+
+/// Default `server.scheduler.max_concurrent_runs` (SPEC 8).
+pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid settings: {0}")]
+    Parse(String),
+    #[error("invalid settings: {0}")]
+    Invalid(String),
+}
+
+/// Everything in `settings.toml`. Unknown keys are errors (a typo must not silently fall
+/// back to a default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    #[serde(rename = "_version")]
+    pub version: u32,
+    pub server: ServerSettings,
+    pub llm: LlmSettings,
+    pub run: RunDefaults,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            version: 1,
+            server: ServerSettings::default(),
+            llm: LlmSettings::default(),
+            run: RunDefaults::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    pub listen: ListenSettings,
+    pub api: ApiSettings,
+    pub web: WebSettings,
+    pub auth: AuthSettings,
+    pub scheduler: SchedulerSettings,
+    pub http: HttpSettings,
+}
+
+/// `[server.listen]`: `type = "unix"` (optional `path`, default `<state-dir>/svc.sock`) or
+/// `type = "tcp"` with `address = "host:port"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ListenSettings {
+    Unix {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<PathBuf>,
+    },
+    Tcp {
+        address: String,
+    },
+}
+
+impl Default for ListenSettings {
+    fn default() -> Self {
+        ListenSettings::Unix { path: None }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSettings {
+    /// The advertised public API URL (e.g. `https://svc.example.com/api/v1`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebSettings {
+    /// There is no web UI yet, so the default is `false`; `true` requires `SESSION_SECRET`.
+    pub enabled: bool,
+    /// The canonical browser/API origin; run links are `<url>/runs/<id>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthMethod {
+    DevToken,
+    Codehost,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthSettings {
+    pub methods: Vec<AuthMethod>,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        AuthSettings {
+            methods: vec![AuthMethod::DevToken],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSettings {
+    pub max_concurrent_runs: usize,
+}
+
+impl Default for SchedulerSettings {
+    fn default() -> Self {
+        SchedulerSettings {
+            max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
+        }
+    }
+}
+
+/// `[server.http]` (ours): request limits. Fixed at startup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    pub max_body_bytes: usize,
+    pub read_timeout_secs: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            max_body_bytes: 8 * 1024 * 1024,
+            read_timeout_secs: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmSettings {
+    pub providers: BTreeMap<String, ProviderSettings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderSettings {
+    /// Overrides the provider's API base URL (an OpenAI-compatible gateway, a test server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+}
+
+/// `[run]`: defaults applied to every run, overridable per run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunDefaults {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelDefault>,
+    pub inputs: BTreeMap<String, toml::Value>,
+    /// Labels added to every run.
+    pub metadata: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxDefault>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDefault {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxDefault {
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+impl Settings {
+    /// Parses and validates settings text.
+    pub fn parse(text: &str) -> Result<Settings, SettingsError> {
+        let s: Settings = toml::from_str(text).map_err(|e| SettingsError::Parse(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    pub fn load(path: &Path) -> Result<Settings, SettingsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Settings::parse(&text)
+    }
+
+    /// The throw-away configuration of `svc server start --dev`.
+    pub fn dev() -> Settings {
+        Settings::default()
+    }
+
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        let bad = |m: String| Err(SettingsError::Invalid(m));
+        if self.version != 1 {
+            return bad(format!(
+                "_version = {} is not supported (expected 1)",
+                self.version
+            ));
+        }
+        if self.server.auth.methods.is_empty() {
+            return bad(
+                "server.auth.methods must name at least one method (dev-token, codehost)".into(),
+            );
+        }
+        if self.server.scheduler.max_concurrent_runs == 0 {
+            return bad("server.scheduler.max_concurrent_runs must be at least 1".into());
+        }
+        if let ListenSettings::Tcp { address } = &self.server.listen {
+            match address.rsplit_once(':') {
+                Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => {}
+                _ => {
+                    return bad(format!(
+                        "server.listen.address `{address}` is not host:port"
+                    ))
+                }
+            }
+        }
+        if self.server.http.max_body_bytes < 1024 {
+            return bad("server.http.max_body_bytes must be at least 1024".into());
+        }
+        if self.server.http.read_timeout_secs == 0 {
+            return bad("server.http.read_timeout_secs must be at least 1".into());
+        }
+        let urls = [
+            ("server.api.url", self.server.api.url.as_deref()),
+            ("server.web.url", self.server.web.url.as_deref()),
+        ];
+        for (key, url) in urls.into_iter().chain(
+            self.llm
+                .providers
+                .values()
+                .map(|p| ("llm.providers.*.base_url", p.base_url.as_deref())),
+        ) {
+            if let Some(u) = url {
+                if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() < 10 {
+                    return bad(format!("{key} `{u}` is not an http(s) URL"));
+                }
+            }
+        }
+        for name in self.llm.providers.keys() {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return bad(format!("llm.providers.{name}: bad provider name"));
+            }
+        }
+        if let Some(sb) = &self.run.sandbox {
+            if !matches!(sb.provider.as_str(), "local" | "container" | "hosted") {
+                return bad(format!(
+                    "run.sandbox.provider `{}` is not local, container or hosted",
+                    sb.provider
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn has_auth(&self, m: AuthMethod) -> bool {
+        self.server.auth.methods.contains(&m)
+    }
+
+    /// `server.web.url + /runs/<id>` when the web UI is enabled and has a URL.
+    pub fn run_web_url(&self, run_id: &str) -> Option<String> {
+        match (&self.server.web.enabled, &self.server.web.url) {
+            (true, Some(u)) => Some(format!("{}/runs/{run_id}", u.trim_end_matches('/'))),
+            _ => None,
+        }
+    }
+}
+
+type Callback = Box<dyn Fn(&Settings, &Settings) + Send + Sync>;
+
+/// Shared, live settings: cheap snapshots for readers, callbacks on every applied change.
+#[derive(Clone)]
+pub struct SettingsHandle {
+    inner: Arc<HandleInner>,
+}
+
+struct HandleInner {
+    current: RwLock<Arc<Settings>>,
+    callbacks: Mutex<Vec<Callback>>,
+}
+
+impl SettingsHandle {
+    pub fn new(s: Settings) -> SettingsHandle {
+        SettingsHandle {
+            inner: Arc::new(HandleInner {
+                current: RwLock::new(Arc::new(s)),
+                callbacks: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// The current settings (a snapshot: later changes do not affect it).
+    pub fn get(&self) -> Arc<Settings> {
+        Arc::clone(&self.inner.current.read())
+    }
+
+    /// Runs `f(old, new)` after every applied change.
+    pub fn on_change(&self, f: impl Fn(&Settings, &Settings) + Send + Sync + 'static) {
+        self.inner.callbacks.lock().push(Box::new(f));
+    }
+
+    /// Swaps in `new` (already validated) and runs the callbacks. No-op when equal.
+    pub fn replace(&self, new: Settings) -> bool {
+        let old = {
+            let mut cur = self.inner.current.write();
+            if **cur == new {
+                return false;
+            }
+            std::mem::replace(&mut *cur, Arc::new(new))
+        };
+        let new = self.get();
+        for cb in self.inner.callbacks.lock().iter() {
+            cb(&old, &new);
+        }
+        true
+    }
+}
+
+/// Keeps the watcher alive; dropping it stops watching.
+pub struct SettingsWatcher {
+    _watcher: Option<notify::RecommendedWatcher>,
+    stop: crossbeam_channel::Sender<()>,
+}
+
+impl Drop for SettingsWatcher {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+    }
+}
+
+/// Watches `path` and applies valid changes to `handle` (see the module docs).
+pub fn watch(path: &Path, handle: SettingsHandle) -> SettingsWatcher {
+    use notify::Watcher;
+    let (tx, rx) = crossbeam_channel::unbounded::<()>();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
+    let file_name = path.file_name().map(|n| n.to_os_string());
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let watcher = {
+        let tx = tx.clone();
+        let file_name = file_name.clone();
+        notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if let Ok(ev) = res {
+                if ev
+                    .paths
+                    .iter()
+                    .any(|p| p.file_name().map(|n| n.to_os_string()) == file_name)
+                {
+                    let _ = tx.send(());
+                }
+            }
+        })
+        .and_then(|mut w| {
+            w.watch(&dir, notify::RecursiveMode::NonRecursive)
+                .map(|_| w)
+        })
+    };
+    let watcher = match watcher {
+        Ok(w) => Some(w),
+        Err(e) => {
+            log::warn!(
+                "cannot watch {} ({e}); settings changes are picked up by polling",
+                dir.display()
+            );
+            None
+        }
+    };
+    let path = path.to_path_buf();
+    let mut last = std::fs::read(&path).ok();
+    let spawned = std::thread::Builder::new()
+        .name("settings-watch".into())
+        .spawn(move || loop {
+            crossbeam_channel::select! {
+                recv(stop_rx) -> _ => return,
+                recv(rx) -> _ => {
+                    // Let a burst of events (truncate + write) settle.
+                    std::thread::sleep(Duration::from_millis(100));
+                    while rx.try_recv().is_ok() {}
+                }
+                default(Duration::from_secs(1)) => {}
+            }
+            let now = std::fs::read(&path).ok();
+            if now == last {
+                continue;
+            }
+            match &now {
+                None => log::warn!(
+                    "settings file {} disappeared; keeping the current settings",
+                    path.display()
+                ),
+                Some(bytes) => match std::str::from_utf8(bytes)
+                    .map_err(|e| SettingsError::Parse(e.to_string()))
+                    .and_then(Settings::parse)
+                {
+                    Ok(s) => {
+                        if handle.replace(s) {
+                            log::info!("settings reloaded from {}", path.display());
+                        }
+                    }
+                    Err(e) => log::error!("{}: {e}; keeping the previous settings", path.display()),
+                },
+            }
+            last = now;
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start the settings watcher: {e}");
+    }
+    SettingsWatcher {
+        _watcher: watcher,
+        stop: stop_tx,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_full_file() {
+        let s = Settings::parse("").unwrap();
+        assert_eq!(s.server.scheduler.max_concurrent_runs, 5);
+        assert_eq!(s.server.listen, ListenSettings::Unix { path: None });
+        let s = Settings::parse(
+            r#"
+_version = 1
+[server.listen]
+type = "tcp"
+address = "127.0.0.1:32276"
+[server.api]
+url = "https://svc.example.com/api/v1"
+[server.web]
+enabled = false
+url = "https://svc.example.com"
+[server.auth]
+methods = ["dev-token", "codehost"]
+[server.scheduler]
+max_concurrent_runs = 2
+[llm.providers.openai]
+base_url = "http://127.0.0.1:9999/v1"
+[run]
+goal = "ship it"
+metadata = { team = "platform" }
+[run.model]
+name = "gpt-5.4"
+[run.inputs]
+n = 3
+[run.sandbox]
+provider = "local"
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.server.listen,
+            ListenSettings::Tcp {
+                address: "127.0.0.1:32276".into()
+            }
+        );
+        assert_eq!(s.server.scheduler.max_concurrent_runs, 2);
+        assert!(s.has_auth(AuthMethod::Codehost));
+        assert_eq!(s.run.metadata["team"], "platform");
+    }
+
+    #[test]
+    fn invalid_settings_are_refused() {
+        for bad in [
+            "[server.scheduler]\nmax_concurrent_runs = 0",
+            "[server.auth]\nmethods = []",
+            "[server.auth]\nmethods = [\"password\"]",
+            "[server.listen]\ntype = \"tcp\"\naddress = \"nope\"",
+            "[server.listen]\ntype = \"tcp\"",
+            "[server]\nlisten = 3",
+            "[server.schedular]\nmax_concurrent_runs = 2",
+            "[llm.providers.x]\nbase_url = \"ftp://x\"",
+            "_version = 2",
+            "not toml [",
+        ] {
+            assert!(Settings::parse(bad).is_err(), "accepted: {bad}");
+        }
+    }
+
+    #[test]
+    fn handle_callbacks_fire_on_change_only() {
+        let h = SettingsHandle::new(Settings::default());
+        let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let n2 = Arc::clone(&n);
+        h.on_change(move |_, _| {
+            n2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        assert!(!h.replace(Settings::default()));
+        let mut s = Settings::default();
+        s.server.scheduler.max_concurrent_runs = 9;
+        assert!(h.replace(s));
+        assert_eq!(n.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(h.get().server.scheduler.max_concurrent_runs, 9);
+    }
+}

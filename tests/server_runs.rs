@@ -1,0 +1,427 @@
+//! The runs API through the real binary: create → start → SSE (replay and live) → human
+//! question → answer → succeeded; FIFO and the concurrency limit; cancel, pause, unpause;
+//! restart with active runs and resume; pagination and event paging; deletion.
+
+mod server_support;
+
+use serde_json::{json, Value};
+use server_support::*;
+use std::time::Duration;
+
+const GATE: &str = r#"digraph gate {
+  goal="ship the thing"
+  start [shape=Mdiamond]
+  build [shape=parallelogram, script="echo built"]
+  ask [shape=hexagon, label="Ship it?"]
+  exit [shape=Msquare]
+  start -> build -> ask
+  ask -> exit [label="[Y] Yes"]
+  ask -> build [label="[N] No"]
+}"#;
+
+fn create(s: &Server, dot: &str) -> Value {
+    let r = s.post(
+        "/api/v1/runs",
+        &json!({"workflow": package(dot)}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    r.json()
+}
+
+fn status(s: &Server, id: &str) -> Value {
+    s.get(&format!("/api/v1/runs/{id}")).json()["lifecycle"]["status"].clone()
+}
+
+fn wait_status(s: &Server, id: &str, kind: &str, secs: u64) -> Value {
+    wait_for(secs, &format!("run {id} to be {kind}"), || {
+        let st = status(s, id);
+        (st["kind"] == kind).then_some(st)
+    })
+}
+
+fn command(script: &str) -> String {
+    format!(
+        "digraph c {{ start [shape=Mdiamond]; work [shape=parallelogram, script={}]; exit [shape=Msquare]; start -> work -> exit }}",
+        serde_json::to_string(script).unwrap()
+    )
+}
+
+fn human_flow(s: &Server) {
+    let run = create(s, GATE);
+    let id = run["id"].as_str().unwrap().to_string();
+    assert_eq!(run["lifecycle"]["status"]["kind"], "submitted");
+    assert_eq!(run["title"], "ship the thing");
+    assert_eq!(run["workflow"]["node_count"], 4);
+    assert_eq!(run["created_by"]["login"], "dev");
+    // Answering before the run runs: 409.
+    let early = s.post(
+        &format!("/api/v1/runs/{id}/questions/nope/answer"),
+        "{\"value\":\"yes\"}",
+    );
+    assert_error(&early, 409);
+
+    let mut live = s.sse(&format!("/api/v1/runs/{id}/attach"), &[]);
+    assert_eq!(live.status, 200);
+    let started = s.post(&format!("/api/v1/runs/{id}/start"), "");
+    assert_eq!(started.status, 200, "{}", started.text());
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/start"), "{}"), 409);
+
+    wait_status(s, id.as_str(), "blocked", 20);
+    let qs = s.get(&format!("/api/v1/runs/{id}/questions")).json();
+    let q = &qs["data"][0];
+    assert_eq!(q["text"], "Ship it?");
+    assert_eq!(q["question_type"], "multiple_choice");
+    let qid = q["id"].as_str().unwrap().to_string();
+    let run = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert_eq!(run["current_question"]["text"], "Ship it?");
+    let board = s.get("/runs").json();
+    let item = board["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(item["status"], "blocked");
+    assert_eq!(item["question"]["text"], "Ship it?");
+
+    let bad = s.post(
+        &format!("/api/v1/runs/{id}/questions/{qid}/answer"),
+        "{\"selected_option_key\":\"Q\"}",
+    );
+    assert_error(&bad, 400);
+    assert_error(
+        &s.post(&format!("/api/v1/runs/{id}/questions/{qid}/answer"), "{}"),
+        400,
+    );
+    let ok = s.post(
+        &format!("/api/v1/runs/{id}/questions/{qid}/answer"),
+        "{\"selected_option_key\":\"y\"}",
+    );
+    assert_eq!(ok.status, 204, "{}", ok.text());
+    let again = s.post(
+        &format!("/api/v1/runs/{id}/questions/{qid}/answer"),
+        "{\"value\":\"yes\"}",
+    );
+    assert_error(&again, 409);
+
+    // Live stream: everything after attach, closing after run.completed.
+    let frames = live.collect();
+    let kinds: Vec<&str> = frames
+        .iter()
+        .map(|f| f.data["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(*kinds.last().unwrap(), "run.completed", "{kinds:?}");
+    assert!(kinds.contains(&"interview.started") && kinds.contains(&"run.blocked"));
+    for f in &frames {
+        assert_eq!(f.id, f.data["seq"].as_u64());
+    }
+    let seqs: Vec<u64> = frames.iter().map(|f| f.id.unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    assert_eq!(seqs[0], 2);
+    let st = wait_status(s, id.as_str(), "succeeded", 10);
+    assert_eq!(st["reason"], "completed");
+
+    // Replay from the start, and Last-Event-ID resumes after n.
+    let all = s
+        .sse(&format!("/api/v1/runs/{id}/attach?since_seq=1"), &[])
+        .collect();
+    assert_eq!(all.len() as u64, *seqs.last().unwrap());
+    assert_eq!(all[0].data["event"], "run.created");
+    let tail = s
+        .sse(
+            &format!("/api/v1/runs/{id}/attach"),
+            &[("Last-Event-ID", "5")],
+        )
+        .collect();
+    assert_eq!(tail[0].id, Some(6));
+    // Terminal run with nothing left: 410.
+    let gone = s.raw(
+        "GET",
+        &format!("/api/v1/runs/{id}/attach"),
+        &[("Authorization", &s.auth())],
+        None,
+    );
+    assert_error(&gone, 410);
+}
+
+#[test]
+fn human_gate_run_over_tcp_and_unix() {
+    human_flow(&Server::start());
+    human_flow(&Server::with(Opts {
+        unix: true,
+        ..Opts::default()
+    }));
+}
+
+#[test]
+fn fifo_and_the_concurrency_limit_hold_under_many_queued_runs() {
+    let s = Server::with(Opts {
+        settings: Some("[server.scheduler]\nmax_concurrent_runs = 2\n"),
+        ..Opts::default()
+    });
+    let dot = command("sleep 0.3");
+    let ids: Vec<String> = (0..10)
+        .map(|_| create(&s, &dot)["id"].as_str().unwrap().to_string())
+        .collect();
+    for id in &ids {
+        assert_eq!(
+            s.post(&format!("/api/v1/runs/{id}/start"), "{}").status,
+            200
+        );
+    }
+    let queued = s.get(&format!("/api/v1/runs/{}", ids[9])).json();
+    assert!(queued["lifecycle"]["queue_position"].as_u64().is_some());
+    let mut peak = 0;
+    wait_for(60, "all runs to finish", || {
+        let board = s.get("/runs?page[limit]=100").json();
+        let items = board["data"].as_array().unwrap().clone();
+        let active = items
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i["status"].as_str(),
+                    Some("initializing" | "running" | "blocked")
+                )
+            })
+            .count();
+        peak = peak.max(active);
+        assert!(active <= 2, "{active} runs active at once");
+        items
+            .iter()
+            .all(|i| i["status"] == "succeeded")
+            .then_some(())
+    });
+    assert!(peak >= 1);
+    // FIFO: runs started in creation order.
+    let starts: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            s.get(&format!("/api/v1/runs/{id}")).json()["timestamps"]["started_at"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut sorted = starts.clone();
+    sorted.sort();
+    assert_eq!(starts, sorted);
+}
+
+#[test]
+fn cancel_pause_unpause() {
+    let s = Server::start();
+    // Cancel a queued (submitted) run: immediate.
+    let r = create(&s, &command("sleep 30"));
+    let id = r["id"].as_str().unwrap();
+    let c = s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    assert_eq!(
+        c.json()["lifecycle"]["status"],
+        json!({"kind": "failed", "reason": "cancelled"})
+    );
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/cancel"), ""), 409);
+
+    // Cancel a running stage: the sleep is interrupted.
+    let r = create(&s, &command("sleep 30"));
+    let id = r["id"].as_str().unwrap().to_string();
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_status(&s, &id, "running", 20);
+    std::thread::sleep(Duration::from_millis(300));
+    let c = s.post(&format!("/api/v1/runs/{id}/cancel"), "").json();
+    assert_eq!(c["lifecycle"]["pending_control"], "cancel");
+    let st = wait_status(&s, &id, "failed", 10);
+    assert_eq!(st["reason"], "cancelled");
+
+    // Pause holds the run before its next stage; unpause lets it finish.
+    let two = "digraph p { start [shape=Mdiamond]; a [shape=parallelogram, script=\"sleep 1\"]; b [shape=parallelogram, script=\"echo b\"]; exit [shape=Msquare]; start -> a -> b -> exit }";
+    let r = create(&s, two);
+    let id = r["id"].as_str().unwrap().to_string();
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_status(&s, &id, "running", 20);
+    let p = s.post(&format!("/api/v1/runs/{id}/pause"), "");
+    assert_eq!(p.status, 200, "{}", p.text());
+    assert_eq!(p.json()["lifecycle"]["status"]["kind"], "paused");
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/pause"), ""), 409);
+    std::thread::sleep(Duration::from_millis(2000));
+    let evs = s
+        .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+        .json();
+    let b_started = evs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["event"] == "stage.started" && e["node_id"] == "b");
+    assert!(!b_started, "stage b started while paused");
+    assert_eq!(status(&s, &id)["kind"], "paused");
+    let u = s.post(&format!("/api/v1/runs/{id}/unpause"), "");
+    assert_eq!(u.status, 200);
+    wait_status(&s, &id, "succeeded", 20);
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/unpause"), ""), 409);
+
+    // Archive only finished runs; approve/deny only pending ones.
+    let a = s.post(&format!("/api/v1/runs/{id}/archive"), "");
+    assert_eq!(a.json()["lifecycle"]["archived"], true);
+    assert_eq!(
+        s.post(&format!("/api/v1/runs/{id}/archive"), "").status,
+        200
+    );
+    let listed = s.get("/api/v1/runs").json();
+    assert!(!listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["id"] == id.as_str()));
+    let all = s.get("/api/v1/runs?include_archived=true").json();
+    assert!(all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["id"] == id.as_str()));
+    assert_eq!(
+        s.post(&format!("/api/v1/runs/{id}/unarchive"), "").json()["lifecycle"]["archived"],
+        false
+    );
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/approve"), "{}"), 409);
+    assert_error(
+        &s.post(&format!("/api/v1/runs/{id}/deny"), "{\"reason\":\"no\"}"),
+        409,
+    );
+}
+
+#[test]
+fn restart_fails_active_runs_and_resume_continues() {
+    let s = Server::start();
+    // First attempt sleeps; the resumed one finds its marker and finishes at once.
+    let script = "if [ -f marker ]; then echo resumed; else touch marker; sleep 60; fi";
+    let r = create(&s, &command(script));
+    let id = r["id"].as_str().unwrap().to_string();
+    let waiting = create(&s, HELLO)["id"].as_str().unwrap().to_string();
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_status(&s, &id, "running", 20);
+    std::thread::sleep(Duration::from_millis(500));
+    let dir = s.kill();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    let st = status(&s, &id);
+    assert_eq!(st, json!({"kind": "failed", "reason": "terminated"}));
+    assert_eq!(status(&s, &waiting)["kind"], "submitted");
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/start"), "{}"), 409);
+    let resumed = s.post(&format!("/api/v1/runs/{id}/start"), "{\"resume\": true}");
+    assert_eq!(resumed.status, 200, "{}", resumed.text());
+    wait_status(&s, &id, "succeeded", 20);
+}
+
+#[test]
+fn pagination_events_and_deletion() {
+    let s = Server::start();
+    let ids: Vec<String> = (0..3)
+        .map(|_| create(&s, HELLO)["id"].as_str().unwrap().to_string())
+        .collect();
+    let page = |q: &str| s.get(&format!("/api/v1/runs{q}")).json();
+    let p = page("?page[limit]=0");
+    assert_eq!(p["data"].as_array().unwrap().len(), 1);
+    assert_eq!(p["meta"]["has_more"], true);
+    assert_eq!(p["data"][0]["id"], ids[2].as_str(), "newest first");
+    let p = page("?page[limit]=1000");
+    assert_eq!(p["data"].as_array().unwrap().len(), 3);
+    assert_eq!(p["meta"]["has_more"], false);
+    let p = page("?page%5Blimit%5D=2&page%5Boffset%5D=2");
+    assert_eq!(p["data"].as_array().unwrap().len(), 1);
+    assert_eq!(p["data"][0]["id"], ids[0].as_str());
+    assert_eq!(
+        page("?page[offset]=-5")["data"].as_array().unwrap().len(),
+        3
+    );
+    assert_error(&s.get("/api/v1/runs?page[limit]=abc"), 400);
+    assert_eq!(
+        s.get("/runs?page[limit]=2").json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let id = &ids[0];
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_status(&s, id, "succeeded", 20);
+    let e = s
+        .get(&format!("/api/v1/runs/{id}/events?since_seq=0&limit=0"))
+        .json();
+    assert_eq!(e["data"].as_array().unwrap().len(), 1);
+    assert_eq!(e["data"][0]["seq"], 1);
+    assert_eq!(e["meta"]["has_more"], true);
+    let e = s
+        .get(&format!("/api/v1/runs/{id}/events?since_seq=2&limit=5000"))
+        .json();
+    assert_eq!(e["data"][0]["seq"], 2);
+    assert_eq!(e["meta"]["has_more"], false);
+    assert!(s
+        .get(&format!("/api/v1/runs/{id}/checkpoint"))
+        .json()
+        .is_object());
+    let src = s.get(&format!("/api/v1/runs/{id}/graph/source"));
+    assert_eq!(src.text(), HELLO);
+
+    // Unknown and malformed ids.
+    assert_error(&s.get("/api/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"), 404);
+    assert_error(&s.get("/api/v1/runs/not-a-ulid"), 400);
+    assert_error(
+        &s.post("/api/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/start", "{}"),
+        404,
+    );
+    // Creation errors.
+    assert_error(&s.post("/api/v1/runs", "{}"), 400);
+    assert_error(
+        &s.post(
+            "/api/v1/runs",
+            &json!({"workflow_version_id": "c".repeat(64)}).to_string(),
+        ),
+        404,
+    );
+    let bad = s.post(
+        "/api/v1/runs",
+        &json!({"workflow": package("digraph x { a -> b }")}).to_string(),
+    );
+    assert!(assert_error(&bad, 422)["errors"][0]["diagnostics"].is_array());
+    let v = s
+        .post("/api/v1/workflow-versions", &package(HELLO).to_string())
+        .json();
+    let by_version = s.post(
+        "/api/v1/runs",
+        &json!({"workflow_version_id": v["id"], "title": "T", "labels": {"k": "v"}, "model": {"name": "gpt-5.4"}, "sandbox": {"provider": "local"}}).to_string(),
+    );
+    assert_eq!(by_version.status, 201, "{}", by_version.text());
+    let run = by_version.json();
+    assert_eq!(run["title"], "T");
+    assert_eq!(run["labels"]["k"], "v");
+    assert_eq!(run["models"][0]["name"], "gpt-5.4");
+    assert_eq!(run["sandbox"]["kind"], "planned");
+
+    // Deletion: 409 while active, force, then gone.
+    let active = create(&s, &command("sleep 30"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post(&format!("/api/v1/runs/{active}/start"), "");
+    wait_status(&s, &active, "running", 20);
+    assert_error(
+        &s.call("DELETE", &format!("/api/v1/runs/{active}"), None),
+        409,
+    );
+    assert_eq!(
+        s.call("DELETE", &format!("/api/v1/runs/{active}?force=true"), None)
+            .status,
+        204
+    );
+    assert_error(&s.get(&format!("/api/v1/runs/{active}")), 404);
+    assert_eq!(
+        s.call("DELETE", &format!("/api/v1/runs/{id}"), None).status,
+        204
+    );
+    assert_eq!(
+        s.call("DELETE", &format!("/api/v1/runs/{id}"), None).status,
+        204
+    );
+}
