@@ -913,7 +913,10 @@ mod tests {
     #[test]
     fn unicode_whitespace_before_a_quoted_value() {
         let rule = only_rule(".fa { wwwwwwl: \"+a;b\";wodel:\u{c}\"a\" }");
-        assert_eq!(rule.declarations, vec![decl("wwwwwwl", "+a;b"), decl("wodel", "a")]);
+        assert_eq!(
+            rule.declarations,
+            vec![decl("wwwwwwl", "+a;b"), decl("wodel", "a")]
+        );
         let rule = only_rule("*\u{a0}{\u{a0}model:\u{a0}\"gpt-5.2\"\u{2003}}");
         assert_eq!(rule.declarations, vec![decl("model", "gpt-5.2")]);
         let sheet = Stylesheet::parse(".fa { wwwwwwl: \"+a;b\";wodel:\u{c}\"a\" }").unwrap();
