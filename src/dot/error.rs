@@ -190,6 +190,15 @@ pub(crate) fn nesting_error(
     None
 }
 
+/// Byte offset where the run of word characters at the end of `text` starts. The character
+/// before it may be multi-byte (`// see §9x`), so step over it by its length, not by 1.
+fn word_start(text: &str, is_word: impl Fn(char) -> bool) -> usize {
+    text.char_indices()
+        .rev()
+        .find(|&(_, c)| !is_word(c))
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
 /// The token just before `at` (skipping whitespace), for "after `x`" wording.
 fn previous_token(src: &str, at: usize) -> &str {
     let before = src[..at].trim_end();
@@ -198,10 +207,7 @@ fn previous_token(src: &str, at: usize) -> &str {
         return "->";
     }
     match before.chars().last() {
-        Some(c) if is_word(c) => {
-            let start = before.rfind(|c: char| !is_word(c)).map_or(0, |i| i + 1);
-            &before[start..]
-        }
+        Some(c) if is_word(c) => &before[word_start(before, is_word)..],
         Some(c) => &before[before.len() - c.len_utf8()..],
         None => "",
     }
@@ -454,9 +460,7 @@ fn expected_message(positives: &[Rule], prev: &str, src: &str, at: usize) -> Str
 /// Whether the word before `at` follows `[`, `,` or `;` (so it is an attribute name).
 fn is_attr_name(src: &str, at: usize) -> bool {
     let before = src[..at].trim_end();
-    let word_start = before
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_.".contains(c)))
-        .map_or(0, |i| i + 1);
+    let word_start = word_start(before, |c| c.is_ascii_alphanumeric() || "_.".contains(c));
     let lead = before[..word_start].trim_end();
     word_start < before.len() && (lead.ends_with('[') || lead.ends_with(',') || lead.ends_with(';'))
 }

@@ -353,3 +353,19 @@ fn deep_subgraph_nesting_is_an_error_not_a_crash() {
     );
     assert_eq!(ok(&src).nodes.len(), 1);
 }
+
+/// Regression (fuzz crash, parse_dot): a syntax error right after a word preceded by a
+/// multi-byte character (here in a comment) sliced the source inside that character and
+/// panicked while wording the message.
+#[test]
+fn multibyte_text_before_an_error_does_not_panic() {
+    let e = err("digraph G {\n  a // see \u{a7}9x\n  -- b\n}\n");
+    assert!(e.message.contains("undirected edges"), "{}", e.message);
+    assert_eq!(e.pos, Pos { line: 3, col: 3 });
+    let e = err("digraph G {\n  a [x=1 // \u{a7}y\n  : ]\n}\n");
+    assert_eq!(e.pos.line, 3, "{e}");
+    let e = err("digraph G {\n  a [\u{e9}t\u{e9}=1]\n}\n");
+    assert_eq!(e.pos.line, 2, "{e}");
+    let e = err("digraph G {\n  a [b // r\u{e9}sum\u{e9}\n  c=1]\n}\n");
+    assert!(!e.message.is_empty());
+}

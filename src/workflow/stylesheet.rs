@@ -907,6 +907,22 @@ mod tests {
         );
     }
 
+    /// Regression (fuzz crash): a quoted value after non-ASCII whitespace (form feed, NBSP)
+    /// was read as a bare value that kept its quotes, and printing it gave text that does not
+    /// parse. Any Unicode whitespace now separates tokens, so the quotes are stripped.
+    #[test]
+    fn unicode_whitespace_before_a_quoted_value() {
+        let rule = only_rule(".fa { wwwwwwl: \"+a;b\";wodel:\u{c}\"a\" }");
+        assert_eq!(
+            rule.declarations,
+            vec![decl("wwwwwwl", "+a;b"), decl("wodel", "a")]
+        );
+        let rule = only_rule("*\u{a0}{\u{a0}model:\u{a0}\"gpt-5.2\"\u{2003}}");
+        assert_eq!(rule.declarations, vec![decl("model", "gpt-5.2")]);
+        let sheet = Stylesheet::parse(".fa { wwwwwwl: \"+a;b\";wodel:\u{c}\"a\" }").unwrap();
+        assert_eq!(Stylesheet::parse(&sheet.to_string()).unwrap(), sheet);
+    }
+
     #[test]
     fn quoted_values_lose_their_quotes() {
         let rule = only_rule(r#"* { model: "gpt-5.2"; note: "a; {b} /* c */"; pad: " x " }"#);
