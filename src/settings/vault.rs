@@ -176,6 +176,21 @@ impl Vault {
     }
 }
 
+/// API keys for LLM clients come straight from the vault (never the environment). A vault
+/// that cannot be read counts as holding no key (the provider then reports itself not
+/// configured) and is logged.
+impl crate::llm::Credentials for Vault {
+    fn get(&self, name: &str) -> Option<String> {
+        match Vault::get(self, name) {
+            Ok(v) => v,
+            Err(e) => {
+                log::warn!("cannot read credential {name}: {e}");
+                None
+            }
+        }
+    }
+}
+
 /// Env-style names `[A-Za-z_][A-Za-z0-9_]*` (credentials too: provider ids); file secrets
 /// are absolute paths without `..`.
 pub fn validate_name(name: &str, kind: SecretType) -> Result<(), VaultError> {
