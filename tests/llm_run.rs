@@ -301,3 +301,54 @@ fn openai_models_use_the_responses_api() {
     assert_eq!(props(done)["usage"]["provider"], "openai", "{done}");
     assert_eq!(props(done)["usage"]["tokens"]["output"], 20, "{done}");
 }
+
+#[test]
+fn an_invalid_structured_reply_gets_a_repair_turn_in_the_same_conversation() {
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            text("I think we should reject it."),
+            text("{\"preferred_next_label\": \"reject\"}"),
+        ],
+    );
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  review [shape=tab, prompt="Review the change", output_schema="routing"]
+  ok [shape=parallelogram, script="true"]
+  no [shape=parallelogram, script="true"]
+  start -> review
+  review -> ok [label="accept"]
+  review -> no [label="reject"]
+  ok -> exit; no -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(
+        out["path"],
+        json!(["start", "review", "no", "exit"]),
+        "{out}"
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    // The repair turn continues the conversation: the first prompt, the model's reply and
+    // the correction are all in the second request.
+    let users = llm_common::user_texts(Provider::Anthropic, &reqs[1].body);
+    assert_eq!(users.len(), 2, "{users:?}");
+    assert!(users[0].contains("Review the change"), "{users:?}");
+    assert!(users[1].contains("did not satisfy"), "{users:?}");
+    assert!(
+        reqs[1]
+            .body
+            .to_string()
+            .contains("I think we should reject it."),
+        "{}",
+        reqs[1].body
+    );
+    // Usage sums both calls.
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let done = stage_completed(&events, "review").unwrap_or(&Value::Null);
+    assert_eq!(props(done)["usage"]["tokens"]["input"], 200, "{done}");
+}
