@@ -223,6 +223,7 @@ fn agent_stage_writes_files_and_records_tool_events() {
         .find(|e| kind(e) == "agent.tool.started")
         .unwrap_or(&Value::Null);
     assert_eq!(props(started)["tool_name"], "write_file");
+    assert_eq!(props(started)["visit"], 1, "{started}");
     assert!(started.to_string().contains("\"work\""), "{started}");
     let done = stage_completed(&events, "work").unwrap_or(&Value::Null);
     let p = props(done);

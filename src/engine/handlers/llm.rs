@@ -4,7 +4,7 @@
 //! Must not touch: providers or sessions (the backend owns those).
 
 use super::{HandlerResult, Interrupt, StageCtx};
-use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX};
+use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX, VISIT_COUNT};
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, StructuredOutput};
 use crate::engine::services::{LlmBackend, LlmMode, LlmRequest, LlmUsage};
@@ -77,7 +77,15 @@ fn converse(
             return Err(Interrupt::Cancelled);
         }
         let mut store_error = None;
-        let result = backend.complete(req, cx.cancel, &mut |kind, props| {
+        let visit = cx
+            .context()
+            .get(VISIT_COUNT)
+            .cloned()
+            .unwrap_or(Value::from(1));
+        let result = backend.complete(req, cx.cancel, &mut |kind, mut props| {
+            if let Value::Object(m) = &mut props {
+                m.entry("visit").or_insert_with(|| visit.clone());
+            }
             if store_error.is_none() {
                 store_error = cx.emit(kind, props).err();
             }
