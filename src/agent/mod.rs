@@ -5,6 +5,7 @@
 //! format; it talks to models only through [`ChatModel`].
 
 pub mod acp;
+pub mod backend;
 pub mod stage;
 pub mod threads;
 pub mod tools;

@@ -72,6 +72,8 @@ pub struct StageError {
     pub retryable: bool,
     /// `deterministic`, `transient_infra`, `budget_exhausted` or `canceled`.
     pub failure_class: &'static str,
+    /// The provider the stage needs has no credentials (or no endpoint).
+    pub not_configured: Option<Provider>,
 }
 
 impl From<LlmError> for StageError {
@@ -79,6 +81,10 @@ impl From<LlmError> for StageError {
         Self {
             retryable: e.retryable() || matches!(e.kind(), crate::llm::ErrorKind::RequestTimeout),
             failure_class: e.failure_class(),
+            not_configured: match &e {
+                LlmError::ProviderNotConfigured { provider, .. } => Some(*provider),
+                _ => None,
+            },
             message: e.to_string(),
         }
     }
@@ -92,6 +98,7 @@ impl From<AgentError> for StageError {
                 message: e.to_string(),
                 retryable: false,
                 failure_class: "canceled",
+                not_configured: None,
             },
         }
     }
@@ -187,6 +194,7 @@ impl StageBackend {
                 message: format!("unknown provider {p:?} for stage `{}`", req.node_id),
                 retryable: false,
                 failure_class: "deterministic",
+                not_configured: None,
             })?),
             None => None,
         };
@@ -218,6 +226,7 @@ impl StageBackend {
                             message: format!("stage `{}`: {e}", req.node_id),
                             retryable: false,
                             failure_class: "deterministic",
+                            not_configured: None,
                         })?;
                         let cfg = AgentConfig {
                             provider: Some(provider),

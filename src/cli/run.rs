@@ -8,7 +8,10 @@ use super::interview::CliInterviewer;
 use super::progress;
 use super::validate::render;
 use super::Format;
-use crate::engine::{DryRunBackend, Engine, RunOptions, RunOutcome, RunResult, Services};
+use crate::agent::backend::ProviderBackend;
+use crate::engine::{
+    DryRunBackend, Engine, LlmBackend, RunOptions, RunOutcome, RunResult, Services,
+};
 use crate::store::{self, NewRun, RunStore, WorkflowMeta};
 use crate::workflow::{self, DirFiles, Severity, Workflow};
 use serde_json::{json, Map, Value};
@@ -212,9 +215,7 @@ fn title_of(wf: &Workflow) -> String {
 
 /// The state directory's store (`<state-dir>/svc.db`), activated (created if needed).
 fn open_store(dir: Option<&Path>) -> Result<Arc<dyn RunStore>, Usage> {
-    let dir = dir
-        .map(Path::to_path_buf)
-        .unwrap_or_else(store::default_state_dir);
+    let dir = state_dir(dir);
     let store = store::SqliteStore::activate(&dir).map_err(|e| {
         Usage(format!(
             "cannot open the run store in {}: {e}",
@@ -222,6 +223,12 @@ fn open_store(dir: Option<&Path>) -> Result<Arc<dyn RunStore>, Usage> {
         ))
     })?;
     Ok(Arc::new(store))
+}
+
+/// `--state-dir`, else the user state directory.
+fn state_dir(dir: Option<&Path>) -> PathBuf {
+    dir.map(Path::to_path_buf)
+        .unwrap_or_else(store::default_state_dir)
 }
 
 /// Runs (or resumes) with progress and signals, then reports.
@@ -233,12 +240,19 @@ fn execute(
     resuming: bool,
 ) -> Result<i32, Usage> {
     let answers = parse_answers(&flags.answers)?;
+    let llm: Arc<dyn LlmBackend> = if flags.dry_run {
+        Arc::new(DryRunBackend)
+    } else {
+        let dir = state_dir(flags.state_dir.as_deref());
+        Arc::new(
+            ProviderBackend::from_state_dir(&dir)
+                .map_err(|e| Usage(format!("{}: {e}", dir.display())))?,
+        )
+    };
     eprintln!("run {}", options.run_id);
     let mut services = Services::new(store.clone());
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
-    if flags.dry_run {
-        services.llm = Arc::new(DryRunBackend);
-    }
+    services.llm = llm;
     super::signals::cancel_on_signals(&services.cancel);
     let printer = (flags.format == Format::Text)
         .then(|| progress::Printer::start(store.as_ref(), &options.run_id));

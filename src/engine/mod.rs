@@ -27,8 +27,9 @@ pub mod watchdog;
 
 pub use run::{Engine, RunOptions, RunOutcome, RunResult};
 pub use services::{
-    Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmMode, LlmRequest,
-    LlmResponse, NoInterviewer, Reply, Services, SystemClock, UnconfiguredBackend,
+    Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmEvents, LlmMode,
+    LlmRequest, LlmResponse, LlmUsage, NoInterviewer, Reply, Services, SystemClock,
+    UnconfiguredBackend,
 };
 pub use walker::FailureReason;
 

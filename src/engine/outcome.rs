@@ -70,6 +70,10 @@ pub struct StageOutcome {
     pub notes: Option<String>,
     /// Stage visits made inside this stage (parallel branches), folded into the run state.
     pub nested: Option<Box<Nested>>,
+    /// LLM usage of the stage (`usage` object of `stage.completed` / `stage.failed`).
+    pub usage: Option<Value>,
+    /// Files an agent wrote or edited, relative to the work directory.
+    pub files_touched: Vec<String>,
 }
 
 /// Stage visits made inside a parallel stage's branches, in fork-edge order.
@@ -97,6 +101,8 @@ impl StageOutcome {
             jump_to: None,
             notes: None,
             nested: None,
+            usage: None,
+            files_touched: Vec::new(),
         }
     }
 

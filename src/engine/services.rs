@@ -98,6 +98,23 @@ pub struct LlmRequest {
     pub feedback: Vec<String>,
     /// `routing`, or the JSON Schema text, when the node has an `output_schema`.
     pub output_schema: Option<String>,
+    /// Put project memory (AGENTS.md and the provider's file) in the prompt (node
+    /// `project_memory`, default true).
+    pub project_memory: bool,
+}
+
+/// What one backend call consumed, for `stage.completed` and the usage rollup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmUsage {
+    pub provider: String,
+    /// The catalog id (aliases resolved).
+    pub model: String,
+    pub tokens: crate::llm::Usage,
+    pub cost: crate::llm::Cost,
+    /// Files the agent wrote or edited, relative to the work directory.
+    pub files_touched: Vec<String>,
+    pub inference_time: Duration,
+    pub tool_time: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +122,13 @@ pub struct LlmResponse {
     pub text: String,
     /// True for simulated replies: structured-output validation is skipped for them.
     pub simulated: bool,
+    /// Usage of this call, when a real provider answered.
+    pub usage: Option<LlmUsage>,
 }
+
+/// Where a backend sends live events (`agent.*`, `kind` and properties); the engine records
+/// them as events of the stage's node.
+pub type LlmEvents<'a> = &'a mut dyn FnMut(&str, serde_json::Value);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -116,20 +139,36 @@ pub struct LlmError {
 }
 
 /// Runs agent and prompt stages. Implementations must return promptly once `cancel` fires.
+/// A call whose `feedback` has one more entry than the previous call of the same node
+/// continues that conversation (structured-output repair turn).
 pub trait LlmBackend: Send + Sync {
-    fn complete(&self, req: &LlmRequest, cancel: &CancelToken) -> Result<LlmResponse, LlmError>;
+    fn complete(
+        &self,
+        req: &LlmRequest,
+        cancel: &CancelToken,
+        events: LlmEvents<'_>,
+    ) -> Result<LlmResponse, LlmError>;
+
+    /// The stage is done with its conversation (no more repair turns will follow).
+    fn finish(&self, _node_id: &str) {}
 }
 
 /// `--dry-run`: every LLM stage succeeds at once with a simulated reply.
 pub struct DryRunBackend;
 
 impl LlmBackend for DryRunBackend {
-    fn complete(&self, req: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
+    fn complete(
+        &self,
+        req: &LlmRequest,
+        _: &CancelToken,
+        _: LlmEvents<'_>,
+    ) -> Result<LlmResponse, LlmError> {
         let first_line = req.prompt.lines().next().unwrap_or("").trim();
         let shown: String = first_line.chars().take(80).collect();
         Ok(LlmResponse {
             text: format!("[dry run] stage `{}` completed: {shown}", req.node_id),
             simulated: true,
+            usage: None,
         })
     }
 }
@@ -138,7 +177,12 @@ impl LlmBackend for DryRunBackend {
 pub struct UnconfiguredBackend;
 
 impl LlmBackend for UnconfiguredBackend {
-    fn complete(&self, req: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
+    fn complete(
+        &self,
+        req: &LlmRequest,
+        _: &CancelToken,
+        _: LlmEvents<'_>,
+    ) -> Result<LlmResponse, LlmError> {
         let model = req.model.as_deref().unwrap_or("the default model");
         Err(LlmError {
             message: format!(

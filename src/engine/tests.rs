@@ -52,7 +52,12 @@ impl Scripted {
 }
 
 impl LlmBackend for Scripted {
-    fn complete(&self, req: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
+    fn complete(
+        &self,
+        req: &LlmRequest,
+        _: &CancelToken,
+        _: super::LlmEvents<'_>,
+    ) -> Result<LlmResponse, LlmError> {
         self.calls.lock().push(req.node_id.clone());
         if let Some((node, token)) = &*self.cancel_on.lock() {
             if *node == req.node_id {
@@ -72,6 +77,7 @@ impl LlmBackend for Scripted {
             .map(|text| LlmResponse {
                 text,
                 simulated: false,
+                usage: None,
             })
     }
 }

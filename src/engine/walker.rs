@@ -409,12 +409,12 @@ impl<'w> Walker<'w> {
             duration_ms,
         } = *end;
         if let (true, Some(f)) = (outcome.is_failed(), &outcome.failure) {
-            self.emit(
-                "stage.failed",
-                Some(node),
-                json!({"index": index, "failure": f.to_json(signature), "will_retry": false,
-                       "duration_ms": duration_ms, "attempt": attempt}),
-            )?;
+            let mut props = json!({"index": index, "failure": f.to_json(signature), "will_retry": false,
+                       "duration_ms": duration_ms, "attempt": attempt});
+            if let (Value::Object(m), Some(u)) = (&mut props, &outcome.usage) {
+                m.insert("usage".into(), u.clone());
+            }
+            self.emit("stage.failed", Some(node), props)?;
             return Ok(());
         }
         let mut props = json!({
@@ -440,6 +440,12 @@ impl<'w> Walker<'w> {
             }
             if let Some(n) = &outcome.notes {
                 m.insert("notes".into(), Value::String(n.clone()));
+            }
+            if let Some(u) = &outcome.usage {
+                m.insert("usage".into(), u.clone());
+            }
+            if !outcome.files_touched.is_empty() {
+                m.insert("files_touched".into(), json!(outcome.files_touched));
             }
         }
         self.emit("stage.completed", Some(node), props)?;

@@ -250,7 +250,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     let watcher = settings::watch(&settings_path, handle.clone());
     let runs = runs::Runs::new(
         store,
-        executor(),
+        executor(&opts.state_dir, handle.clone()),
         handle.clone(),
         opts.state_dir.clone(),
         Arc::clone(&versions),
@@ -287,8 +287,11 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
 }
 
 /// The executor worker threads run promoted runs with.
-pub fn executor() -> Arc<dyn runs::exec::Executor> {
-    Arc::new(runs::exec::EngineExecutor)
+pub fn executor(state_dir: &Path, settings: SettingsHandle) -> Arc<dyn runs::exec::Executor> {
+    Arc::new(runs::exec::EngineExecutor {
+        state_dir: state_dir.to_path_buf(),
+        settings,
+    })
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -176,14 +176,15 @@ impl Vault {
     }
 }
 
-/// The vault is where LLM provider keys come from (`ANTHROPIC_API_KEY`, … or a credential
-/// named after the provider); never the process environment.
+/// API keys for LLM clients come straight from the vault (never the environment). A vault
+/// that cannot be read counts as holding no key (the provider then reports itself not
+/// configured) and is logged.
 impl crate::llm::Credentials for Vault {
     fn get(&self, name: &str) -> Option<String> {
         match Vault::get(self, name) {
             Ok(v) => v,
             Err(e) => {
-                log::warn!("secret vault unreadable: {e}");
+                log::warn!("cannot read credential {name}: {e}");
                 None
             }
         }
@@ -283,9 +284,6 @@ mod tests {
         assert!(v.set("rel/path", "x", SecretType::File).is_err());
         assert!(v.set("/a/../b", "x", SecretType::File).is_err());
         v.set("/etc/x.pem", "x", SecretType::File).unwrap();
-        let creds: &dyn crate::llm::Credentials = &v;
-        assert_eq!(creds.get("anthropic").as_deref(), Some("sk-2"));
-        assert_eq!(creds.get("NOPE"), None);
         assert!(!format!(
             "{:?}",
             Secret {

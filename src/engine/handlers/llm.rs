@@ -4,10 +4,11 @@
 //! Must not touch: providers or sessions (the backend owns those).
 
 use super::{HandlerResult, Interrupt, StageCtx};
-use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX};
+use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX, VISIT_COUNT};
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, StructuredOutput};
-use crate::engine::services::{LlmMode, LlmRequest};
+use crate::engine::services::{LlmBackend, LlmMode, LlmRequest, LlmUsage};
+use crate::llm::{PricedUsage, Timing};
 use crate::workflow::HandlerKind;
 use serde_json::Value;
 
@@ -50,28 +51,65 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         workdir: cx.walker.options().workdir.clone(),
         feedback: Vec::new(),
         output_schema: schema_attr,
+        project_memory: v.bool("project_memory").unwrap_or(true),
     };
     let repairs = v
         .int("output_retries")
         .unwrap_or(DEFAULT_OUTPUT_RETRIES)
         .max(0);
     let backend = cx.walker.services().llm.clone();
+    let result = converse(cx, backend.as_ref(), &mut req, schema.as_ref(), repairs);
+    backend.finish(&req.node_id);
+    result
+}
+
+/// The calls of one attempt: the first, then a repair turn per invalid structured reply.
+fn converse(
+    cx: &StageCtx<'_, '_>,
+    backend: &dyn LlmBackend,
+    req: &mut LlmRequest,
+    schema: Option<&output::OutputSchema>,
+    repairs: i64,
+) -> HandlerResult {
+    let mut spent = Spent::default();
     loop {
         if cx.cancel.is_cancelled() {
             return Err(Interrupt::Cancelled);
         }
-        let response = match backend.complete(&req, cx.cancel) {
+        let mut store_error = None;
+        let visit = cx
+            .context()
+            .get(VISIT_COUNT)
+            .cloned()
+            .unwrap_or(Value::from(1));
+        let result = backend.complete(req, cx.cancel, &mut |kind, mut props| {
+            if let Value::Object(m) = &mut props {
+                m.entry("visit").or_insert_with(|| visit.clone());
+            }
+            if store_error.is_none() {
+                store_error = cx.emit(kind, props).err();
+            }
+        });
+        if let Some(e) = store_error {
+            return Err(Interrupt::Store(e));
+        }
+        let response = match result {
             Ok(r) => r,
             Err(_) if cx.cancel.is_cancelled() => return Err(Interrupt::Cancelled),
             Err(e) if e.retryable => {
                 let class = crate::engine::failure::classify(&e.message);
-                return Ok(StageOutcome::failed(Failure::retryable(e.message, class)));
+                return Ok(spent.apply(StageOutcome::failed(Failure::retryable(e.message, class))));
             }
-            Err(e) => return Ok(StageOutcome::failed(Failure::deterministic(e.message))),
+            Err(e) => {
+                return Ok(spent.apply(StageOutcome::failed(Failure::deterministic(e.message))))
+            }
         };
+        if let Some(u) = &response.usage {
+            spent.add(u);
+        }
         let mut o = StageOutcome::succeeded();
         record_response(cx, &mut o, &response.text);
-        let structured = match (&schema, response.simulated) {
+        let structured = match (schema, response.simulated) {
             (Some(s), false) => output::extract_structured(&response.text, s).map(Some),
             _ => Ok(None),
         };
@@ -94,10 +132,65 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
                 )));
                 failed.context_updates = o.context_updates;
                 failed.response = o.response;
-                return Ok(failed);
+                return Ok(spent.apply(failed));
             }
         }
-        return Ok(o);
+        return Ok(spent.apply(o));
+    }
+}
+
+/// Usage summed over an attempt's calls (repair turns included).
+#[derive(Default)]
+struct Spent {
+    priced: Option<PricedUsage>,
+    provider: String,
+    model: String,
+    files_touched: Vec<String>,
+    timing: Timing,
+}
+
+impl Spent {
+    fn add(&mut self, u: &LlmUsage) {
+        let p = PricedUsage {
+            tokens: u.tokens,
+            cost: u.cost,
+        };
+        match &mut self.priced {
+            Some(acc) => acc.add(&p),
+            None => self.priced = Some(p),
+        }
+        self.provider = u.provider.clone();
+        self.model = u.model.clone();
+        for f in &u.files_touched {
+            if !self.files_touched.contains(f) {
+                self.files_touched.push(f.clone());
+            }
+        }
+        self.timing.add(&Timing {
+            wall_time_ms: 0,
+            inference_time_ms: u.inference_time.as_millis() as u64,
+            tool_time_ms: u.tool_time.as_millis() as u64,
+        });
+    }
+
+    /// Puts the usage (`usage` = tokens, cost, model, provider, timing) on the outcome.
+    fn apply(self, mut o: StageOutcome) -> StageOutcome {
+        if let Some(p) = self.priced {
+            let mut u = p.to_json();
+            if let Value::Object(m) = &mut u {
+                m.insert("model".into(), Value::String(self.model));
+                m.insert("provider".into(), Value::String(self.provider));
+                m.insert("speed".into(), Value::String("standard".into()));
+                m.insert(
+                    "inference_time_ms".into(),
+                    self.timing.inference_time_ms.into(),
+                );
+                m.insert("tool_time_ms".into(), self.timing.tool_time_ms.into());
+            }
+            o.usage = Some(u);
+        }
+        o.files_touched = self.files_touched;
+        o
     }
 }
 

@@ -121,7 +121,12 @@ impl Interviewer for HttpInterviewer {
 /// Runs jobs with the engine: resumes from the run's checkpoint when it has one (a run
 /// queued with `resume`), else starts from the beginning. LLM stages fail with a
 /// provider-not-configured error until providers are wired in.
-pub struct EngineExecutor;
+pub struct EngineExecutor {
+    /// The state directory: its vault holds the provider keys.
+    pub state_dir: PathBuf,
+    /// Live settings: `[llm.providers.*] base_url` and `[run] model` are read per run.
+    pub settings: crate::settings::SettingsHandle,
+}
 
 fn fail_launch(job: &Job, error: String) {
     let _ = job.store.append(
@@ -164,7 +169,15 @@ impl Executor for EngineExecutor {
             files,
             ..RunOptions::new(&job.row.id, job.workdir.clone())
         };
+        let llm = match crate::agent::backend::ProviderBackend::new(
+            &self.settings.get(),
+            Arc::new(crate::settings::vault::Vault::in_state_dir(&self.state_dir)),
+        ) {
+            Ok(b) => b,
+            Err(e) => return fail_launch(job, e.to_string()),
+        };
         let mut services = Services::new(Arc::clone(&job.store));
+        services.llm = Arc::new(llm);
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
         services.cancel = job.handle.cancel.clone();
         let outcome = Engine::resume(&loaded.workflow, &options, &services);

@@ -1,0 +1,148 @@
+//! The engine's real LLM backend: an [`LlmBackend`] over [`StageBackend`] and an
+//! [`LlmClient`] whose keys come from the state directory's secret vault and whose endpoints
+//! come from `settings.toml` (`[llm.providers.<name>] base_url`, else the provider default).
+//! Used by `svc run`, `svc resume` and the server's executor. Maps stage requests, replies,
+//! `agent.*` events and errors between the engine and the agent layer.
+//! Must not read the process environment for keys, validate structured output, or route.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::stage::{StageBackend, StageMode, StageRequest};
+use super::{AgentEvent, Steering};
+use crate::engine::cancel::CancelToken;
+use crate::engine::services::{
+    LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmUsage,
+};
+use crate::llm::{Credentials, LlmClient, Provider};
+use crate::settings::vault::Vault;
+use crate::settings::{ModelDefault, Settings, SettingsError, SETTINGS_FILE};
+
+/// Why the backend could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("{0}")]
+    Settings(#[from] SettingsError),
+    #[error("settings.toml: unknown LLM provider `{0}` in [llm.providers]")]
+    UnknownProvider(String),
+}
+
+/// Agent and prompt stages against real providers.
+pub struct ProviderBackend {
+    stage: StageBackend,
+    /// `[run] model` of the settings: used when a node names no model.
+    default_model: Option<ModelDefault>,
+}
+
+impl ProviderBackend {
+    /// The backend of a state directory: keys from its vault, endpoints from its
+    /// `settings.toml` (absent file = defaults).
+    pub fn from_state_dir(dir: &Path) -> Result<ProviderBackend, BackendError> {
+        let path = dir.join(SETTINGS_FILE);
+        let settings = if path.exists() {
+            Settings::load(&path)?
+        } else {
+            Settings::default()
+        };
+        ProviderBackend::new(&settings, Arc::new(Vault::in_state_dir(dir)))
+    }
+
+    /// A backend over explicit settings and credentials.
+    pub fn new(
+        settings: &Settings,
+        creds: Arc<dyn Credentials>,
+    ) -> Result<ProviderBackend, BackendError> {
+        let mut client = LlmClient::new(Arc::clone(&creds));
+        for (name, p) in &settings.llm.providers {
+            let provider =
+                Provider::parse(name).ok_or_else(|| BackendError::UnknownProvider(name.clone()))?;
+            if let Some(url) = p.base_url.as_deref() {
+                client = client.with_base_url(provider, url);
+            }
+        }
+        Ok(ProviderBackend {
+            stage: StageBackend::new(Arc::new(client), creds),
+            default_model: settings.run.model.clone(),
+        })
+    }
+
+    /// Uses a steering queue the server pushes `/steer` guidance into.
+    pub fn with_steering(mut self, s: Steering) -> Self {
+        self.stage = self.stage.with_steering(s);
+        self
+    }
+}
+
+impl LlmBackend for ProviderBackend {
+    fn complete(
+        &self,
+        req: &LlmRequest,
+        cancel: &CancelToken,
+        events: LlmEvents<'_>,
+    ) -> Result<LlmResponse, LlmError> {
+        let (model, provider) = match (&req.model, &self.default_model) {
+            (None, Some(d)) => (
+                Some(d.name.clone()),
+                req.provider.clone().or_else(|| d.provider.clone()),
+            ),
+            _ => (req.model.clone(), req.provider.clone()),
+        };
+        let stage_req = StageRequest {
+            node_id: req.node_id.clone(),
+            mode: match req.mode {
+                LlmMode::Agent => StageMode::Agent,
+                LlmMode::Prompt => StageMode::Prompt,
+            },
+            prompt: req.prompt.clone(),
+            model,
+            provider,
+            reasoning_effort: req.reasoning_effort.clone(),
+            max_tokens: req.max_tokens,
+            workdir: req.workdir.clone(),
+            feedback: req.feedback.clone(),
+            project_memory: req.project_memory,
+        };
+        let mut on_event = |ev: AgentEvent| {
+            // Text deltas are not recorded: one event per streamed fragment would flood the
+            // store; the full text arrives in `agent.message`.
+            if !matches!(ev, AgentEvent::TextDelta { .. }) {
+                events(ev.kind(), ev.properties());
+            }
+        };
+        let reply = self
+            .stage
+            .complete(&stage_req, cancel, &mut on_event)
+            .map_err(|e| match e.not_configured {
+                Some(p) => LlmError {
+                    message: format!(
+                        "no LLM provider is configured for stage `{}`: {}; store its key with `svc secrets set {} VALUE` or use --dry-run to simulate LLM stages",
+                        req.node_id,
+                        e.message,
+                        p.key_names().first().copied().unwrap_or("KEY_NAME"),
+                    ),
+                    retryable: false,
+                },
+                None => LlmError {
+                    message: e.message,
+                    retryable: e.retryable,
+                },
+            })?;
+        Ok(LlmResponse {
+            text: reply.text,
+            simulated: false,
+            usage: Some(LlmUsage {
+                provider: reply.provider.id().to_string(),
+                model: reply.model,
+                tokens: reply.usage,
+                cost: reply.cost,
+                files_touched: reply.files_touched,
+                inference_time: reply.inference_time,
+                tool_time: reply.tool_time,
+            }),
+        })
+    }
+
+    fn finish(&self, node_id: &str) {
+        self.stage.finish(node_id);
+    }
+}
