@@ -531,7 +531,9 @@ fn garbage_input_never_panics() {
         .into_bytes(),
         b"digraph G { a [label=\"\0\"] \0 }".to_vec(),
         b"\xEF\xBB\xBF".to_vec(),
-        "digraph G {\n  a // see \u{a7}9x\n  -- b\n}\n".as_bytes().to_vec(),
+        "digraph G {\n  a // see \u{a7}9x\n  -- b\n}\n"
+            .as_bytes()
+            .to_vec(),
         b"digraph G { a [timeout=99999999999999999999999s] }".to_vec(),
         b"digraph G { a [max_retries=99999999999999999999999] }".to_vec(),
         b"digraph G { a -> b [condition=\"context.x matches \\\"(((((\\\"\"] }".to_vec(),
