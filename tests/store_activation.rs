@@ -291,8 +291,19 @@ fn damaged_database_stops_startup() {
         }
     }
     let db = state.path().join(DB_FILE);
+    // The store's background checkpointer may not have moved the WAL into the main file
+    // yet when the store is dropped; do it here so the damage below hits real pages.
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+    }
     let mut bytes = fs::read(&db).unwrap();
-    assert!(bytes.len() > 40 * 4096);
+    assert!(
+        bytes.len() > 40 * 4096,
+        "database is only {} bytes",
+        bytes.len()
+    );
     for b in &mut bytes[20 * 4096..20 * 4096 + 2048] {
         *b = 0xA5;
     }
