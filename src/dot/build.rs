@@ -196,11 +196,6 @@ impl<'a> Builder<'a> {
             "node" | "edge" | "graph" | "digraph" | "subgraph" | "strict"
         ) {
             let offset = base + id.as_span().start();
-            if text == "subgraph" {
-                if let Some(e) = super::error::subgraph_error(self.src, &self.lines, offset) {
-                    return Err(e);
-                }
-            }
             return Err(ParseError::new(
                 self.lines.pos(self.src, offset),
                 format!("`{text}` is a keyword and cannot be used as a node id"),

@@ -278,6 +278,12 @@ pub(crate) fn describe_failure(
             "`:` cannot appear in an unquoted value: write \"{prev}{}\" in quotes",
             rest_word(rest)
         )
+    } else if prev == "subgraph"
+        && !rest.starts_with('{')
+        && src[..at].trim_end().len() > stmt_start
+    {
+        // `subgraph` opened this statement but no `{` or name followed.
+        "`subgraph` is a keyword and cannot be used as a node id: a subgraph is written `subgraph name { ... }`".to_string()
     } else if at == stmt_start && rest.starts_with('"') {
         "node ids must be identifiers (letters, digits and underscores, not starting with a digit); quoted ids are not supported".to_string()
     } else if at == stmt_start && rest.starts_with(|c: char| c.is_ascii_digit()) {
@@ -320,44 +326,6 @@ fn strict_reparse(
         return None;
     };
     strict_failure(src, lines, rule, from)
-}
-
-/// A `subgraph [name] {` whose body has a syntax error backtracks and reads as a node named
-/// `subgraph`, so the builder would blame the keyword. Re-parse it strictly as a subgraph to
-/// report the real error inside the body (`at` is where the keyword starts).
-pub(crate) fn subgraph_error(src: &str, lines: &LineIndex, at: usize) -> Option<ParseError> {
-    let after_kw = skip_space_and_comments(src, at + "subgraph".len());
-    let rest = &src[after_kw..];
-    let name_len = rest
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(rest.len());
-    let brace = skip_space_and_comments(src, after_kw + name_len);
-    if !src[brace..].starts_with('{') {
-        return None;
-    }
-    let deeper = strict_failure(src, lines, Rule::strict_subgraph, at)?;
-    // An unclosed string or comment at or before that point swallowed the rest: that is the cause.
-    match find_unclosed(src, at) {
-        Some(Unclosed::String(s)) if s <= deeper.offset => {
-            let p = lines.pos(src, s);
-            Some(ParseError::new(
-                p,
-                format!("unterminated string starting at {p}"),
-                src,
-                s,
-            ))
-        }
-        Some(Unclosed::Comment(s)) if s <= deeper.offset => {
-            let p = lines.pos(src, s);
-            Some(ParseError::new(
-                p,
-                format!("unterminated block comment starting at {p}"),
-                src,
-                s,
-            ))
-        }
-        _ => Some(deeper),
-    }
 }
 
 /// Parses `src[from..]` with a strict rule and words its failure, if it fails.

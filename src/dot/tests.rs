@@ -369,3 +369,36 @@ fn multibyte_text_before_an_error_does_not_panic() {
     let e = err("digraph G {\n  a [b // r\u{e9}sum\u{e9}\n  c=1]\n}\n");
     assert!(!e.message.is_empty());
 }
+
+/// Regression (fuzz slow unit, parse_dot): a typo inside nested subgraphs made pest re-parse
+/// each body twice per level (`subgraph` read back as a node id, the `{` after the name as
+/// an anonymous subgraph), so 25 levels took minutes. 40 levels must answer at once with the
+/// error at the typo (exponential time would never finish).
+#[test]
+fn typo_in_nested_subgraphs_is_reported_without_backtracking_blowup() {
+    let depth = 40;
+    let open: String = (0..depth)
+        .map(|i| format!("subgraph s{i} {{ a{i} -> b{i} [label=\"x\"]\n"))
+        .collect();
+    let src = format!("digraph G {{\n{open}c . d\n{}}}\n", "}".repeat(depth));
+    let e = err(&src);
+    assert_eq!(
+        e.pos,
+        Pos {
+            line: depth as u32 + 2,
+            col: 3
+        },
+        "{e}"
+    );
+    let anon: String = (0..depth).map(|i| format!("{{ a{i}\n")).collect();
+    let e = err(&format!(
+        "digraph G {{\n{anon}c . d\n{}}}\n",
+        "}".repeat(depth)
+    ));
+    assert_eq!(e.pos.line, depth as u32 + 2, "{e}");
+    // `subgraph` is still not a node id.
+    let e = err("digraph G { subgraph -> a }");
+    assert!(e.message.contains("keyword"), "{}", e.message);
+    let e = err("digraph G { a -> subgraph }");
+    assert!(!e.message.is_empty());
+}
