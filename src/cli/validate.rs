@@ -38,7 +38,7 @@ fn check(path: &Path) -> Checked {
         Ok(s) => s,
         Err(e) => return Checked::Unreadable(e.to_string()),
     };
-    match workflow::load(&src, &DirFiles::for_file(path)) {
+    match workflow::load_owned(src, &DirFiles::for_file(path)) {
         Ok(l) => Checked::Loaded(Box::new(l)),
         Err(e) => Checked::Syntax(e),
     }

@@ -185,6 +185,19 @@ pub fn load(src: &str, files: &dyn FileSource) -> Result<Loaded, ParseError> {
     })
 }
 
+/// [`load`] for a source the caller no longer needs: the text is freed as soon as it is
+/// parsed, so it does not count toward peak memory while the model is built and validated.
+pub fn load_owned(src: String, files: &dyn FileSource) -> Result<Loaded, ParseError> {
+    let graph = dot::parse(&src)?;
+    drop(src);
+    let workflow = Workflow::from_graph(graph, files);
+    let diagnostics = lint::validate(&workflow, files);
+    Ok(Loaded {
+        workflow,
+        diagnostics,
+    })
+}
+
 impl Workflow {
     /// Applies the transforms and builds the indexes. Never fails: problems are recorded
     /// for the validator.
