@@ -183,7 +183,7 @@ fn branch_nodes(wf: &Workflow) -> Vec<bool> {
     let mut queue = VecDeque::new();
     for p in wf.nodes_of(HandlerKind::Parallel) {
         for &e in &wf.out_edges[p] {
-            if let Some(t) = wf.node_index(&wf.edge(e).to) {
+            if let Some(t) = wf.edge_target(e) {
                 queue.push_back(t);
             }
         }
@@ -194,7 +194,7 @@ fn branch_nodes(wf: &Workflow) -> Vec<bool> {
         }
         inside[i] = true;
         for &e in &wf.out_edges[i] {
-            if let Some(t) = wf.node_index(&wf.edge(e).to) {
+            if let Some(t) = wf.edge_target(e) {
                 queue.push_back(t);
             }
         }
@@ -483,7 +483,7 @@ fn reachable_from_start(wf: &Workflow) -> Vec<bool> {
             continue;
         }
         for &e in &wf.out_edges[i] {
-            if let Some(t) = wf.node_index(&wf.edge(e).to) {
+            if let Some(t) = wf.edge_target(e) {
                 queue.push_back(t);
             }
         }

@@ -150,6 +150,9 @@ pub struct Workflow {
     pub in_degree: Vec<usize>,
     /// Compiled condition per edge (`None` when the edge has none).
     pub conditions: Vec<Option<Result<Condition, ConditionError>>>,
+    /// Target node index per edge (`usize::MAX` never happens for parsed graphs: edges
+    /// create their nodes).
+    edge_targets: Vec<usize>,
     pub start: Option<usize>,
     pub exit: Option<usize>,
     index: HashMap<String, usize>,
@@ -211,23 +214,17 @@ impl Workflow {
         }
         let mut out_edges = vec![Vec::new(); n];
         let mut in_degree = vec![0; n];
+        let mut edge_targets = Vec::with_capacity(graph.edges.len());
         for (ei, e) in graph.edges.iter().enumerate() {
-            if let (Some(&f), Some(&t)) = (index.get(&e.from), index.get(&e.to)) {
+            let (from, to) = (index.get(&e.from).copied(), index.get(&e.to).copied());
+            if let (Some(f), Some(t)) = (from, to) {
                 out_edges[f].push(ei);
                 in_degree[t] += 1;
             }
+            edge_targets.push(to.unwrap_or(usize::MAX));
         }
         let handlers = graph.nodes.iter().map(resolve_handler).collect::<Vec<_>>();
-        let conditions = graph
-            .edges
-            .iter()
-            .map(|e| {
-                e.attrs
-                    .text("condition")
-                    .filter(|c| !c.trim().is_empty())
-                    .map(Condition::parse)
-            })
-            .collect();
+        let conditions = compile_conditions(&graph);
         let start = find_single(&graph, &handlers, HandlerKind::Start, START_IDS);
         let exit = find_single(&graph, &handlers, HandlerKind::Exit, EXIT_IDS);
         Workflow {
@@ -236,6 +233,7 @@ impl Workflow {
             out_edges,
             in_degree,
             conditions,
+            edge_targets,
             start,
             exit,
             index,
@@ -249,6 +247,13 @@ impl Workflow {
     }
     pub fn node_index(&self, id: &str) -> Option<usize> {
         self.index.get(id).copied()
+    }
+    /// The target node of an edge.
+    pub fn edge_target(&self, e: usize) -> Option<usize> {
+        self.edge_targets
+            .get(e)
+            .copied()
+            .filter(|&t| t != usize::MAX)
     }
     pub fn node(&self, i: usize) -> &Node {
         &self.graph.nodes[i]
@@ -293,6 +298,24 @@ impl Workflow {
             .filter(|l| !l.is_empty())
             .unwrap_or(&n.id)
     }
+}
+
+/// Compiles each edge condition; identical texts (common in generated and copy-pasted
+/// workflows) are compiled once and cloned.
+fn compile_conditions(graph: &Graph) -> Vec<Option<Result<Condition, ConditionError>>> {
+    let mut seen: HashMap<&str, Result<Condition, ConditionError>> = HashMap::new();
+    graph
+        .edges
+        .iter()
+        .map(|e| {
+            let text = e.attrs.text("condition").filter(|c| !c.trim().is_empty())?;
+            Some(
+                seen.entry(text)
+                    .or_insert_with(|| Condition::parse(text))
+                    .clone(),
+            )
+        })
+        .collect()
 }
 
 /// `type` wins over the shape; the reserved ids make start and exit nodes without a shape.
