@@ -706,6 +706,17 @@ struct DenyBody {
     reason: Option<String>,
 }
 
+/// A bodiless control route: apply one lifecycle transition to the run named in the path.
+fn apply_control(
+    app: &App,
+    ctx: &mut Ctx<'_, '_>,
+    transition: fn(&RunRow, &Value) -> Result<Plan, ApiError>,
+) -> Result<Reply, ApiError> {
+    let actor = actor_of(ctx);
+    let row = app.runs.control(ctx.param("id"), &actor, transition)?;
+    control_reply(app, row)
+}
+
 fn control_reply(app: &App, row: RunRow) -> Result<Reply, ApiError> {
     Ok(Reply::json(200, &app.runs.run_json(&row)))
 }
@@ -720,43 +731,23 @@ pub fn start(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 }
 
 pub fn cancel(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let actor = actor_of(ctx);
-    let row = app
-        .runs
-        .control(ctx.param("id"), &actor, lifecycle::cancel)?;
-    control_reply(app, row)
+    apply_control(app, ctx, lifecycle::cancel)
 }
 
 pub fn pause(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let actor = actor_of(ctx);
-    let row = app
-        .runs
-        .control(ctx.param("id"), &actor, lifecycle::pause)?;
-    control_reply(app, row)
+    apply_control(app, ctx, lifecycle::pause)
 }
 
 pub fn unpause(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let actor = actor_of(ctx);
-    let row = app
-        .runs
-        .control(ctx.param("id"), &actor, lifecycle::unpause)?;
-    control_reply(app, row)
+    apply_control(app, ctx, lifecycle::unpause)
 }
 
 pub fn archive(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let actor = actor_of(ctx);
-    let row = app
-        .runs
-        .control(ctx.param("id"), &actor, lifecycle::archive)?;
-    control_reply(app, row)
+    apply_control(app, ctx, lifecycle::archive)
 }
 
 pub fn unarchive(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let actor = actor_of(ctx);
-    let row = app
-        .runs
-        .control(ctx.param("id"), &actor, lifecycle::unarchive)?;
-    control_reply(app, row)
+    apply_control(app, ctx, lifecycle::unarchive)
 }
 
 pub fn approve(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
