@@ -247,6 +247,17 @@ fn tombstone_of(conn: &Connection, run_id: &str) -> Result<Option<String>, Store
         .map_err(StoreError::db("reading tombstones", run_id))
 }
 
+/// A deleted id can never come back: creating or importing it is refused.
+fn refuse_tombstoned(conn: &Connection, run_id: &str) -> Result<(), StoreError> {
+    match tombstone_of(conn, run_id)? {
+        Some(deleted_at) => Err(StoreError::Tombstoned {
+            run_id: run_id.to_string(),
+            deleted_at,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// `NotFound` or `Tombstoned` for a run that has no row.
 fn missing(conn: &Connection, run_id: &str) -> StoreError {
     match tombstone_of(conn, run_id) {
@@ -700,12 +711,7 @@ impl RunStore for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&err)?;
-        if let Some(deleted_at) = tombstone_of(&tx, run_id)? {
-            return Err(StoreError::Tombstoned {
-                run_id: run_id.to_string(),
-                deleted_at,
-            });
-        }
+        refuse_tombstoned(&tx, run_id)?;
         if run_exists(&tx, run_id)? {
             return Err(StoreError::AlreadyExists {
                 run_id: run_id.to_string(),
@@ -890,12 +896,7 @@ impl RunStore for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&err)?;
-        if let Some(deleted_at) = tombstone_of(&tx, run_id)? {
-            return Err(StoreError::Tombstoned {
-                run_id: run_id.to_string(),
-                deleted_at,
-            });
-        }
+        refuse_tombstoned(&tx, run_id)?;
         if run_exists(&tx, run_id)? {
             let stored: Vec<String> = tx
                 .prepare_cached("SELECT payload FROM events WHERE run_id = ?1 ORDER BY seq")
