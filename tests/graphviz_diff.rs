@@ -52,15 +52,12 @@ fn our_counts(src: &str) -> Result<(usize, usize), String> {
 // A small seeded PRNG (SplitMix64) and the random workflow generator
 // ---------------------------------------------------------------------------------------
 
-struct Rng(u64);
+/// The engine's SplitMix64, so the inputs are the same on every run.
+struct Rng(svc::engine::prng::Prng);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
@@ -333,7 +330,7 @@ impl Gen {
 
     fn graph(seed: u64) -> String {
         let mut g = Gen {
-            rng: Rng(seed),
+            rng: Rng(svc::engine::prng::Prng::new(seed)),
             out: String::new(),
             ids: Vec::new(),
             depth: 0,
