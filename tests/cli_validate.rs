@@ -445,7 +445,6 @@ fn parse_json_applies_class_selectors_from_the_corpus() {
 // Garbage in: never a panic
 // ---------------------------------------------------------------------------------------
 
-/// SplitMix64, so the garbage is the same on every run.
 /// The engine's SplitMix64, so the inputs are the same on every run.
 struct Rng(svc::engine::prng::Prng);
 
