@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use svc::server::{self, http::Listen, ServerOptions};
 use svc::store::{EventDraft, NewRun};
 
+const GATED: &str = "digraph gated { start [shape=Mdiamond]; exit [shape=Msquare]; ask [shape=hexagon, label=\"Go?\"]; start -> ask; ask -> exit [label=\"Yes\"] }";
 const HELLO: &str = "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }";
 
 struct Client {
@@ -88,41 +89,15 @@ fn health_rps(addr: &str, token: &str, threads: usize, secs: f64) -> f64 {
     total as f64 / secs
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn main() {
-    let _ = env_logger::Builder::from_env(
-        env_logger::Env::default().default_filter_or("error,tiny_http=off"),
-    )
-    .try_init();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let running = server::start(ServerOptions {
-        state_dir: dir.path().to_path_buf(),
-        settings_path: None,
-        listen: Some(Listen::Tcp("127.0.0.1:0".into())),
-        dev: true,
-    })
-    .expect("server");
-    let addr = running.http.local_addr().to_string();
-    let token = running.dev_token.clone().map(|t| t.0).unwrap_or_default();
-
-    // 1. /health
-    let rps = health_rps(&addr, &token, 4, 3.0);
-    println!("health: {rps:.0} requests/s (4 keep-alive connections, 3 s)");
-
-    // 2 + 3. create+start, then 1,000 runs through the scheduler.
-    let body = json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": HELLO}}}).to_string();
-    let n_runs = 1000;
-    let per_thread = n_runs / 4;
+/// Creates `n` runs of `dot` over 4 connections, then starts them all; returns the seconds
+/// each phase took.
+fn create_start(addr: &str, token: &str, dot: &str, n: usize) -> (f64, f64) {
+    let body = json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": dot}}}).to_string();
+    let per_thread = n / 4;
     let t0 = Instant::now();
     let handles: Vec<_> = (0..4)
         .map(|_| {
-            let (addr, token, body) = (addr.clone(), token.clone(), body.clone());
+            let (addr, token, body) = (addr.to_string(), token.to_string(), body.clone());
             std::thread::spawn(move || {
                 let mut c = Client::new(&addr, &token);
                 let mut ids = Vec::new();
@@ -145,7 +120,7 @@ fn main() {
     let handles: Vec<_> = ids
         .into_iter()
         .map(|ids| {
-            let (addr, token) = (addr.clone(), token.clone());
+            let (addr, token) = (addr.to_string(), token.to_string());
             std::thread::spawn(move || {
                 let mut c = Client::new(&addr, &token);
                 for id in ids {
@@ -158,55 +133,106 @@ fn main() {
     for h in handles {
         let _ = h.join();
     }
-    let start_secs = t1.elapsed().as_secs_f64();
-    let requests = 2.0 * n_runs as f64;
-    let cs_rps = requests / (create_secs + start_secs);
-    println!(
-        "create+start: {:.0} creates/s, {:.0} starts/s, {cs_rps:.0} requests/s overall = {:.1}% of /health (4 connections; runs execute meanwhile)",
+    (create_secs, t1.elapsed().as_secs_f64())
+}
+
+fn boot() -> (tempfile::TempDir, server::RunningServer, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = server::start(ServerOptions {
+        state_dir: dir.path().to_path_buf(),
+        settings_path: None,
+        listen: Some(Listen::Tcp("127.0.0.1:0".into())),
+        dev: true,
+    })
+    .expect("server");
+    let addr = running.http.local_addr().to_string();
+    let token = running.dev_token.clone().map(|t| t.0).unwrap_or_default();
+    (dir, running, addr, token)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let _ = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("error,tiny_http=off"),
+    )
+    .try_init();
+    let (_dir, running, addr, token) = boot();
+
+    // `SVC_BENCH=health,start,sse,rss` picks sections (default: all), for profiling one.
+    let only = std::env::var("SVC_BENCH").unwrap_or_default();
+    let want = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
+
+    // 1. /health
+    let rps = if want("health") || want("start") || want("api") {
+        health_rps(&addr, &token, 4, 3.0)
+    } else {
+        0.0
+    };
+    if want("health") {
+        println!("health: {rps:.0} requests/s (4 keep-alive connections, 3 s)");
+    }
+
+    let store = Arc::clone(&running.app.runs.store);
+    if want("start") {
+        // 2 + 3. create+start with trivial runs executing meanwhile, then 1,000 runs
+        // through the scheduler.
+        let n_runs = 1000;
+        let t1 = Instant::now();
+        let (create_secs, start_secs) = create_start(&addr, &token, HELLO, n_runs);
+        let requests = 2.0 * n_runs as f64;
+        let cs_rps = requests / (create_secs + start_secs);
+        println!(
+        "create+start, trivial runs executing meanwhile: {:.0} creates/s, {:.0} starts/s, {cs_rps:.0} requests/s overall = {:.1}% of /health (4 connections)",
         n_runs as f64 / create_secs,
         n_runs as f64 / start_secs,
         100.0 * cs_rps / rps
     );
-    let store = Arc::clone(&running.app.runs.store);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let done = store
-            .query_runs(&svc::store::RunQuery {
-                statuses: vec!["succeeded".into()],
-                limit: 1_000_000,
-                ..Default::default()
-            })
-            .map(|v| v.len())
-            .unwrap_or(0);
-        if done >= n_runs || Instant::now() > deadline {
-            let secs = t1.elapsed().as_secs_f64();
-            println!(
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let done = store
+                .query_runs(&svc::store::RunQuery {
+                    statuses: vec!["succeeded".into()],
+                    limit: 1_000_000,
+                    ..Default::default()
+                })
+                .map(|v| v.len())
+                .unwrap_or(0);
+            if done >= n_runs || Instant::now() > deadline {
+                let secs = t1.elapsed().as_secs_f64();
+                println!(
                 "scheduler: {done} trivial runs from the first start to the last completion in {secs:.2} s = {:.0} runs/s (max_concurrent_runs 5)",
                 done as f64 / secs
             );
-            break;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        std::thread::sleep(Duration::from_millis(5));
     }
-
-    // 4. SSE latency with 1,000 subscribers.
-    let row = store
-        .create_run(NewRun {
-            title: "sse".into(),
-            ..NewRun::default()
-        })
-        .expect("create");
-    let subs = 1000;
-    let events = 40u64;
-    let first_seq = row.last_seq + 1;
-    let received: Arc<Mutex<Vec<(u64, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
-    let ready = Arc::new(Barrier::new(subs + 1));
-    let mut readers = Vec::new();
-    for _ in 0..subs {
-        let (addr, token, id) = (addr.clone(), token.clone(), row.id.clone());
-        let received = Arc::clone(&received);
-        let ready = Arc::clone(&ready);
-        readers.push(
+    if want("sse") {
+        // 4. SSE latency with 1,000 subscribers.
+        let row = store
+            .create_run(NewRun {
+                title: "sse".into(),
+                ..NewRun::default()
+            })
+            .expect("create");
+        let subs = 1000;
+        let events = 40u64;
+        let first_seq = row.last_seq + 1;
+        let received: Arc<Mutex<Vec<(u64, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+        let ready = Arc::new(Barrier::new(subs + 1));
+        let mut readers = Vec::new();
+        for _ in 0..subs {
+            let (addr, token, id) = (addr.clone(), token.clone(), row.id.clone());
+            let received = Arc::clone(&received);
+            let ready = Arc::clone(&ready);
+            readers.push(
             std::thread::Builder::new()
                 .stack_size(128 * 1024)
                 .spawn(move || {
@@ -246,73 +272,92 @@ fn main() {
                 })
                 .expect("spawn"),
         );
-    }
-    ready.wait();
-    std::thread::sleep(Duration::from_millis(500));
-    let mut committed = Vec::new();
-    for i in 0..events {
-        let before = Instant::now();
-        let e = store
-            .append(&row.id, EventDraft::new("bench.tick", json!({"i": i})))
-            .expect("append");
-        committed.push((e.seq, before));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    store
-        .append(
-            &row.id,
-            EventDraft::new("run.failed", json!({"reason": "cancelled"})),
-        )
-        .ok();
-    for r in readers {
-        let _ = r.join();
-    }
-    let got = received.lock().map(|v| v.clone()).unwrap_or_default();
-    let mut lat: Vec<f64> = got
-        .iter()
-        .filter_map(|(seq, at)| {
-            let (_, c) = committed.iter().find(|(s, _)| s == seq)?;
-            Some(at.saturating_duration_since(*c).as_secs_f64() * 1000.0)
-        })
-        .collect();
-    lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    println!(
+        }
+        ready.wait();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut committed = Vec::new();
+        for i in 0..events {
+            let before = Instant::now();
+            let e = store
+                .append(&row.id, EventDraft::new("bench.tick", json!({"i": i})))
+                .expect("append");
+            committed.push((e.seq, before));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        store
+            .append(
+                &row.id,
+                EventDraft::new("run.failed", json!({"reason": "cancelled"})),
+            )
+            .ok();
+        for r in readers {
+            let _ = r.join();
+        }
+        let got = received.lock().map(|v| v.clone()).unwrap_or_default();
+        let mut lat: Vec<f64> = got
+            .iter()
+            .filter_map(|(seq, at)| {
+                let (_, c) = committed.iter().find(|(s, _)| s == seq)?;
+                Some(at.saturating_duration_since(*c).as_secs_f64() * 1000.0)
+            })
+            .collect();
+        lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        println!(
         "sse: {subs} subscribers × {events} events (from seq {first_seq}): {} deliveries, latency from the append call (commit included) p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         lat.len(),
         percentile(&lat, 0.5),
         percentile(&lat, 0.99),
         lat.last().copied().unwrap_or(0.0)
     );
+    }
     drop(running);
 
-    // 5. Idle RSS of the real binary.
-    let dir2 = tempfile::tempdir().expect("tempdir");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
-        .args([
-            "server",
-            "start",
-            "--dev",
-            "--listen",
-            "127.0.0.1:0",
-            "--state-dir",
-        ])
-        .arg(dir2.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    let _ = out.read_line(&mut line);
-    std::thread::sleep(Duration::from_secs(2));
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .unwrap_or("VmRSS: ?")
-        .to_string();
-    println!("idle: {rss} (server started, no requests)");
-    let _ = child.kill();
-    let _ = child.wait();
+    if want("api") {
+        // 2b. create+start as an API workload: each run's first stage waits for a human (as
+        // real runs wait on LLMs), so five runs hold the slots and the rest queue; the
+        // figure is the request path alone. A fresh server, left running at exit.
+        let (_dir2, api, addr, token) = boot();
+        let n = 2000;
+        let (create_secs, start_secs) = create_start(&addr, &token, GATED, n);
+        let cs_rps = 2.0 * n as f64 / (create_secs + start_secs);
+        println!(
+            "create+start, runs waiting on a human: {:.0} creates/s, {:.0} starts/s, {cs_rps:.0} requests/s overall = {:.1}% of /health (4 connections, {n} runs)",
+            n as f64 / create_secs,
+            n as f64 / start_secs,
+            100.0 * cs_rps / rps
+        );
+        std::mem::forget(api);
+    }
+    if want("rss") {
+        // 5. Idle RSS of the real binary.
+        let dir2 = tempfile::tempdir().expect("tempdir");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+            .args([
+                "server",
+                "start",
+                "--dev",
+                "--listen",
+                "127.0.0.1:0",
+                "--state-dir",
+            ])
+            .arg(dir2.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = out.read_line(&mut line);
+        std::thread::sleep(Duration::from_secs(2));
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        let rss = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .unwrap_or("VmRSS: ?")
+            .to_string();
+        println!("idle: {rss} (server started, no requests)");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -67,6 +67,18 @@ pub struct Version {
     pub id: String,
     pub package: Package,
     pub created_at: String,
+    /// What runs of this version record about its entry graph, worked out once (a version
+    /// is immutable) by the first run created from it.
+    pub summary: std::sync::OnceLock<GraphSummary>,
+}
+
+/// Name, goal and size of a version's entry graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphSummary {
+    pub name: String,
+    pub goal: String,
+    pub node_count: i64,
+    pub edge_count: i64,
 }
 
 impl Version {
@@ -344,7 +356,8 @@ pub fn validate(
     }
     package.dependencies.sort();
     package.dependencies.dedup();
-    let canonical_len = canonical_bytes(&package).len();
+    let canonical = canonical_bytes(&package);
+    let canonical_len = canonical.len();
     if canonical_len > MAX_CANONICAL_BYTES {
         return Err(invalid(format!(
             "the package is {canonical_len} bytes in canonical form; the limit is {MAX_CANONICAL_BYTES} bytes (2 MiB)"
@@ -368,9 +381,13 @@ pub fn validate(
             }
         }
     }
-    let mut seen = BTreeSet::new();
-    check_workflow(&package.entrypoint, &package.files, &deps, &mut seen, 0)?;
-    let id = package_id(&package);
+    let id = super::ids::hex(&Sha256::digest(&canonical));
+    // The same bytes were checked when that version was registered: an identical package
+    // (same id) cannot fail now, so re-submitting a workflow skips parsing and linting.
+    if lookup(&id).is_none() {
+        let mut seen = BTreeSet::new();
+        check_workflow(&package.entrypoint, &package.files, &deps, &mut seen, 0)?;
+    }
     Ok((package, id))
 }
 
@@ -395,6 +412,11 @@ impl VersionStore {
 
     fn from_conn(conn: rusqlite::Connection) -> rusqlite::Result<VersionStore> {
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // No re-prepare per bound id (see `store::schema::stable_plans`).
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS workflow_versions (
                 id TEXT PRIMARY KEY NOT NULL,
@@ -433,6 +455,7 @@ impl VersionStore {
             id: id.to_string(),
             package,
             created_at,
+            summary: Default::default(),
         });
         self.remember(&v);
         Ok(Some(v))
@@ -474,6 +497,7 @@ impl VersionStore {
             id,
             package,
             created_at,
+            summary: Default::default(),
         });
         self.remember(&v);
         Ok((v, true))

@@ -98,9 +98,16 @@ impl RunRow {
             current_question: None,
             questions: Vec::new(),
             superseded_by: None,
+            created_meta: CREATED_META
+                .iter()
+                .filter_map(|k| Some((k.to_string(), p.get(*k)?.clone())))
+                .collect(),
         }
     }
 }
+
+/// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
+const CREATED_META: [&str; 4] = ["created_by", "models", "sandbox", "retried_from"];
 
 /// A blank row, only as a cheap placeholder while a row is moved through [`fold`].
 pub(crate) fn empty_row() -> RunRow {
@@ -129,6 +136,7 @@ pub(crate) fn empty_row() -> RunRow {
         current_question: None,
         questions: Vec::new(),
         superseded_by: None,
+        created_meta: Map::new(),
     }
 }
 

@@ -139,6 +139,15 @@ impl RunStore for MemoryStore {
         Ok(rows)
     }
 
+    fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
+        let inner = self.inner.lock();
+        Ok(inner
+            .runs
+            .values()
+            .filter(|r| query.matches(&r.row))
+            .count())
+    }
+
     fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         let inner = self.inner.lock();
         let run = inner.run(run_id)?;

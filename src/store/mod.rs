@@ -27,6 +27,7 @@ mod memory;
 mod model;
 pub mod portable;
 mod prep;
+mod rowcache;
 mod schema;
 mod sqlite;
 
@@ -119,6 +120,9 @@ pub trait RunStore: Send + Sync {
 
     /// Runs matching a filter, newest first unless `oldest_first`.
     fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError>;
+
+    /// How many runs match a filter (paging ignored), without reading them.
+    fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError>;
 
     /// Events with `seq >= since_seq`, at most `limit`, in order. `NotFound` for an unknown run.
     fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError>;

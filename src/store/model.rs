@@ -269,6 +269,10 @@ pub struct RunRow {
     /// `run.superseded_by` property `new_run_id`.
     #[serde(default)]
     pub superseded_by: Option<String>,
+    /// `run.created` properties shown as they are (`created_by`, `models`, `sandbox`,
+    /// `retried_from`, when present), so a view never re-reads the created event.
+    #[serde(default)]
+    pub created_meta: serde_json::Map<String, Value>,
 }
 
 /// Filter and page for [`crate::store::RunStore::query_runs`].
@@ -280,6 +284,9 @@ pub struct RunQuery {
     pub statuses: Vec<String>,
     /// Only children of this run.
     pub parent_id: Option<String>,
+    /// Only runs whose id sorts before this one (ids are ULIDs, so: created earlier; the
+    /// scheduler's order). Used to count a run's place in the queue.
+    pub id_below: Option<String>,
     /// Oldest first (FIFO, e.g. for the scheduler) instead of newest first.
     pub oldest_first: bool,
     pub offset: usize,
@@ -292,6 +299,7 @@ impl Default for RunQuery {
             exclude_archived: false,
             statuses: Vec::new(),
             parent_id: None,
+            id_below: None,
             oldest_first: false,
             offset: 0,
             limit: 100,
@@ -305,6 +313,7 @@ impl RunQuery {
         (!self.exclude_archived || !row.archived)
             && (self.statuses.is_empty() || self.statuses.iter().any(|s| s == row.status.name()))
             && (self.parent_id.is_none() || self.parent_id == row.parent_id)
+            && self.id_below.as_ref().is_none_or(|b| row.id < *b)
     }
 }
 

@@ -111,6 +111,7 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, SchemaError> {
         ),
     )?;
     ctx("setting busy_timeout", conn.busy_timeout(BUSY_TIMEOUT))?;
+    ctx("fixing query plans", stable_plans(&conn))?;
     let mode: String = ctx(
         "switching to WAL",
         conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)),
@@ -161,8 +162,22 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    stable_plans(&conn)?;
     conn.execute_batch("PRAGMA cache_size=-16384;")?;
     Ok(conn)
+}
+
+/// Turns on SQLite's query planner stability guarantee. The bundled SQLite is built with
+/// STAT4, which otherwise re-prepares a cached statement whenever a value bound against an
+/// indexed column changes: every `events(run, seq)` or `get_run(id)` call re-parsed its SQL
+/// (measured: the parser was the largest single cost of reading a run's first event).
+/// Our queries have one good plan regardless of the values.
+pub(crate) fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map(|_| ())
 }
 
 /// The schema version recorded in the database (0 for a fresh file).

@@ -2,8 +2,9 @@
 //!
 //! Owns: the database file given to it, its writer connection (behind one lock: every write
 //! is one short `BEGIN IMMEDIATE` transaction) and a small pool of read-only connections,
-//! a bounded in-memory cache of recently written rows (validated by `last_seq` on every
-//! write, so a stale entry can never be committed), and the hub.
+//! a bounded in-memory cache of recent rows shared by the writer and the readers
+//! (`rowcache.rs`: validated by `last_seq` on every write, so a stale entry can never be
+//! committed, and on every read, so a read never returns one), and the hub.
 //! Must not touch: files other than the database (activation, in `activation.rs`, handles the
 //! state directory, legacy data and the backup).
 //!
@@ -19,6 +20,7 @@ use super::model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
 };
 use super::prep::{self, sha256_hex};
+use super::rowcache::RowCache;
 use super::schema::{self, SchemaError};
 use super::{clock, ActivationReport, RunStore};
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
@@ -26,14 +28,11 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Rows kept in the writer's cache (the engine appends to a handful of active runs).
-const ROW_CACHE_CAPACITY: usize = 64;
 /// Idle read connections kept open.
 const READER_POOL: usize = 8;
 
@@ -46,6 +45,7 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Mutex<Writer>,
     readers: Mutex<Vec<Connection>>,
+    rows: Arc<RowCache>,
     hub: Hub,
     _checkpointer: Option<Checkpointer>,
     pub(crate) report: Option<ActivationReport>,
@@ -108,7 +108,9 @@ impl std::fmt::Debug for SqliteStore {
 
 struct Writer {
     conn: Connection,
-    cache: HashMap<String, RunRow>,
+    /// The same cache as the store's: the writer takes a row out while it folds an event
+    /// onto it and puts the committed result back.
+    cache: Arc<RowCache>,
 }
 
 /// The mutable part of a row, as stored in `runs.state`.
@@ -278,6 +280,29 @@ fn run_exists(conn: &Connection, run_id: &str) -> Result<bool, StoreError> {
         .map_err(StoreError::db("reading a run", run_id))
 }
 
+/// The WHERE clause (over `runs r`) and its arguments for a query's filter (paging aside).
+fn run_filter(query: &RunQuery) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::from("1 = 1");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if query.exclude_archived {
+        sql.push_str(" AND r.archived = 0");
+    }
+    if !query.statuses.is_empty() {
+        let marks = vec!["?"; query.statuses.len()].join(", ");
+        sql.push_str(&format!(" AND r.status IN ({marks})"));
+        args.extend(query.statuses.iter().cloned().map(Into::into));
+    }
+    if let Some(parent) = &query.parent_id {
+        sql.push_str(" AND r.parent_id = ?");
+        args.push(parent.clone().into());
+    }
+    if let Some(below) = &query.id_below {
+        sql.push_str(" AND r.id < ?");
+        args.push(below.clone().into());
+    }
+    (sql, args)
+}
+
 fn sql_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
@@ -352,13 +377,15 @@ impl SqliteStore {
         schema::migrate(&mut conn).map_err(schema_err)?;
         schema::defer_checkpoints(&conn).map_err(|e| dberr("setting wal_autocheckpoint", e))?;
         let checkpointer = Some(Checkpointer::spawn(db_path)?);
+        let rows = Arc::new(RowCache::default());
         Ok(SqliteStore {
             path: db_path.to_path_buf(),
             writer: Mutex::new(Writer {
                 conn,
-                cache: HashMap::new(),
+                cache: Arc::clone(&rows),
             }),
             readers: Mutex::new(Vec::new()),
+            rows,
             hub: Hub::new(),
             _checkpointer: checkpointer,
             report: None,
@@ -684,17 +711,14 @@ pub(crate) struct LegacyRecord {
 
 impl Writer {
     fn take_row(&mut self, run_id: &str) -> Result<RunRow, StoreError> {
-        if let Some(row) = self.cache.remove(run_id) {
+        if let Some(row) = self.cache.take(run_id) {
             return Ok(row);
         }
         load_row(&self.conn, run_id)?.ok_or_else(|| missing(&self.conn, run_id))
     }
 
     fn keep_row(&mut self, row: RunRow) {
-        if self.cache.len() >= ROW_CACHE_CAPACITY {
-            self.cache.clear();
-        }
-        self.cache.insert(row.id.clone(), row);
+        self.cache.put(row);
     }
 }
 
@@ -768,24 +792,28 @@ impl RunStore for SqliteStore {
     }
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
-        self.with_reader(|conn| load_row(conn, run_id))
+        self.with_reader(|conn| {
+            let last_seq: Option<u64> = conn
+                .prepare_cached("SELECT last_seq FROM runs WHERE id = ?1")
+                .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
+                .map_err(StoreError::db("reading a run", run_id))?;
+            let Some(last_seq) = last_seq else {
+                return Ok(None);
+            };
+            if let Some(row) = self.rows.get_at(run_id, last_seq) {
+                return Ok(Some(row));
+            }
+            let row = load_row(conn, run_id)?;
+            if let Some(r) = &row {
+                self.rows.offer(r);
+            }
+            Ok(row)
+        })
     }
 
     fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError> {
-        let mut sql = format!("{ROW_SELECT} WHERE 1 = 1");
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        if query.exclude_archived {
-            sql.push_str(" AND r.archived = 0");
-        }
-        if !query.statuses.is_empty() {
-            let marks = vec!["?"; query.statuses.len()].join(", ");
-            sql.push_str(&format!(" AND r.status IN ({marks})"));
-            args.extend(query.statuses.iter().cloned().map(Into::into));
-        }
-        if let Some(parent) = &query.parent_id {
-            sql.push_str(" AND r.parent_id = ?");
-            args.push(parent.clone().into());
-        }
+        let (filter, mut args) = run_filter(query);
+        let mut sql = format!("{ROW_SELECT} WHERE {filter}");
         sql.push_str(if query.oldest_first {
             " ORDER BY r.id ASC"
         } else {
@@ -804,6 +832,19 @@ impl RunStore for SqliteStore {
             rows.iter()
                 .map(|(id, state, created, cp)| assemble(id, state, created, cp.as_deref()))
                 .collect()
+        })
+    }
+
+    fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
+        let (filter, args) = run_filter(query);
+        let sql = format!("SELECT COUNT(*) FROM runs r WHERE {filter}");
+        self.with_reader(|conn| {
+            let err = StoreError::db_global("counting runs");
+            let mut st = conn.prepare_cached(&sql).map_err(&err)?;
+            let n: i64 = st
+                .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
+                .map_err(&err)?;
+            Ok(usize::try_from(n).unwrap_or(0))
         })
     }
 
@@ -848,7 +889,7 @@ impl RunStore for SqliteStore {
         let err = StoreError::db("deleting a run", run_id);
         let mut guard = self.writer.lock();
         let w = &mut *guard;
-        w.cache.remove(run_id);
+        w.cache.forget(run_id);
         let tx = w
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -891,7 +932,7 @@ impl RunStore for SqliteStore {
         let err = StoreError::db("importing a run", run_id);
         let mut guard = self.writer.lock();
         let w = &mut *guard;
-        w.cache.remove(run_id);
+        w.cache.forget(run_id);
         let tx = w
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)

@@ -71,6 +71,9 @@ impl RunStore for GatedStore {
     fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError> {
         self.inner.query_runs(query)
     }
+    fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
+        self.inner.count_runs(query)
+    }
     fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         self.inner.events(run_id, since_seq, limit)
     }

@@ -28,7 +28,7 @@ pub mod view;
 use super::error::ApiError;
 use super::http::{parse_json, Reply};
 use super::router::Ctx;
-use super::versions::{Package, Version, VersionStore};
+use super::versions::{GraphSummary, Package, Version, VersionStore};
 use super::App;
 use crate::settings::SettingsHandle;
 use crate::store::{
@@ -331,14 +331,16 @@ impl Runs {
         f: impl FnOnce(&RunRow, &Value) -> Result<Plan, ApiError>,
     ) -> Result<RunRow, ApiError> {
         check_id(id)?;
-        let plan = {
+        let (plan, row) = {
             let _g = self.gate.lock();
-            let row = self.row(id)?;
+            let mut row = self.row(id)?;
             let plan = f(&row, actor)?;
             for ev in plan.events.iter().cloned() {
-                self.store.append(id, ev).map_err(store_error)?;
+                let committed = self.store.append(id, ev).map_err(store_error)?;
+                // The store folds the same way: no need to read the row back.
+                row = crate::store::fold(row, &committed);
             }
-            plan
+            (plan, row)
         };
         if let (Some(sig), Some(h)) = (plan.signal, self.handle(id)) {
             match sig {
@@ -350,62 +352,35 @@ impl Runs {
         if plan.wake {
             self.wake();
         }
-        self.row(id)
+        Ok(row)
     }
 
     /// 1-based position among runnable runs (scheduler order = ULID order), for runnable
-    /// runs. Found by exponential then binary search over one-row pages, so its cost grows
-    /// with the log of the queue length.
+    /// runs: one indexed count of the runnable runs created before it.
     fn queue_position(&self, row: &RunRow) -> Option<usize> {
         if row.status != RunStatus::Runnable {
             return None;
         }
-        let id_at = |offset: usize| -> Option<String> {
-            self.store
-                .query_runs(&RunQuery {
-                    statuses: vec!["runnable".into()],
-                    oldest_first: true,
-                    offset,
-                    limit: 1,
-                    ..RunQuery::default()
-                })
-                .ok()?
-                .pop()
-                .map(|r| r.id)
-        };
-        // Smallest offset whose id is >= row.id.
-        let mut hi = 1usize;
-        while id_at(hi - 1).is_some_and(|id| id < row.id) {
-            hi *= 2;
-        }
-        let mut lo = hi / 2;
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match id_at(mid) {
-                Some(id) if id < row.id => lo = mid + 1,
-                _ => hi = mid,
-            }
-        }
-        (id_at(lo).as_deref() == Some(row.id.as_str())).then_some(lo + 1)
+        let ahead = self
+            .store
+            .count_runs(&RunQuery {
+                statuses: vec!["runnable".into()],
+                id_below: Some(row.id.clone()),
+                ..RunQuery::default()
+            })
+            .ok()?;
+        Some(ahead + 1)
     }
 
     /// The full Run JSON of `row`.
     pub fn run_json(&self, row: &RunRow) -> Value {
-        let created = self
-            .store
-            .events(&row.id, 1, 1)
-            .ok()
-            .and_then(|mut v| v.pop())
-            .map(|e| e.properties)
-            .unwrap_or(Value::Null);
+        let created = Value::Object(row.created_meta.clone());
         let children = self
             .store
-            .query_runs(&RunQuery {
+            .count_runs(&RunQuery {
                 parent_id: Some(row.id.clone()),
-                limit: 1_000_000,
                 ..RunQuery::default()
             })
-            .map(|v| v.len())
             .unwrap_or(0);
         view::run_json(
             row,
@@ -506,32 +481,50 @@ fn title_from(goal: &str) -> String {
     }
 }
 
-fn workflow_meta(v: &Version) -> Result<(WorkflowMeta, String), ApiError> {
-    let files = exec::VersionFiles {
-        version: Arc::new(v.clone()),
-        deps: Vec::new(),
+fn workflow_meta(v: &Arc<Version>) -> Result<(WorkflowMeta, String), ApiError> {
+    let summary = match v.summary.get() {
+        Some(s) => s.clone(),
+        None => {
+            let s = summarize(v)?;
+            let _ = v.summary.set(s.clone());
+            s
+        }
     };
-    let loaded = crate::workflow::load(v.source(), &files).map_err(|e| {
-        ApiError::unprocessable(format!("The workflow does not parse: {}", e.message))
-    })?;
-    let wf = &loaded.workflow;
     let entry = &v.package.entrypoint;
     let slug = std::path::Path::new(entry)
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned());
     Ok((
         WorkflowMeta {
-            name: Some(wf.name().to_string()),
+            name: Some(summary.name.clone()),
             slug,
-            graph_name: Some(wf.name().to_string()),
-            node_count: wf.graph.nodes.len() as i64,
-            edge_count: wf.graph.edges.len() as i64,
+            graph_name: Some(summary.name),
+            node_count: summary.node_count,
+            edge_count: summary.edge_count,
             source: v.source().to_string(),
             path: Some(entry.clone()),
             version_id: Some(v.id.clone()),
         },
-        wf.goal().to_string(),
+        summary.goal,
     ))
+}
+
+/// Parses a version's entry graph for its name, goal and size.
+fn summarize(v: &Arc<Version>) -> Result<GraphSummary, ApiError> {
+    let files = exec::VersionFiles {
+        version: Arc::clone(v),
+        deps: Vec::new(),
+    };
+    let loaded = crate::workflow::load(v.source(), &files).map_err(|e| {
+        ApiError::unprocessable(format!("The workflow does not parse: {}", e.message))
+    })?;
+    let wf = &loaded.workflow;
+    Ok(GraphSummary {
+        name: wf.name().to_string(),
+        goal: wf.goal().to_string(),
+        node_count: wf.graph.nodes.len() as i64,
+        edge_count: wf.graph.edges.len() as i64,
+    })
 }
 
 pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
