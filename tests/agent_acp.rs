@@ -1,20 +1,23 @@
 //! The ACP backend against a tiny scripted ACP agent (a Python script speaking JSON-RPC
 //! over stdio): initialize → session/new{cwd} → session/prompt, session/update → events,
 //! permission and fs requests answered through the sandbox, session/cancel on cancel, a
-//! killed agent that ignores cancel, and an agent that dies.
+//! killed agent that ignores cancel, an agent that dies, steering as a follow-up prompt, and
+//! a refusal.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use svc::agent::acp::{run_acp, AcpClient, AcpConfig, AcpError};
-use svc::agent::AgentEvent;
+use svc::agent::acp::{run_acp, run_stage, AcpClient, AcpConfig, AcpError};
+use svc::agent::{AgentEvent, SteerLocation, Steering};
 use svc::engine::cancel::CancelToken;
 use svc::sandbox::Sandbox;
 
 const AGENT: &str = r#"
-import sys, json
+import sys, json, os
 LOG = sys.argv[1]
+with open(os.path.join(os.path.dirname(LOG), "agent.pid"), "w") as f:
+    f.write(str(os.getpid()))
 def log(m):
     with open(LOG, "a") as f:
         f.write(json.dumps(m) + "\n")
@@ -48,6 +51,13 @@ while True:
             update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "ignoring you"}})
             while True:
                 read()
+        if "quick" in text:
+            update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "first answer"}})
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "end_turn"}})
+            continue
+        if "refuse" in text:
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "refusal"}})
+            continue
         if "wait" in text:
             update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "working"}})
             while True:
@@ -56,6 +66,8 @@ while True:
                     send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "cancelled"}})
                     break
             continue
+        with open("direct.txt", "w") as f:
+            f.write(os.getcwd())
         update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Writing "}})
         update(sid, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}})
         update(sid, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Write notes", "kind": "edit", "status": "pending", "rawInput": {"path": "notes.txt"}})
@@ -80,6 +92,28 @@ fn setup() -> (tempfile::TempDir, std::path::PathBuf, String) {
     let log = outer.path().join("log.jsonl");
     let cmd = format!("python3 {} {}", script.display(), log.display());
     (outer, work, cmd)
+}
+
+/// True while the agent process (pid from `agent.pid`) runs; waits generously for it to go.
+fn agent_alive(outer: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(outer.join("agent.pid")) else {
+        return false;
+    };
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let alive = std::fs::read_to_string(&stat)
+            .map(|s| {
+                // The state follows the parenthesised command name; a zombie is gone.
+                let state = s.rsplit(')').next().unwrap_or("").trim_start();
+                !state.starts_with('Z')
+            })
+            .unwrap_or(false);
+        if !alive || Instant::now() > deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn log_lines(outer: &Path) -> Vec<Value> {
@@ -109,6 +143,16 @@ fn a_prompt_round_trip_with_updates_permissions_and_fs() {
     assert_eq!(
         std::fs::read_to_string(work.join("notes.txt")).expect("r"),
         "from acp\nline 2\n"
+    );
+    // The agent runs in the working directory.
+    let root = work.canonicalize().expect("canon");
+    assert_eq!(
+        std::fs::read_to_string(work.join("direct.txt")).expect("r"),
+        root.display().to_string()
+    );
+    assert!(
+        !agent_alive(outer.path()),
+        "the agent is stopped afterwards"
     );
 
     let kinds: Vec<&str> = events.iter().map(|e| e.kind()).collect();
@@ -188,23 +232,45 @@ fn cancel_sends_session_cancel() {
 
 #[test]
 fn an_agent_that_ignores_cancel_is_killed_after_the_grace() {
-    let (_outer, work, cmd) = setup();
+    let (outer, work, cmd) = setup();
     let cancel = CancelToken::new();
-    cancel.cancel("now");
     let cfg = AcpConfig {
         cancel_grace: Duration::from_millis(300),
         ..AcpConfig::new(&cmd)
     };
-    let t = Instant::now();
+    let c2 = cancel.clone();
     let r = run_acp(
         cfg,
         Sandbox::new(&work).expect("sb"),
         "stubborn",
         &cancel,
+        // Cancel once the agent is busy with the prompt.
+        &mut |e| {
+            if matches!(e, AgentEvent::TextDelta { .. }) {
+                c2.cancel("user");
+            }
+        },
+    );
+    assert!(matches!(r, Err(AcpError::Cancelled)), "{r:?}");
+    let log = log_lines(outer.path());
+    assert!(log.iter().any(|m| m["method"] == "session/cancel"));
+    assert!(!agent_alive(outer.path()), "the agent is still running");
+}
+
+#[test]
+fn a_cancel_before_the_session_exists_starts_nothing() {
+    let (outer, work, cmd) = setup();
+    let cancel = CancelToken::new();
+    cancel.cancel("now");
+    let r = run_acp(
+        AcpConfig::new(&cmd),
+        Sandbox::new(&work).expect("sb"),
+        "hello",
+        &cancel,
         &mut |_| {},
     );
     assert!(matches!(r, Err(AcpError::Cancelled)), "{r:?}");
-    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(log_lines(outer.path()).is_empty());
 }
 
 #[test]
@@ -221,4 +287,72 @@ fn an_agent_that_dies_reports_its_stderr() {
         "{msg}"
     );
     assert_eq!(e.failure_class(), "transient_infra");
+}
+
+#[test]
+fn guidance_during_a_turn_becomes_a_follow_up_prompt() {
+    let (outer, work, cmd) = setup();
+    let steering = Steering::new();
+    let offered = steering.clone();
+    let mut accepted = None;
+    let mut events = Vec::new();
+    let out = run_stage(
+        AcpConfig::new(&cmd),
+        Sandbox::new(&work).expect("sb"),
+        "quick question",
+        &steering,
+        &CancelToken::new(),
+        &mut |e| {
+            if matches!(e, AgentEvent::TextDelta { .. }) && accepted.is_none() {
+                let loc = SteerLocation {
+                    file: "notes.txt".into(),
+                    line: None,
+                };
+                accepted = Some(offered.offer("Also write the notes.", Some(loc)).is_ok());
+            }
+            events.push(e);
+        },
+    )
+    .expect("acp stage");
+    assert_eq!(accepted, Some(true));
+    let log = log_lines(outer.path());
+    let prompts: Vec<&Value> = log
+        .iter()
+        .filter(|m| m["method"] == "session/prompt")
+        .collect();
+    assert_eq!(prompts.len(), 2);
+    let follow_up = prompts[1]["params"]["prompt"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        follow_up.contains("notes.txt") && follow_up.contains("Also write the notes."),
+        "{follow_up}"
+    );
+    assert_eq!(prompts[1]["params"]["sessionId"], "sess-1");
+    // The follow-up's answer is the stage's text; the file it wrote counts.
+    assert_eq!(out.text, "Writing done.");
+    assert_eq!(out.files_touched, vec!["notes.txt"]);
+    let injected: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| e.kind() == "agent.steering.injected")
+        .collect();
+    assert_eq!(injected.len(), 1);
+    assert_eq!(injected[0].properties()["text"], follow_up);
+    assert_eq!(injected[0].properties()["location"]["file"], "notes.txt");
+    assert!(!steering.is_active());
+}
+
+#[test]
+fn a_refusal_fails_the_stage() {
+    let (_outer, work, cmd) = setup();
+    let r = run_acp(
+        AcpConfig::new(&cmd),
+        Sandbox::new(&work).expect("sb"),
+        "please refuse",
+        &CancelToken::new(),
+        &mut |_| {},
+    );
+    let e = r.expect_err("refused");
+    assert!(matches!(e, AcpError::Refused), "{e:?}");
+    assert_eq!(e.failure_class(), "deterministic");
 }
