@@ -356,3 +356,266 @@ fn a_refusal_fails_the_stage() {
     assert!(matches!(e, AcpError::Refused), "{e:?}");
     assert_eq!(e.failure_class(), "deterministic");
 }
+
+// ---- End to end: `backend=acp` agent nodes in `svc run` and the server. ----
+
+fn svc(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args(args)
+        .output()
+        .expect("run svc")
+}
+
+fn acp_flow(cmd: &str, prompt: &str, extra: &str) -> String {
+    format!(
+        r#"digraph acp {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [shape=box, backend=acp, acp.command={}, prompt={}{extra}]
+  start -> work -> exit
+}}"#,
+        serde_json::to_string(cmd).unwrap_or_default(),
+        serde_json::to_string(prompt).unwrap_or_default(),
+    )
+}
+
+fn kinds_of(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn svc_run_runs_an_acp_agent_stage_in_the_working_directory() {
+    let (outer, work, cmd) = setup();
+    // No provider and no key anywhere: an ACP stage needs none.
+    let state = outer.path().join("state");
+    let flow = outer.path().join("flow.dot");
+    std::fs::write(&flow, acp_flow(&cmd, "Write the notes.", "")).expect("flow");
+    let path = |p: &Path| p.to_str().unwrap_or("").to_string();
+    let o = svc(&[
+        "run",
+        &path(&flow),
+        "--state-dir",
+        &path(&state),
+        "--workdir",
+        &path(&work),
+        "--format",
+        "json",
+    ]);
+    let out: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| Value::String("not JSON".into()));
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(out["status"], "succeeded");
+    assert_eq!(out["context"]["response.work"], "Writing done.");
+    // The agent wrote through the client (fs/write_text_file) and by itself, in the workdir.
+    assert_eq!(
+        std::fs::read_to_string(work.join("notes.txt")).expect("notes.txt"),
+        "from acp\nline 2\n"
+    );
+    let root = work.canonicalize().expect("canon");
+    assert_eq!(
+        std::fs::read_to_string(work.join("direct.txt")).expect("direct.txt"),
+        root.display().to_string()
+    );
+    assert_eq!(
+        log_lines(outer.path())[1]["params"]["cwd"],
+        root.display().to_string()
+    );
+    assert!(
+        !agent_alive(outer.path()),
+        "the agent is stopped afterwards"
+    );
+
+    let run_id = out["run_id"].as_str().unwrap_or("");
+    let o = svc(&[
+        "events",
+        run_id,
+        "--format",
+        "jsonl",
+        "--state-dir",
+        &path(&state),
+    ]);
+    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let on_work: Vec<&Value> = events.iter().filter(|e| e["node_id"] == "work").collect();
+    let agent: Vec<&str> = on_work
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .filter(|k| k.starts_with("agent."))
+        .collect();
+    assert_eq!(
+        agent,
+        vec![
+            "agent.session.started",
+            "agent.tool.started",
+            "agent.tool.completed",
+            "agent.message",
+            "agent.session.ended"
+        ],
+        "{:?}",
+        kinds_of(&events)
+    );
+    let find = |k: &str| {
+        on_work
+            .iter()
+            .find(|e| e["event"] == k)
+            .map(|e| e["properties"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(find("agent.session.started")["backend"], "acp");
+    assert_eq!(find("agent.tool.started")["tool_name"], "Write notes");
+    assert_eq!(find("agent.tool.completed")["output"], "wrote notes.txt");
+    assert_eq!(find("agent.message")["text"], "Writing done.");
+    let done = find("stage.completed");
+    assert_eq!(done["response"], "Writing done.");
+    assert_eq!(done["files_touched"], serde_json::json!(["notes.txt"]));
+    assert_eq!(done["usage"]["provider"], "acp");
+}
+
+#[test]
+fn dry_run_simulates_acp_stages() {
+    let (outer, work, cmd) = setup();
+    let flow = outer.path().join("flow.dot");
+    std::fs::write(&flow, acp_flow(&cmd, "Write the notes.", "")).expect("flow");
+    let path = |p: &Path| p.to_str().unwrap_or("").to_string();
+    let o = svc(&[
+        "run",
+        &path(&flow),
+        "--dry-run",
+        "--state-dir",
+        &path(&outer.path().join("state")),
+        "--workdir",
+        &path(&work),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(log_lines(outer.path()).is_empty(), "the agent was started");
+    assert!(!work.join("notes.txt").exists());
+}
+
+#[test]
+fn acp_with_output_schema_is_refused_before_running() {
+    let (outer, work, cmd) = setup();
+    let flow = outer.path().join("flow.dot");
+    std::fs::write(
+        &flow,
+        acp_flow(&cmd, "Write the notes.", ", output_schema=routing"),
+    )
+    .expect("flow");
+    let path = |p: &Path| p.to_str().unwrap_or("").to_string();
+    let o = svc(&["validate", &path(&flow)]);
+    assert_eq!(o.status.code(), Some(1), "validation errors exit 1");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        all.contains("node `work`: backend=acp does not support output_schema"),
+        "{all}"
+    );
+    let o = svc(&[
+        "run",
+        &path(&flow),
+        "--state-dir",
+        &path(&outer.path().join("state")),
+        "--workdir",
+        &path(&work),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "a refused workflow exits 2");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("backend=acp does not support output_schema"),
+        "{err}"
+    );
+    assert!(log_lines(outer.path()).is_empty(), "the agent was started");
+}
+
+mod server_support;
+
+#[test]
+fn the_server_runs_acp_stages_and_cancel_stops_the_agent() {
+    use server_support::{assert_error, package, wait_for, Server};
+    let s = Server::start();
+    let create = |dot: &str| -> String {
+        let r = s.post(
+            "/api/v1/runs",
+            &serde_json::json!({ "workflow": package(dot) }).to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.text());
+        let id = r.json()["id"].as_str().unwrap_or("").to_string();
+        let st = s.post(&format!("/api/v1/runs/{id}/start"), "");
+        assert_eq!(st.status, 200, "{}", st.text());
+        id
+    };
+    let status = |id: &str| -> Value {
+        s.get(&format!("/api/v1/runs/{id}")).json()["lifecycle"]["status"].clone()
+    };
+    let events = |id: &str| -> Vec<Value> {
+        s.get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+            .json()["data"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+
+    // A run that succeeds: the agent works in the run's scratch directory.
+    let (outer, _work, cmd) = setup();
+    let id = create(&acp_flow(&cmd, "Write the notes.", ""));
+    let st = wait_for(60, "the ACP run to finish", || {
+        let st = status(&id);
+        (st["kind"] == "succeeded" || st["kind"] == "failed").then_some(st)
+    });
+    assert_eq!(st["kind"], "succeeded", "{:?}", events(&id));
+    let scratch = s.path().join("scratch").join(&id);
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("notes.txt")).expect("notes.txt"),
+        "from acp\nline 2\n"
+    );
+    let kinds = kinds_of(&events(&id));
+    assert!(
+        kinds.iter().any(|k| k == "agent.tool.completed"),
+        "{kinds:?}"
+    );
+    assert!(!agent_alive(outer.path()));
+
+    // A run cancelled while its agent works: session/cancel, and no agent left behind.
+    let (outer, _work, cmd) = setup();
+    let id = create(&acp_flow(&cmd, "please wait for me", ""));
+    wait_for(60, "the ACP session to start", || {
+        events(&id)
+            .iter()
+            .any(|e| e["event"] == "agent.session.started")
+            .then_some(())
+    });
+    // Steering an ACP stage is accepted (delivered as a follow-up prompt after the turn).
+    let r = s.post(
+        &format!("/api/v1/runs/{id}/steer"),
+        r#"{"guidance": "hurry up"}"#,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let r = s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let st = wait_for(60, "the cancelled run to fail", || {
+        let st = status(&id);
+        (st["kind"] == "failed").then_some(st)
+    });
+    assert_eq!(st["reason"], "cancelled", "{st}");
+    let log = log_lines(outer.path());
+    let cancel = log
+        .iter()
+        .find(|m| m["method"] == "session/cancel")
+        .unwrap_or_else(|| panic!("no session/cancel in {log:?}"));
+    assert_eq!(cancel["params"]["sessionId"], "sess-1");
+    assert!(!agent_alive(outer.path()), "the agent outlived the run");
+    assert_error(
+        &s.post(&format!("/api/v1/runs/{id}/steer"), r#"{"guidance": "x"}"#),
+        409,
+    );
+}
