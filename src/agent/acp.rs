@@ -4,7 +4,9 @@
 //! `session/update` notifications turned into [`AgentEvent`]s, `session/cancel` on
 //! cancellation. Agent requests are answered: permissions are granted once (the run is
 //! unattended), `fs/read_text_file` and `fs/write_text_file` go through the [`Sandbox`],
-//! anything else is "method not found". Must not call model providers or pass credentials.
+//! anything else is "method not found". [`run_stage`] is one `backend=acp` stage: it counts
+//! as a running agent session for steering and sends queued guidance as follow-up prompts.
+//! Must not call model providers or pass credentials.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
