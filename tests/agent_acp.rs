@@ -4,6 +4,8 @@
 //! killed agent that ignores cancel, an agent that dies, steering as a follow-up prompt, and
 //! a refusal.
 
+mod server_support;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -536,8 +538,6 @@ fn acp_with_output_schema_is_refused_before_running() {
     );
     assert!(log_lines(outer.path()).is_empty(), "the agent was started");
 }
-
-mod server_support;
 
 #[test]
 fn the_server_runs_acp_stages_and_cancel_stops_the_agent() {
