@@ -2,7 +2,8 @@
 //! over stdio): initialize → session/new{cwd} → session/prompt, session/update → events,
 //! permission and fs requests answered through the sandbox, session/cancel on cancel, a
 //! killed agent that ignores cancel, an agent that dies, steering as a follow-up prompt, and
-//! a refusal.
+//! a refusal. End to end: `backend=acp` nodes in `svc run` (events, files, `--dry-run`,
+//! validation refusing `output_schema`) and in the server (success, cancel stops the agent).
 
 mod server_support;
 
