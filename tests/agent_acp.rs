@@ -1,20 +1,26 @@
 //! The ACP backend against a tiny scripted ACP agent (a Python script speaking JSON-RPC
 //! over stdio): initialize → session/new{cwd} → session/prompt, session/update → events,
 //! permission and fs requests answered through the sandbox, session/cancel on cancel, a
-//! killed agent that ignores cancel, and an agent that dies.
+//! killed agent that ignores cancel, an agent that dies, steering as a follow-up prompt, and
+//! a refusal. End to end: `backend=acp` nodes in `svc run` (events, files, `--dry-run`,
+//! validation refusing `output_schema`) and in the server (success, cancel stops the agent).
+
+mod server_support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use svc::agent::acp::{run_acp, AcpClient, AcpConfig, AcpError};
-use svc::agent::AgentEvent;
+use svc::agent::acp::{run_acp, run_stage, AcpClient, AcpConfig, AcpError};
+use svc::agent::{AgentEvent, SteerLocation, Steering};
 use svc::engine::cancel::CancelToken;
 use svc::sandbox::Sandbox;
 
 const AGENT: &str = r#"
-import sys, json
+import sys, json, os
 LOG = sys.argv[1]
+with open(os.path.join(os.path.dirname(LOG), "agent.pid"), "w") as f:
+    f.write(str(os.getpid()))
 def log(m):
     with open(LOG, "a") as f:
         f.write(json.dumps(m) + "\n")
@@ -48,6 +54,13 @@ while True:
             update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "ignoring you"}})
             while True:
                 read()
+        if "quick" in text:
+            update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "first answer"}})
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "end_turn"}})
+            continue
+        if "refuse" in text:
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "refusal"}})
+            continue
         if "wait" in text:
             update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "working"}})
             while True:
@@ -56,6 +69,8 @@ while True:
                     send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "cancelled"}})
                     break
             continue
+        with open("direct.txt", "w") as f:
+            f.write(os.getcwd())
         update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Writing "}})
         update(sid, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}})
         update(sid, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Write notes", "kind": "edit", "status": "pending", "rawInput": {"path": "notes.txt"}})
@@ -80,6 +95,28 @@ fn setup() -> (tempfile::TempDir, std::path::PathBuf, String) {
     let log = outer.path().join("log.jsonl");
     let cmd = format!("python3 {} {}", script.display(), log.display());
     (outer, work, cmd)
+}
+
+/// True while the agent process (pid from `agent.pid`) runs; waits generously for it to go.
+fn agent_alive(outer: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(outer.join("agent.pid")) else {
+        return false;
+    };
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let alive = std::fs::read_to_string(&stat)
+            .map(|s| {
+                // The state follows the parenthesised command name; a zombie is gone.
+                let state = s.rsplit(')').next().unwrap_or("").trim_start();
+                !state.starts_with('Z')
+            })
+            .unwrap_or(false);
+        if !alive || Instant::now() > deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn log_lines(outer: &Path) -> Vec<Value> {
@@ -109,6 +146,16 @@ fn a_prompt_round_trip_with_updates_permissions_and_fs() {
     assert_eq!(
         std::fs::read_to_string(work.join("notes.txt")).expect("r"),
         "from acp\nline 2\n"
+    );
+    // The agent runs in the working directory.
+    let root = work.canonicalize().expect("canon");
+    assert_eq!(
+        std::fs::read_to_string(work.join("direct.txt")).expect("r"),
+        root.display().to_string()
+    );
+    assert!(
+        !agent_alive(outer.path()),
+        "the agent is stopped afterwards"
     );
 
     let kinds: Vec<&str> = events.iter().map(|e| e.kind()).collect();
@@ -188,23 +235,45 @@ fn cancel_sends_session_cancel() {
 
 #[test]
 fn an_agent_that_ignores_cancel_is_killed_after_the_grace() {
-    let (_outer, work, cmd) = setup();
+    let (outer, work, cmd) = setup();
     let cancel = CancelToken::new();
-    cancel.cancel("now");
     let cfg = AcpConfig {
         cancel_grace: Duration::from_millis(300),
         ..AcpConfig::new(&cmd)
     };
-    let t = Instant::now();
+    let c2 = cancel.clone();
     let r = run_acp(
         cfg,
         Sandbox::new(&work).expect("sb"),
         "stubborn",
         &cancel,
+        // Cancel once the agent is busy with the prompt.
+        &mut |e| {
+            if matches!(e, AgentEvent::TextDelta { .. }) {
+                c2.cancel("user");
+            }
+        },
+    );
+    assert!(matches!(r, Err(AcpError::Cancelled)), "{r:?}");
+    let log = log_lines(outer.path());
+    assert!(log.iter().any(|m| m["method"] == "session/cancel"));
+    assert!(!agent_alive(outer.path()), "the agent is still running");
+}
+
+#[test]
+fn a_cancel_before_the_session_exists_starts_nothing() {
+    let (outer, work, cmd) = setup();
+    let cancel = CancelToken::new();
+    cancel.cancel("now");
+    let r = run_acp(
+        AcpConfig::new(&cmd),
+        Sandbox::new(&work).expect("sb"),
+        "hello",
+        &cancel,
         &mut |_| {},
     );
     assert!(matches!(r, Err(AcpError::Cancelled)), "{r:?}");
-    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(log_lines(outer.path()).is_empty());
 }
 
 #[test]
@@ -221,4 +290,333 @@ fn an_agent_that_dies_reports_its_stderr() {
         "{msg}"
     );
     assert_eq!(e.failure_class(), "transient_infra");
+}
+
+#[test]
+fn guidance_during_a_turn_becomes_a_follow_up_prompt() {
+    let (outer, work, cmd) = setup();
+    let steering = Steering::new();
+    let offered = steering.clone();
+    let mut accepted = None;
+    let mut events = Vec::new();
+    let out = run_stage(
+        AcpConfig::new(&cmd),
+        Sandbox::new(&work).expect("sb"),
+        "quick question",
+        &steering,
+        &CancelToken::new(),
+        &mut |e| {
+            if matches!(e, AgentEvent::TextDelta { .. }) && accepted.is_none() {
+                let loc = SteerLocation {
+                    file: "notes.txt".into(),
+                    line: None,
+                };
+                accepted = Some(offered.offer("Also write the notes.", Some(loc)).is_ok());
+            }
+            events.push(e);
+        },
+    )
+    .expect("acp stage");
+    assert_eq!(accepted, Some(true));
+    let log = log_lines(outer.path());
+    let prompts: Vec<&Value> = log
+        .iter()
+        .filter(|m| m["method"] == "session/prompt")
+        .collect();
+    assert_eq!(prompts.len(), 2);
+    let follow_up = prompts[1]["params"]["prompt"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        follow_up.contains("notes.txt") && follow_up.contains("Also write the notes."),
+        "{follow_up}"
+    );
+    assert_eq!(prompts[1]["params"]["sessionId"], "sess-1");
+    // The follow-up's answer is the stage's text; the file it wrote counts.
+    assert_eq!(out.text, "Writing done.");
+    assert_eq!(out.files_touched, vec!["notes.txt"]);
+    let injected: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| e.kind() == "agent.steering.injected")
+        .collect();
+    assert_eq!(injected.len(), 1);
+    assert_eq!(injected[0].properties()["text"], follow_up);
+    assert_eq!(injected[0].properties()["location"]["file"], "notes.txt");
+    assert!(!steering.is_active());
+}
+
+#[test]
+fn a_refusal_fails_the_stage() {
+    let (_outer, work, cmd) = setup();
+    let r = run_acp(
+        AcpConfig::new(&cmd),
+        Sandbox::new(&work).expect("sb"),
+        "please refuse",
+        &CancelToken::new(),
+        &mut |_| {},
+    );
+    let e = r.expect_err("refused");
+    assert!(matches!(e, AcpError::Refused), "{e:?}");
+    assert_eq!(e.failure_class(), "deterministic");
+}
+
+// ---- End to end: `backend=acp` agent nodes in `svc run` and the server. ----
+
+fn svc(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args(args)
+        .output()
+        .expect("run svc")
+}
+
+fn acp_flow(cmd: &str, prompt: &str, extra: &str) -> String {
+    format!(
+        r#"digraph acp {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [shape=box, backend=acp, acp.command={}, prompt={}{extra}]
+  start -> work -> exit
+}}"#,
+        serde_json::to_string(cmd).unwrap_or_default(),
+        serde_json::to_string(prompt).unwrap_or_default(),
+    )
+}
+
+fn kinds_of(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn svc_run_runs_an_acp_agent_stage_in_the_working_directory() {
+    let (outer, work, cmd) = setup();
+    // No provider and no key anywhere: an ACP stage needs none.
+    let state = outer.path().join("state");
+    let flow = outer.path().join("flow.dot");
+    std::fs::write(&flow, acp_flow(&cmd, "Write the notes.", "")).expect("flow");
+    let path = |p: &Path| p.to_str().unwrap_or("").to_string();
+    let o = svc(&[
+        "run",
+        &path(&flow),
+        "--state-dir",
+        &path(&state),
+        "--workdir",
+        &path(&work),
+        "--format",
+        "json",
+    ]);
+    let out: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| Value::String("not JSON".into()));
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(out["status"], "succeeded");
+    assert_eq!(out["context"]["response.work"], "Writing done.");
+    // The agent wrote through the client (fs/write_text_file) and by itself, in the workdir.
+    assert_eq!(
+        std::fs::read_to_string(work.join("notes.txt")).expect("notes.txt"),
+        "from acp\nline 2\n"
+    );
+    let root = work.canonicalize().expect("canon");
+    assert_eq!(
+        std::fs::read_to_string(work.join("direct.txt")).expect("direct.txt"),
+        root.display().to_string()
+    );
+    assert_eq!(
+        log_lines(outer.path())[1]["params"]["cwd"],
+        root.display().to_string()
+    );
+    assert!(
+        !agent_alive(outer.path()),
+        "the agent is stopped afterwards"
+    );
+
+    let run_id = out["run_id"].as_str().unwrap_or("");
+    let o = svc(&[
+        "events",
+        run_id,
+        "--format",
+        "jsonl",
+        "--state-dir",
+        &path(&state),
+    ]);
+    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let on_work: Vec<&Value> = events.iter().filter(|e| e["node_id"] == "work").collect();
+    let agent: Vec<&str> = on_work
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .filter(|k| k.starts_with("agent."))
+        .collect();
+    assert_eq!(
+        agent,
+        vec![
+            "agent.session.started",
+            "agent.tool.started",
+            "agent.tool.completed",
+            "agent.message",
+            "agent.session.ended"
+        ],
+        "{:?}",
+        kinds_of(&events)
+    );
+    let find = |k: &str| {
+        on_work
+            .iter()
+            .find(|e| e["event"] == k)
+            .map(|e| e["properties"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(find("agent.session.started")["backend"], "acp");
+    assert_eq!(find("agent.tool.started")["tool_name"], "Write notes");
+    assert_eq!(find("agent.tool.completed")["output"], "wrote notes.txt");
+    assert_eq!(find("agent.message")["text"], "Writing done.");
+    let done = find("stage.completed");
+    assert_eq!(done["response"], "Writing done.");
+    assert_eq!(done["files_touched"], serde_json::json!(["notes.txt"]));
+    assert_eq!(done["usage"]["provider"], "acp");
+}
+
+#[test]
+fn dry_run_simulates_acp_stages() {
+    let (outer, work, cmd) = setup();
+    let flow = outer.path().join("flow.dot");
+    std::fs::write(&flow, acp_flow(&cmd, "Write the notes.", "")).expect("flow");
+    let path = |p: &Path| p.to_str().unwrap_or("").to_string();
+    let o = svc(&[
+        "run",
+        &path(&flow),
+        "--dry-run",
+        "--state-dir",
+        &path(&outer.path().join("state")),
+        "--workdir",
+        &path(&work),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(log_lines(outer.path()).is_empty(), "the agent was started");
+    assert!(!work.join("notes.txt").exists());
+}
+
+#[test]
+fn acp_with_output_schema_is_refused_before_running() {
+    let (outer, work, cmd) = setup();
+    let flow = outer.path().join("flow.dot");
+    std::fs::write(
+        &flow,
+        acp_flow(&cmd, "Write the notes.", ", output_schema=routing"),
+    )
+    .expect("flow");
+    let path = |p: &Path| p.to_str().unwrap_or("").to_string();
+    let o = svc(&["validate", &path(&flow)]);
+    assert_eq!(o.status.code(), Some(1), "validation errors exit 1");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        all.contains("node `work`: backend=acp does not support output_schema"),
+        "{all}"
+    );
+    let o = svc(&[
+        "run",
+        &path(&flow),
+        "--state-dir",
+        &path(&outer.path().join("state")),
+        "--workdir",
+        &path(&work),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "a refused workflow exits 2");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("backend=acp does not support output_schema"),
+        "{err}"
+    );
+    assert!(log_lines(outer.path()).is_empty(), "the agent was started");
+}
+
+#[test]
+fn the_server_runs_acp_stages_and_cancel_stops_the_agent() {
+    use server_support::{assert_error, package, wait_for, Server};
+    let s = Server::start();
+    let create = |dot: &str| -> String {
+        let r = s.post(
+            "/api/v1/runs",
+            &serde_json::json!({ "workflow": package(dot) }).to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.text());
+        let id = r.json()["id"].as_str().unwrap_or("").to_string();
+        let st = s.post(&format!("/api/v1/runs/{id}/start"), "");
+        assert_eq!(st.status, 200, "{}", st.text());
+        id
+    };
+    let status = |id: &str| -> Value {
+        s.get(&format!("/api/v1/runs/{id}")).json()["lifecycle"]["status"].clone()
+    };
+    let events = |id: &str| -> Vec<Value> {
+        s.get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+            .json()["data"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+
+    // A run that succeeds: the agent works in the run's scratch directory.
+    let (outer, _work, cmd) = setup();
+    let id = create(&acp_flow(&cmd, "Write the notes.", ""));
+    let st = wait_for(60, "the ACP run to finish", || {
+        let st = status(&id);
+        (st["kind"] == "succeeded" || st["kind"] == "failed").then_some(st)
+    });
+    assert_eq!(st["kind"], "succeeded", "{:?}", events(&id));
+    let scratch = s.path().join("scratch").join(&id);
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("notes.txt")).expect("notes.txt"),
+        "from acp\nline 2\n"
+    );
+    let kinds = kinds_of(&events(&id));
+    assert!(
+        kinds.iter().any(|k| k == "agent.tool.completed"),
+        "{kinds:?}"
+    );
+    assert!(!agent_alive(outer.path()));
+
+    // A run cancelled while its agent works: session/cancel, and no agent left behind.
+    let (outer, _work, cmd) = setup();
+    let id = create(&acp_flow(&cmd, "please wait for me", ""));
+    wait_for(60, "the ACP session to start", || {
+        events(&id)
+            .iter()
+            .any(|e| e["event"] == "agent.session.started")
+            .then_some(())
+    });
+    // Steering an ACP stage is accepted (delivered as a follow-up prompt after the turn).
+    let r = s.post(
+        &format!("/api/v1/runs/{id}/steer"),
+        r#"{"guidance": "hurry up"}"#,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let r = s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let st = wait_for(60, "the cancelled run to fail", || {
+        let st = status(&id);
+        (st["kind"] == "failed").then_some(st)
+    });
+    assert_eq!(st["reason"], "cancelled", "{st}");
+    let log = log_lines(outer.path());
+    let cancel = log
+        .iter()
+        .find(|m| m["method"] == "session/cancel")
+        .unwrap_or_else(|| panic!("no session/cancel in {log:?}"));
+    assert_eq!(cancel["params"]["sessionId"], "sess-1");
+    assert!(!agent_alive(outer.path()), "the agent outlived the run");
+    assert_error(
+        &s.post(&format!("/api/v1/runs/{id}/steer"), r#"{"guidance": "x"}"#),
+        409,
+    );
 }

@@ -1,4 +1,5 @@
-//! The agent loop against the scripted server: steering, loop detection, the turn limit,
+//! The agent loop against the scripted server: steering (also late, during the final
+//! answer, and refused when no session runs), loop detection, the turn limit,
 //! cancellation (also inside a running shell command), conversation reuse, tool-output
 //! truncation, bad arguments, apply_patch, and sandbox escapes through every file tool.
 
@@ -8,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use llm_common::*;
 use serde_json::{json, Value};
-use svc::agent::{AgentConfig, AgentError, AgentEvent, AgentStop, Session, Steering, LOOP_WARNING};
+use svc::agent::{
+    AgentConfig, AgentError, AgentEvent, AgentStop, Session, SteerLocation, Steering, LOOP_WARNING,
+};
 use svc::engine::cancel::CancelToken;
 use svc::llm::{Provider, Usage};
 use svc::sandbox::Sandbox;
@@ -49,7 +52,7 @@ fn steering_is_injected_before_the_next_model_call() {
             // The server pushes guidance while a tool runs.
             handle.push("Focus on src/ only.");
         }
-        if let AgentEvent::SteeringInjected { text } = e {
+        if let AgentEvent::SteeringInjected { text, .. } = e {
             injected.push(text);
         }
     })
@@ -74,6 +77,60 @@ fn steering_is_injected_before_the_next_model_call() {
     assert_eq!(msgs.len(), 3);
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][1]["text"], "Focus on src/ only.");
+    assert!(steering.is_empty());
+}
+
+#[test]
+fn guidance_is_accepted_only_while_a_session_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let steering = Steering::new();
+    assert!(!steering.is_active());
+    assert!(steering.offer("too early", None).is_err());
+    // The provider sees a running session: guidance offered while it answers is accepted.
+    let during = steering.clone();
+    let accepted = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let acc = accepted.clone();
+    let server = ScriptedServer::start_with(move |n, _| {
+        if n == 0 {
+            let loc = SteerLocation {
+                file: "src/lib.rs".into(),
+                line: Some(12),
+            };
+            let r = during.offer("Keep the public API unchanged.", Some(loc));
+            acc.lock().expect("lock").push(r.is_ok());
+            reply(P, &text("All done."), u(), true)
+        } else {
+            reply(P, &text("Done, and the API is unchanged."), u(), true)
+        }
+    });
+    let c = client(P, &server);
+    let mut s = session(dir.path(), "sonnet").with_steering(steering.clone());
+    let mut injected = Vec::new();
+    let out = s
+        .run(&c, "Refactor.", &CancelToken::new(), &mut |e| {
+            if let AgentEvent::SteeringInjected { .. } = &e {
+                injected.push(e.properties());
+            }
+        })
+        .expect("run");
+    assert_eq!(*accepted.lock().expect("lock"), vec![true]);
+    // The guidance came while the model gave its final answer: one more call delivers it.
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let last = user_texts(P, &reqs[1].body);
+    let guidance = last.last().cloned().unwrap_or_default();
+    assert!(
+        guidance.contains("src/lib.rs:12") && guidance.contains("Keep the public API unchanged."),
+        "{guidance}"
+    );
+    assert_eq!(out.text, "Done, and the API is unchanged.");
+    assert_eq!(injected.len(), 1);
+    assert_eq!(injected[0]["text"], guidance.as_str());
+    assert_eq!(injected[0]["location"]["file"], "src/lib.rs");
+    assert_eq!(injected[0]["location"]["line"], 12);
+    // Once the session ended, nothing runs to read guidance.
+    assert!(!steering.is_active());
+    assert!(steering.offer("too late", None).is_err());
     assert!(steering.is_empty());
 }
 

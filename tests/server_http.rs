@@ -216,7 +216,8 @@ fn openapi_document_describes_every_route() {
     }
     // Placeholders are 501 with the error body.
     assert_error(&s.get("/api/v1/sandboxes"), 501);
-    assert_error(&s.post("/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/steer", "{}"), 501);
+    // The steer alias is routed: an unknown run is 404.
+    assert_error(&s.post("/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/steer", "{}"), 404);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! `session/update` notifications turned into [`AgentEvent`]s, `session/cancel` on
 //! cancellation. Agent requests are answered: permissions are granted once (the run is
 //! unattended), `fs/read_text_file` and `fs/write_text_file` go through the [`Sandbox`],
-//! anything else is "method not found". Must not call model providers or pass credentials.
+//! anything else is "method not found". [`run_stage`] is one `backend=acp` stage: it counts
+//! as a running agent session for steering and sends queued guidance as follow-up prompts.
+//! Must not call model providers or pass credentials.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
@@ -16,7 +18,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-use super::AgentEvent;
+use super::{AgentEvent, Steered, Steering};
 use crate::engine::cancel::CancelToken;
 use crate::llm::Provider;
 use crate::sandbox::Sandbox;
@@ -72,6 +74,8 @@ pub enum AcpError {
     Io(String),
     #[error("the ACP session was cancelled")]
     Cancelled,
+    #[error("the ACP agent refused the prompt (stop reason `refusal`)")]
+    Refused,
 }
 
 fn stderr_suffix(s: &str) -> String {
@@ -106,6 +110,8 @@ pub struct AcpOutcome {
     pub tool_calls: u32,
     /// Files the agent wrote through `fs/write_text_file` (relative to the sandbox root).
     pub files_touched: Vec<String>,
+    /// The agent's name from `initialize` (`agentInfo.name`), when it gave one.
+    pub agent_name: Option<String>,
 }
 
 const STDERR_TAIL: usize = 8 * 1024;
@@ -121,6 +127,8 @@ pub struct AcpClient {
     session_id: Option<String>,
     sandbox: Sandbox,
     config: AcpConfig,
+    /// Cancels `initialize` and `session/new` (prompts take their own token).
+    cancel: CancelToken,
     /// What `initialize` returned.
     pub agent_info: Value,
 }
@@ -137,6 +145,19 @@ impl std::fmt::Debug for AcpClient {
 impl AcpClient {
     /// Spawns the agent and runs `initialize`.
     pub fn start(config: AcpConfig, sandbox: Sandbox) -> Result<Self, AcpError> {
+        Self::spawn(config, sandbox, &CancelToken::new())
+    }
+
+    /// Like [`AcpClient::start`], but `cancel` also stops the start-up (`initialize`, then
+    /// `session/new`): the agent is killed at once, since there is no session to cancel.
+    pub fn spawn(
+        config: AcpConfig,
+        sandbox: Sandbox,
+        cancel: &CancelToken,
+    ) -> Result<Self, AcpError> {
+        if cancel.is_cancelled() {
+            return Err(AcpError::Cancelled);
+        }
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(&config.command)
@@ -207,6 +228,7 @@ impl AcpClient {
             session_id: None,
             sandbox,
             config,
+            cancel: cancel.clone(),
             agent_info: Value::Null,
         };
         let timeout = c.config.startup_timeout;
@@ -218,7 +240,6 @@ impl AcpClient {
                 "clientInfo": {"name": "svc", "version": env!("CARGO_PKG_VERSION")},
             }),
             timeout,
-            None,
         )?;
         c.agent_info = info;
         Ok(c)
@@ -231,7 +252,6 @@ impl AcpClient {
             "session/new",
             json!({"cwd": cwd, "mcpServers": []}),
             self.config.startup_timeout,
-            None,
         )?;
         let id = r
             .get("sessionId")
@@ -243,6 +263,14 @@ impl AcpClient {
             .to_string();
         self.session_id = Some(id.clone());
         Ok(id)
+    }
+
+    /// `agentInfo.name` from `initialize`.
+    pub fn agent_name(&self) -> Option<String> {
+        self.agent_info
+            .pointer("/agentInfo/name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     pub fn session_id(&self) -> Option<&str> {
@@ -299,6 +327,7 @@ impl AcpClient {
             stop_reason: stop,
             tool_calls: st.tool_calls,
             files_touched: st.files,
+            agent_name: self.agent_name(),
         })
     }
 
@@ -363,15 +392,23 @@ impl AcpClient {
         self.stderr.lock().clone()
     }
 
+    /// A start-up request, cancelled by the client's token.
     fn request(
         &mut self,
         method: &str,
         params: Value,
         timeout: Duration,
-        cancel: Option<&CancelToken>,
     ) -> Result<Value, AcpError> {
         let mut st = PromptState::default();
-        self.request_with(method, params, Some(timeout), cancel, &mut st, &mut |_| {})
+        let cancel = self.cancel.clone();
+        self.request_with(
+            method,
+            params,
+            Some(timeout),
+            Some(&cancel),
+            &mut st,
+            &mut |_| {},
+        )
     }
 
     fn request_with(
@@ -392,11 +429,14 @@ impl AcpClient {
             if let Some(c) = cancel {
                 if c.is_cancelled() && !st.cancel_sent {
                     st.cancel_sent = true;
+                    let Some(sid) = self.session_id.clone() else {
+                        // Still starting: no session to cancel, so stop the agent now.
+                        self.kill();
+                        return Err(AcpError::Cancelled);
+                    };
                     cancel_deadline = Some(Instant::now() + self.config.cancel_grace);
-                    if let Some(sid) = self.session_id.clone() {
-                        let _ = self.send(&json!({"jsonrpc": "2.0", "method": "session/cancel",
-                                                  "params": {"sessionId": sid}}));
-                    }
+                    let _ = self.send(&json!({"jsonrpc": "2.0", "method": "session/cancel",
+                                              "params": {"sessionId": sid}}));
                 }
             }
             if cancel_deadline.is_some_and(|d| Instant::now() >= d) {
@@ -678,19 +718,75 @@ pub fn run_acp(
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(AgentEvent),
 ) -> Result<AcpOutcome, AcpError> {
+    run_stage(config, sandbox, prompt, &Steering::new(), cancel, on_event)
+}
+
+/// One `backend=acp` stage: start the agent, create a session (counted as a running agent
+/// session by `steering`), send `prompt`, stop the agent (its whole process group) however
+/// the stage ends. ACP cannot add input to a running turn, so guidance queued while a
+/// prompt runs is sent as a follow-up prompt in the same session when the turn ends; the
+/// stage's text is the last prompt's. A `refusal` stop fails the stage.
+pub fn run_stage(
+    config: AcpConfig,
+    sandbox: Sandbox,
+    prompt: &str,
+    steering: &Steering,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(AgentEvent),
+) -> Result<AcpOutcome, AcpError> {
     let command = config.command.clone();
-    let mut c = AcpClient::start(config, sandbox)?;
-    let sid = c.new_session()?;
-    on_event(AgentEvent::AcpSessionStarted {
-        command,
-        session_id: sid,
-    });
-    let r = c.prompt(prompt, cancel, on_event);
-    if r.is_ok() {
-        on_event(AgentEvent::SessionEnded {
-            stop: super::AgentStop::Completed,
+    let mut active = steering.enter();
+    let mut c = AcpClient::spawn(config, sandbox, cancel)?;
+    let result = (|| {
+        let sid = c.new_session()?;
+        on_event(AgentEvent::AcpSessionStarted {
+            command,
+            session_id: sid,
         });
-    }
+        let mut input = prompt.to_string();
+        let mut t = AcpOutcome {
+            text: String::new(),
+            stop_reason: String::new(),
+            tool_calls: 0,
+            files_touched: Vec::new(),
+            agent_name: c.agent_name(),
+        };
+        loop {
+            let o = c.prompt(&input, cancel, on_event)?;
+            if o.stop_reason == "refusal" {
+                return Err(AcpError::Refused);
+            }
+            if !o.text.trim().is_empty() {
+                t.text = o.text;
+            }
+            t.stop_reason = o.stop_reason;
+            t.tool_calls += o.tool_calls;
+            for f in o.files_touched {
+                if !t.files_touched.contains(&f) {
+                    t.files_touched.push(f);
+                }
+            }
+            let late = active.end_or_take();
+            if late.is_empty() {
+                let stop = match t.stop_reason.as_str() {
+                    "max_tokens" => super::AgentStop::MaxTokens,
+                    "max_turn_requests" => super::AgentStop::TurnLimit,
+                    _ => super::AgentStop::Completed,
+                };
+                on_event(AgentEvent::SessionEnded { stop });
+                return Ok(t);
+            }
+            let mut texts = Vec::with_capacity(late.len());
+            for Steered { text, location } in late {
+                on_event(AgentEvent::SteeringInjected {
+                    text: text.clone(),
+                    location,
+                });
+                texts.push(text);
+            }
+            input = texts.join("\n\n");
+        }
+    })();
     c.shutdown();
-    r
+    result
 }

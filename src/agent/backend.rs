@@ -2,7 +2,8 @@
 //! [`LlmClient`] whose keys come from the state directory's secret vault and whose endpoints
 //! come from `settings.toml` (`[llm.providers.<name>] base_url`, else the provider default).
 //! Used by `svc run`, `svc resume` and the server's executor. Maps stage requests, replies,
-//! `agent.*` events and errors between the engine and the agent layer.
+//! `agent.*` events and errors between the engine and the agent layer; `backend=acp` agent
+//! stages go to the ACP client ([`super::acp::run_stage`]) instead.
 //! Must not read the process environment for keys, validate structured output, or route.
 
 use std::path::Path;
@@ -80,6 +81,9 @@ impl LlmBackend for ProviderBackend {
         cancel: &CancelToken,
         events: LlmEvents<'_>,
     ) -> Result<LlmResponse, LlmError> {
+        if let Some(launch) = &req.acp {
+            return self.complete_acp(req, launch, cancel, events);
+        }
         let (model, provider) = match (&req.model, &self.default_model) {
             (None, Some(d)) => (
                 Some(d.name.clone()),
@@ -144,5 +148,62 @@ impl LlmBackend for ProviderBackend {
 
     fn finish(&self, node_id: &str) {
         self.stage.finish(node_id);
+    }
+}
+
+impl ProviderBackend {
+    /// A `backend=acp` agent stage: the external agent runs in the stage's work directory;
+    /// no provider, key or model is involved. Usage reports provider `acp`, the agent's
+    /// name as the model, no tokens and an unpriced cost (the agent does not tell), plus the
+    /// files it wrote through the client and the time the stage took.
+    fn complete_acp(
+        &self,
+        req: &LlmRequest,
+        launch: &crate::workflow::acp::AcpLaunch,
+        cancel: &CancelToken,
+        events: LlmEvents<'_>,
+    ) -> Result<LlmResponse, LlmError> {
+        let sandbox = crate::sandbox::Sandbox::new(&req.workdir).map_err(|e| LlmError {
+            message: format!("stage `{}`: {e}", req.node_id),
+            retryable: false,
+        })?;
+        let config = super::acp::AcpConfig {
+            env: launch.env.clone(),
+            ..super::acp::AcpConfig::new(&launch.command)
+        };
+        let started = std::time::Instant::now();
+        let mut on_event = |ev: AgentEvent| {
+            if !matches!(ev, AgentEvent::TextDelta { .. }) {
+                events(ev.kind(), ev.properties());
+            }
+        };
+        let out = super::acp::run_stage(
+            config,
+            sandbox,
+            &req.prompt,
+            self.stage.steering(),
+            cancel,
+            &mut on_event,
+        )
+        .map_err(|e| LlmError {
+            message: format!("stage `{}`: {e}", req.node_id),
+            retryable: e.failure_class() == "transient_infra",
+        })?;
+        Ok(LlmResponse {
+            text: out.text,
+            simulated: false,
+            usage: Some(LlmUsage {
+                provider: "acp".into(),
+                model: out.agent_name.unwrap_or_default(),
+                tokens: crate::llm::Usage::default(),
+                cost: crate::llm::Cost {
+                    usd_micros: 0,
+                    source: crate::llm::CostSource::Unpriced,
+                },
+                files_touched: out.files_touched,
+                inference_time: started.elapsed(),
+                tool_time: std::time::Duration::ZERO,
+            }),
+        })
     }
 }

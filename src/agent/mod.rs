@@ -67,39 +67,173 @@ impl AgentConfig {
     }
 }
 
-/// Guidance pushed from outside (the server's `/steer`) while a session runs. Cheap to
-/// clone; all clones share one queue.
+/// Guidance pushed from outside (the server's `/steer`) while a session runs, plus whether
+/// an agent session is running now. Cheap to clone; all clones share one queue.
+///
+/// Sessions mark themselves running with [`Steering::enter`]; [`Steering::offer`] queues
+/// guidance only while one is, so a caller can refuse guidance nobody would read. Guidance
+/// that arrives while the model gives its final answer is not lost: the session takes it
+/// with [`ActiveSession::end_or_take`] and makes one more model call. Guidance still queued
+/// when the last session ends (cancelled or failed) is dropped.
 #[derive(Debug, Clone, Default)]
 pub struct Steering {
-    queue: Arc<Mutex<VecDeque<String>>>,
+    inner: Arc<Mutex<SteerState>>,
 }
+
+#[derive(Debug, Default)]
+struct SteerState {
+    queue: VecDeque<Steered>,
+    /// Agent sessions running now (parallel branches may run several).
+    active: usize,
+}
+
+/// Where guidance points (SPEC §2.11 `location`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SteerLocation {
+    pub file: String,
+    /// 1-based; `None` = the whole file.
+    pub line: Option<u64>,
+}
+
+impl SteerLocation {
+    /// `file:line` (or `file`), the form compilers and editors use.
+    pub fn render(&self) -> String {
+        match self.line {
+            Some(l) => format!("{}:{l}", self.file),
+            None => self.file.clone(),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        match self.line {
+            Some(l) => json!({"file": self.file, "line": l}),
+            None => json!({ "file": self.file }),
+        }
+    }
+}
+
+/// One queued steering message: the text the model will see, and the location it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steered {
+    pub text: String,
+    pub location: Option<SteerLocation>,
+}
+
+/// [`Steering::offer`] found no agent session running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no agent session is running")]
+pub struct NoActiveSession;
 
 impl Steering {
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Queues `text` verbatim, whether or not a session runs (loop warnings, tests).
     pub fn push(&self, text: impl Into<String>) {
-        self.queue.lock().push_back(text.into());
+        self.inner.lock().queue.push_back(Steered {
+            text: text.into(),
+            location: None,
+        });
     }
 
-    /// Queues a steering request (SPEC §2.11: `guidance` and an optional `location`).
-    pub fn push_guidance(&self, guidance: &str, location: Option<(&str, u64)>) {
-        let text = match location {
-            Some((file, line)) => {
-                format!("Guidance from the user (about {file}, line {line}):\n{guidance}")
-            }
+    /// The message a model gets for a steering request (SPEC §2.11).
+    pub fn render(guidance: &str, location: Option<&SteerLocation>) -> String {
+        let guidance = guidance.trim();
+        match location {
+            Some(loc) => format!("Guidance from the user about {}:\n{guidance}", loc.render()),
             None => format!("Guidance from the user:\n{guidance}"),
-        };
-        self.push(text);
+        }
     }
 
-    pub fn drain(&self) -> Vec<String> {
-        self.queue.lock().drain(..).collect()
+    /// Queues a steering request whether or not a session runs.
+    pub fn push_guidance(&self, guidance: &str, location: Option<SteerLocation>) {
+        let text = Self::render(guidance, location.as_ref());
+        self.inner
+            .lock()
+            .queue
+            .push_back(Steered { text, location });
+    }
+
+    /// Queues a steering request if an agent session is running now; the check and the
+    /// push are atomic with a session's end ([`ActiveSession::end_or_take`]), so accepted
+    /// guidance always reaches a model.
+    pub fn offer(
+        &self,
+        guidance: &str,
+        location: Option<SteerLocation>,
+    ) -> Result<(), NoActiveSession> {
+        let text = Self::render(guidance, location.as_ref());
+        let mut s = self.inner.lock();
+        if s.active == 0 {
+            return Err(NoActiveSession);
+        }
+        s.queue.push_back(Steered { text, location });
+        Ok(())
+    }
+
+    /// Takes everything queued.
+    pub fn drain(&self) -> Vec<Steered> {
+        self.inner.lock().queue.drain(..).collect()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.queue.lock().is_empty()
+        self.inner.lock().queue.is_empty()
+    }
+
+    /// True while at least one agent session runs.
+    pub fn is_active(&self) -> bool {
+        self.inner.lock().active > 0
+    }
+
+    /// Marks an agent session as running until the returned guard ends or is dropped.
+    pub fn enter(&self) -> ActiveSession {
+        self.inner.lock().active += 1;
+        ActiveSession {
+            steering: self.clone(),
+            ended: false,
+        }
+    }
+
+    fn leave(&self, s: &mut SteerState) {
+        s.active = s.active.saturating_sub(1);
+        if s.active == 0 {
+            s.queue.clear();
+        }
+    }
+}
+
+/// A running agent session, as [`Steering`] counts them (see [`Steering::enter`]).
+#[derive(Debug)]
+pub struct ActiveSession {
+    steering: Steering,
+    ended: bool,
+}
+
+impl ActiveSession {
+    /// Called when the session would end: returns the guidance queued meanwhile (the
+    /// session goes on), or nothing, in which case the session no longer counts as running.
+    pub fn end_or_take(&mut self) -> Vec<Steered> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut s = self.steering.inner.lock();
+        if s.queue.is_empty() {
+            self.ended = true;
+            self.steering.leave(&mut s);
+            Vec::new()
+        } else {
+            s.queue.drain(..).collect()
+        }
+    }
+}
+
+impl Drop for ActiveSession {
+    fn drop(&mut self) {
+        if !self.ended {
+            let mut s = self.steering.inner.lock();
+            self.steering.leave(&mut s);
+        }
     }
 }
 
@@ -146,6 +280,7 @@ pub enum AgentEvent {
     },
     SteeringInjected {
         text: String,
+        location: Option<SteerLocation>,
     },
     LlmRetry {
         provider: Provider,
@@ -220,7 +355,10 @@ impl AgentEvent {
             }
             AgentEvent::LoopDetected { repeats } => json!({ "repeats": repeats }),
             AgentEvent::TurnLimit { max_turns } => json!({ "max_turns": max_turns }),
-            AgentEvent::SteeringInjected { text } => json!({ "text": text }),
+            AgentEvent::SteeringInjected { text, location } => match location {
+                Some(l) => json!({"text": text, "location": l.to_json()}),
+                None => json!({ "text": text }),
+            },
             AgentEvent::LlmRetry {
                 provider,
                 model,
@@ -408,6 +546,8 @@ impl Session {
     ) -> Result<AgentOutcome, AgentError> {
         let steering = self.steering.clone();
         let steering = &steering;
+        // Counts as a running agent for `/steer` until the final answer (or an error).
+        let mut active = steering.enter();
         let model_id = crate::llm::provider::wire_model_id(&self.config.model);
         if !self.started {
             self.started = true;
@@ -417,7 +557,8 @@ impl Session {
             });
         }
         self.messages.push(Message::user(input));
-        self.inject_steering(steering, on_event);
+        let first = steering.drain();
+        self.inject_steering(first, on_event);
 
         let mut usage = Usage::default();
         let mut text = String::new();
@@ -501,6 +642,12 @@ impl Session {
                 text = resp.text.clone();
             }
             if calls.is_empty() {
+                // Guidance that arrived during the final answer gets one more model call.
+                let late = active.end_or_take();
+                if !late.is_empty() {
+                    self.inject_steering(late, on_event);
+                    continue;
+                }
                 break if resp.stop_reason == StopReason::MaxTokens {
                     AgentStop::MaxTokens
                 } else {
@@ -575,7 +722,8 @@ impl Session {
                     last_sig = None;
                 }
             }
-            self.inject_steering(steering, on_event);
+            let queued = steering.drain();
+            self.inject_steering(queued, on_event);
         };
         on_event(AgentEvent::SessionEnded { stop });
         Ok(AgentOutcome {
@@ -593,17 +741,20 @@ impl Session {
         })
     }
 
-    fn inject_steering(&mut self, steering: &Steering, on_event: &mut dyn FnMut(AgentEvent)) {
-        for s in steering.drain() {
-            if s.trim().is_empty() {
+    fn inject_steering(&mut self, queued: Vec<Steered>, on_event: &mut dyn FnMut(AgentEvent)) {
+        for Steered { text, location } in queued {
+            if text.trim().is_empty() {
                 continue;
             }
-            on_event(AgentEvent::SteeringInjected { text: s.clone() });
+            on_event(AgentEvent::SteeringInjected {
+                text: text.clone(),
+                location,
+            });
             // Merge into a trailing user turn (tool results, or the input) so providers
             // with strict alternation see one user message.
             match self.messages.last_mut() {
-                Some(m) if m.role == Role::User => m.parts.push(Part::text(s)),
-                _ => self.messages.push(Message::user(s)),
+                Some(m) if m.role == Role::User => m.parts.push(Part::text(text)),
+                _ => self.messages.push(Message::user(text)),
             }
         }
     }

@@ -101,6 +101,8 @@ pub struct LlmRequest {
     /// Put project memory (AGENTS.md and the provider's file) in the prompt (node
     /// `project_memory`, default true).
     pub project_memory: bool,
+    /// An agent node with `backend=acp`: the external agent to run instead of a provider.
+    pub acp: Option<crate::workflow::acp::AcpLaunch>,
 }
 
 /// What one backend call consumed, for `stage.completed` and the usage rollup.

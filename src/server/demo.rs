@@ -372,6 +372,7 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
         }
         ("POST", "/api/v1/runs/{id}/steer") | ("POST", "/runs/{id}/steer") => {
             find(ctx)?;
+            super::runs::steer::parse_body(ctx.inc.body()?)?;
             Ok(Reply::json(202, &json!({"accepted": true})))
         }
         ("POST", "/api/v1/runs/{id}/preview") => {

@@ -213,16 +213,38 @@ fn operations() -> Vec<Op> {
                 ("200".to_string(), json!({"description": "DOT text.", "content": {"text/vnd.graphviz": {"schema": {"type": "string"}}}})),
                 nf(),
             ]),
+        op("post", "/api/v1/runs/{id}/steer", "Runs", "Steer the running agent stage")
+            .id()
+            .body(r("SteerRequest"), true)
+            .resp(steer_responses()),
+        op("post", "/runs/{id}/steer", "Runs", "Alias of POST /api/v1/runs/{id}/steer")
+            .id()
+            .body(r("SteerRequest"), true)
+            .resp(steer_responses()),
         placeholder("get", "/api/v1/runs/{id}/usage", "Billing", "Usage and cost per stage and model").id(),
         placeholder("get", "/api/v1/runs/{id}/files", "Run Outputs", "Files changed by a run").id().paging(),
         placeholder("get", "/runs/{id}/files", "Run Outputs", "Alias of GET /api/v1/runs/{id}/files").id().paging(),
-        placeholder("post", "/api/v1/runs/{id}/steer", "Runs", "Steer a running agent").id().body(r("SteerRequest"), true),
-        placeholder("post", "/runs/{id}/steer", "Runs", "Alias of POST /api/v1/runs/{id}/steer").id().body(r("SteerRequest"), true),
         placeholder("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port").id().body(r("PreviewRequest"), true),
         placeholder("get", "/api/v1/sandboxes", "Sandboxes", "Managed sandboxes"),
         placeholder("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
             .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id."),
         placeholder("post", "/api/v1/providers/test", "Models", "Test configured LLM providers"),
+    ]
+}
+
+fn steer_responses() -> Vec<(String, Value)> {
+    vec![
+        ok(
+            "202",
+            "Queued; delivered before the agent's next model call (event agent.steering.injected).",
+            r("SteerAccepted"),
+        ),
+        err("400", "Malformed body, blank guidance, or a bad location."),
+        err("404", "No such run."),
+        err(
+            "409",
+            "No agent stage is running now (queued, finished, or on another kind of stage).",
+        ),
     ]
 }
 
@@ -306,10 +328,14 @@ fn schemas() -> Value {
         },
         "StartRequest": {"type": "object", "additionalProperties": false, "properties": {"resume": {"type": "boolean", "default": false}}},
         "DenyRequest": {"type": "object", "additionalProperties": false, "properties": {"reason": {"type": "string"}}},
-        "SteerRequest": {"type": "object", "required": ["guidance"], "properties": {
-            "guidance": {"type": "string"},
-            "location": {"type": "object", "properties": {"file": {"type": "string"}, "line": {"type": "integer"}}}
+        "SteerRequest": {"type": "object", "required": ["guidance"], "additionalProperties": false, "properties": {
+            "guidance": {"type": "string", "minLength": 1, "description": "Not blank."},
+            "location": {"type": ["object", "null"], "required": ["file"], "additionalProperties": false, "properties": {
+                "file": {"type": "string", "minLength": 1},
+                "line": {"type": "integer", "minimum": 1}
+            }}
         }},
+        "SteerAccepted": {"type": "object", "required": ["accepted"], "properties": {"accepted": {"const": true}}},
         "PreviewRequest": {"type": "object", "properties": {
             "port": {"type": "integer"}, "expires_in_secs": {"type": "integer"}, "signed": {"type": "boolean"}
         }},

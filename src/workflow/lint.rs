@@ -93,6 +93,8 @@ pub const RULES: &[(&str, Rule)] = &[
     ("output_schema_valid", output_schema_valid),
     ("acp_output_schema", acp_output_schema),
     ("acp_command_or_config", acp_command_or_config),
+    ("acp_config_valid", acp_config_valid),
+    ("acp_without_backend", acp_without_backend),
     ("prompt_backend_api", prompt_backend_api),
     ("manager_child_workflow", manager_child_workflow),
     ("reachability", reachability),
@@ -423,9 +425,9 @@ pub fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
 fn acp_output_schema(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in 0..wf.graph.nodes.len() {
         let v = wf.node_view(i);
-        if v.text("backend") == Some("acp") && v.nonempty("output_schema").is_some() {
+        if super::acp::is_acp(&v) && v.nonempty("output_schema").is_some() {
             let msg = format!(
-                "node `{}`: backend=acp does not support output_schema",
+                "node `{}`: backend=acp does not support output_schema (an ACP agent's reply cannot be checked or repaired); remove output_schema or use backend=api",
                 wf.node(i).id
             );
             out.push(error("acp_output_schema", msg).node(wf, i));
@@ -436,19 +438,55 @@ fn acp_output_schema(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic
 fn acp_command_or_config(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in 0..wf.graph.nodes.len() {
         let v = wf.node_view(i);
-        if v.nonempty("acp.command").is_some() && v.nonempty("acp.config").is_some() {
+        let (command, config) = (v.nonempty("acp.command"), v.nonempty("acp.config"));
+        let msg = match (command, config) {
+            (Some(_), Some(_)) => "set either acp.command or acp.config, not both",
+            (None, None) if super::acp::is_acp(&v) && wf.handler(i) == Some(HandlerKind::Agent) => {
+                "backend=acp needs acp.command or acp.config to say which agent to run"
+            }
+            _ => continue,
+        };
+        let msg = format!("node `{}`: {msg}", wf.node(i).id);
+        out.push(error("acp_command_or_config", msg).node(wf, i));
+    }
+}
+
+/// `acp.config` must name a readable ACP agent description (or be one, inline).
+fn acp_config_valid(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        if v.nonempty("acp.command").is_some() {
+            continue; // both set: reported by acp_command_or_config
+        }
+        if let Some(cfg) = v.nonempty("acp.config") {
+            if let Err(why) = super::acp::config(cfg, files) {
+                let msg = format!("node `{}`: {why}", wf.node(i).id);
+                out.push(error("acp_config_valid", msg).node(wf, i));
+            }
+        }
+    }
+}
+
+/// `acp.*` on an agent that keeps the default API backend would be silently ignored.
+fn acp_without_backend(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::Agent) {
+        let v = wf.node_view(i);
+        let set = ["acp.command", "acp.config"]
+            .into_iter()
+            .find(|k| v.nonempty(k).is_some());
+        if let (Some(key), false) = (set, super::acp::is_acp(&v)) {
             let msg = format!(
-                "node `{}`: set either acp.command or acp.config, not both",
+                "node `{}`: {key} is ignored because backend is not acp; add backend=acp to run the ACP agent",
                 wf.node(i).id
             );
-            out.push(error("acp_command_or_config", msg).node(wf, i));
+            out.push(warning("acp_without_backend", msg).node(wf, i));
         }
     }
 }
 
 fn prompt_backend_api(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in wf.nodes_of(HandlerKind::Prompt) {
-        if wf.node_view(i).text("backend") == Some("acp") {
+        if super::acp::is_acp(&wf.node_view(i)) {
             let msg = format!(
                 "prompt node `{}` is API-only: backend=acp is for agent nodes",
                 wf.node(i).id

@@ -6,6 +6,7 @@
 //! inlining) -> index (handlers, adjacency, compiled conditions) -> validate ([`lint`]).
 //! This module must not execute anything; it reads files only through a [`FileSource`].
 
+pub mod acp;
 pub mod attrs;
 pub mod condition;
 pub mod lint;

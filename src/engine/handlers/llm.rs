@@ -36,6 +36,18 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         }
         None => None,
     };
+    let acp = match cx.kind {
+        HandlerKind::Prompt => None, // prompt nodes are API-only (validation says so)
+        _ => match crate::workflow::acp::launch(&v, cx.walker.scope.files.as_ref()) {
+            Ok(l) => l,
+            Err(e) => {
+                return Ok(StageOutcome::failed(Failure::deterministic(format!(
+                    "stage `{}`: {e}",
+                    cx.scoped_id()
+                ))))
+            }
+        },
+    };
     let mut req = LlmRequest {
         node_id: cx.scoped_id(),
         mode: if cx.kind == HandlerKind::Prompt {
@@ -52,6 +64,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         feedback: Vec::new(),
         output_schema: schema_attr,
         project_memory: v.bool("project_memory").unwrap_or(true),
+        acp,
     };
     let repairs = v
         .int("output_retries")

@@ -122,8 +122,9 @@ impl Interviewer for HttpInterviewer {
 }
 
 /// Runs jobs with the engine: resumes from the run's checkpoint when it has one (a run
-/// queued with `resume`), else starts from the beginning. LLM stages fail with a
-/// provider-not-configured error until providers are wired in.
+/// queued with `resume`), else starts from the beginning. LLM stages use the providers of
+/// the state directory (vault keys, `settings.toml` endpoints) and read `/steer` guidance
+/// from the job's [`RunHandle`].
 pub struct EngineExecutor {
     /// The state directory: its vault holds the provider keys.
     pub state_dir: PathBuf,
@@ -176,7 +177,7 @@ impl Executor for EngineExecutor {
             &self.settings.get(),
             Arc::new(crate::settings::vault::Vault::in_state_dir(&self.state_dir)),
         ) {
-            Ok(b) => b,
+            Ok(b) => b.with_steering(job.handle.steering.clone()),
             Err(e) => return fail_launch(job, e.to_string()),
         };
         let mut services = Services::new(Arc::clone(&job.store));

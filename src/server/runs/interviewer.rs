@@ -1,5 +1,5 @@
-//! Human questions over HTTP: each live run has a [`RunHandle`] (its cancel token and its
-//! open questions). The engine's interviewer call registers the question and blocks on a
+//! Human questions over HTTP: each live run has a [`RunHandle`] (its cancel token, its
+//! open questions and its agent steering queue). The engine's interviewer call registers the question and blocks on a
 //! channel; `POST …/questions/{qid}/answer` validates the answer against the question
 //! (400 for an unknown option) and hands it over exactly once (409 when the question is not
 //! open).
@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct RunHandle {
     pub cancel: CancelToken,
+    /// `/steer` guidance for the run's agent sessions; also says whether one runs now.
+    pub steering: crate::agent::Steering,
     open: Mutex<HashMap<String, Open>>,
     registered: Condvar,
 }

@@ -10,7 +10,8 @@
 //!   run end and settings change (a channel), with a 1 s fallback tick.
 //! - Promoted runs go over a crossbeam channel to a pool of engine worker threads (grown to
 //!   the concurrency limit, never shrunk). Each live run has a [`RunHandle`]: its cancel
-//!   token (cancel/pause/unpause reach running stages) and its open human questions.
+//!   token (cancel/pause/unpause reach running stages), its open human questions and its
+//!   agent steering queue ([`steer`]).
 //! - At startup, runs found holding a slot were orphaned by the previous process: they are
 //!   failed with reason `terminated` (or `cancelled` when a cancel was pending) and can be
 //!   resumed with `start {"resume": true}` (the engine continues from the last checkpoint).
@@ -23,6 +24,7 @@ pub mod exec;
 pub mod interviewer;
 pub mod lifecycle;
 pub mod sse;
+pub mod steer;
 pub mod view;
 
 use super::error::ApiError;
@@ -857,6 +859,10 @@ pub fn attach(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 
 pub fn attach_all(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     sse::attach_all(app, ctx)
+}
+
+pub fn steer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    steer::steer(app, ctx)
 }
 
 #[cfg(test)]

@@ -384,6 +384,87 @@ fn acp_rules() {
 }
 
 #[test]
+fn acp_output_schema_is_refused_with_a_clear_message() {
+    let d = fired(
+        &flow("start -> a -> exit\n a [backend=acp, acp.command=\"agent\", output_schema=routing]"),
+        "acp_output_schema",
+    );
+    assert_eq!(d[0].severity, Severity::Error);
+    assert_eq!(d[0].node_id.as_deref(), Some("a"));
+    assert!(
+        d[0].message
+            .contains("backend=acp does not support output_schema"),
+        "{}",
+        d[0].message
+    );
+}
+
+#[test]
+fn acp_agents_must_say_which_agent_to_run() {
+    let d = fired(
+        &flow("start -> a -> exit\n a [backend=acp]"),
+        "acp_command_or_config",
+    );
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Error);
+    assert!(d[0].message.contains("needs acp.command or acp.config"));
+    // A prompt node with backend=acp gets prompt_backend_api, not this one too.
+    assert!(fired(
+        &flow("start -> a -> exit\n a [shape=tab, backend=acp]"),
+        "acp_command_or_config"
+    )
+    .is_empty());
+}
+
+#[test]
+fn acp_config_must_be_a_readable_agent_description() {
+    let files = Files(HashMap::from([
+        (
+            "agents/ok.json",
+            r#"{"command": "my-agent", "args": ["--acp"]}"#,
+        ),
+        ("agents/bad.json", r#"{"cmd": "my-agent"}"#),
+    ]));
+    let rule = |attrs: &str| -> Vec<Diagnostic> {
+        diags_with(
+            &flow(&format!("start -> a -> exit\n a [backend=acp, {attrs}]")),
+            &files,
+        )
+        .into_iter()
+        .filter(|d| d.rule == "acp_config_valid")
+        .collect()
+    };
+    assert!(rule("acp.config=\"agents/ok.json\"").is_empty());
+    assert!(rule("acp.config=\"@agents/ok.json\"").is_empty());
+    assert!(rule(r#"acp.config="{\"command\": \"x\"}""#).is_empty());
+    let d = rule("acp.config=\"agents/missing.json\"");
+    assert_eq!(d.len(), 1);
+    assert!(d[0].message.contains("cannot be read"), "{}", d[0].message);
+    let d = rule("acp.config=\"agents/bad.json\"");
+    assert!(
+        d[0].message.contains("not a valid ACP agent description"),
+        "{}",
+        d[0].message
+    );
+}
+
+#[test]
+fn acp_attributes_without_the_acp_backend_are_a_warning() {
+    let d = fired(
+        &flow("start -> a -> exit\n a [acp.command=\"agent\"]"),
+        "acp_without_backend",
+    );
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(d[0].message.contains("add backend=acp"));
+    assert!(fired(
+        &flow("start -> a -> exit\n a [backend=acp, acp.command=\"agent\"]"),
+        "acp_without_backend"
+    )
+    .is_empty());
+}
+
+#[test]
 fn manager_child_workflow_rule() {
     assert!(fired(&flow("start -> m -> exit\n m [shape=house, stack.child_dot_source=\"digraph C { start -> exit }\"]"), "manager_child_workflow").is_empty());
     assert_eq!(
