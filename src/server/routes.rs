@@ -4,6 +4,7 @@
 //! Owns: which handler serves which method and path, and whether it needs credentials.
 //! Must not touch: handler logic.
 
+use super::models;
 use super::router::{Access, Route};
 use super::runs;
 use super::system;
@@ -67,8 +68,10 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/attach", runs::attach_all),
         user("GET", "/api/v1/runs/{id}/checkpoint", runs::checkpoint),
         user("GET", "/api/v1/runs/{id}/graph/source", runs::graph_source),
+        user("GET", "/api/v1/runs/{id}/usage", runs::usage::get),
+        user("GET", "/api/v1/models", models::list),
+        user("POST", "/api/v1/providers/test", models::test_providers),
         // Placeholders (SPEC 7: 501).
-        user("GET", "/api/v1/runs/{id}/usage", ni),
         user("GET", "/api/v1/runs/{id}/files", ni),
         user("GET", "/runs/{id}/files", ni),
         user("POST", "/api/v1/runs/{id}/steer", ni),
@@ -76,6 +79,5 @@ pub fn routes() -> Vec<Route> {
         user("POST", "/api/v1/runs/{id}/preview", ni),
         user("GET", "/api/v1/sandboxes", ni),
         user("GET", "/api/v1/sandboxes/{id}", ni),
-        user("POST", "/api/v1/providers/test", ni),
     ]
 }

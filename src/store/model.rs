@@ -269,6 +269,24 @@ pub struct RunRow {
     /// `run.superseded_by` property `new_run_id`.
     #[serde(default)]
     pub superseded_by: Option<String>,
+    /// LLM usage summed over every stage attempt that reported one.
+    #[serde(default)]
+    pub usage: UsageTotals,
+}
+
+/// Run-level sums of the `usage` objects on `stage.completed` / `stage.failed` events
+/// (the Run's `timing`, `billing` and `size`). The per-stage detail stays in the events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UsageTotals {
+    /// Stage attempts that reported LLM usage.
+    pub records: u64,
+    /// Of those, the attempts whose cost could be priced (cost source not `unpriced`).
+    pub priced_records: u64,
+    /// Sum of the recorded costs, in micro-USD.
+    pub usd_micros: i64,
+    pub inference_time_ms: u64,
+    pub tool_time_ms: u64,
 }
 
 /// Filter and page for [`crate::store::RunStore::query_runs`].
