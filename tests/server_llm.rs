@@ -351,7 +351,14 @@ fn provider_test_reports_ok_error_and_skip_in_one_answer() {
             json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}),
         )
     });
-    let settings = settings_with(&[("anthropic", &good.base), ("openai", &bad.base)]);
+    let down = ScriptedServer::start_with(|_, _| {
+        llm_common::Reply::error(503, json!({"error": {"message": "overloaded"}}))
+    });
+    let settings = settings_with(&[
+        ("anthropic", &good.base),
+        ("openai", &bad.base),
+        ("gemini", &down.base),
+    ]);
     let s = Server::with(Opts {
         settings: Some(&settings),
         ..Opts::default()
@@ -370,6 +377,7 @@ fn provider_test_reports_ok_error_and_skip_in_one_answer() {
 
     store_key(&s, "ANTHROPIC_API_KEY", "good-key");
     store_key(&s, "OPENAI_API_KEY", "revoked-key");
+    store_key(&s, "GEMINI_API_KEY", "gemini-key");
     let r = s.post("/api/v1/providers/test", "");
     assert_eq!(r.status, 200, "{}", r.text());
     let body = r.json();
@@ -392,9 +400,18 @@ fn provider_test_reports_ok_error_and_skip_in_one_answer() {
         o["error_message"].as_str().is_some_and(|m| !m.is_empty()),
         "{o}"
     );
-    for p in ["gemini", "kimi", "zai", "minimax", "inception"] {
+    // An outage is reported at once: a probe is not retried.
+    let g = of("gemini");
+    assert_eq!(g["status"], "error", "{g}");
+    assert_eq!(down.count(), 1);
+    for p in ["kimi", "zai", "minimax", "inception"] {
         assert_eq!(of(p)["status"], "skip", "{body}");
     }
+    // A provider without a catalog model to probe is listed only when it has a key.
+    assert!(
+        results.iter().all(|x| x["provider"] != "openai_compatible"),
+        "{body}"
+    );
     // Each provider once; the key came from the vault and reached the provider.
     let mut names: Vec<&str> = results
         .iter()
