@@ -12,6 +12,42 @@ use serde_json::{json, Value};
 use server_support::*;
 use svc::llm::{Provider, Usage};
 
+/// Stores a provider key in the server's vault with `svc secrets set`, as a user would.
+fn store_key(s: &Server, name: &str, value: &str) {
+    let o = std::process::Command::new(bin())
+        .args(["secrets", "set", name, value, "--state-dir"])
+        .arg(s.path())
+        .output()
+        .expect("svc secrets set");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Settings with dev-token auth and each `(provider, base_url)` pointed at a test server.
+fn settings_with(providers: &[(&str, &str)]) -> String {
+    let mut s = "[server.auth]\nmethods = [\"dev-token\"]\n".to_string();
+    for (name, url) in providers {
+        s.push_str(&format!("[llm.providers.{name}]\nbase_url = \"{url}\"\n"));
+    }
+    s
+}
+
+/// Creates a run of `dot`, starts it and waits until it ends; returns its id.
+fn run_to_end(s: &Server, dot: &str) -> String {
+    let r = s.post(
+        "/api/v1/runs",
+        &json!({"workflow": package(dot)}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap_or("").to_string();
+    let started = s.post(&format!("/api/v1/runs/{id}/start"), "");
+    assert_eq!(started.status, 200, "{}", started.text());
+    wait_for(60, "the run to finish", || {
+        let st = s.get(&format!("/api/v1/runs/{id}")).json()["lifecycle"]["status"]["kind"].clone();
+        (st == "succeeded" || st == "failed").then_some(())
+    });
+    id
+}
+
 #[test]
 fn server_runs_prompt_stages_with_vault_keys() {
     let llm = ScriptedServer::start_with(|n, r: &Recorded| {
@@ -33,18 +69,7 @@ fn server_runs_prompt_stages_with_vault_keys() {
   ask [shape=tab, prompt="Answer"]
   start -> ask -> exit
 }"#;
-    let r = s.post(
-        "/api/v1/runs",
-        &json!({"workflow": package(dot)}).to_string(),
-    );
-    assert_eq!(r.status, 201, "{}", r.text());
-    let id = r.json()["id"].as_str().unwrap_or("").to_string();
-    let started = s.post(&format!("/api/v1/runs/{id}/start"), "");
-    assert_eq!(started.status, 200, "{}", started.text());
-    wait_for(30, "the run to finish", || {
-        let st = s.get(&format!("/api/v1/runs/{id}")).json()["lifecycle"]["status"]["kind"].clone();
-        (st == "succeeded" || st == "failed").then_some(())
-    });
+    let id = run_to_end(&s, dot);
     let evs = s
         .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
         .json();
@@ -64,26 +89,12 @@ fn server_runs_prompt_stages_with_vault_keys() {
 
 /// A dev server whose Anthropic endpoint is `llm`, with a key in its vault.
 fn served(llm: &ScriptedServer) -> Server {
-    let settings = format!(
-        "[server.auth]\nmethods = [\"dev-token\"]\n[llm.providers.anthropic]\nbase_url = \"{}\"\n",
-        llm.base
-    );
+    let settings = settings_with(&[("anthropic", &llm.base)]);
     let s = Server::with(Opts {
         settings: Some(&settings),
         ..Opts::default()
     });
-    let o = std::process::Command::new(bin())
-        .args([
-            "secrets",
-            "set",
-            "ANTHROPIC_API_KEY",
-            "served-key",
-            "--state-dir",
-        ])
-        .arg(s.path())
-        .output()
-        .expect("svc secrets set");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    store_key(&s, "ANTHROPIC_API_KEY", "served-key");
     s
 }
 
@@ -304,4 +315,413 @@ fn steering_needs_a_run_with_an_agent_stage_running_now() {
         404,
     );
     assert_error(&steer(&s, "/api/v1/runs/nope/steer", &guidance), 400);
+}
+
+/// Micro-USD of `tokens` at `usd_per_mtok` (token counts here make every part exact).
+fn micros(tokens: u64, usd_per_mtok: f64) -> i64 {
+    (tokens as f64 * usd_per_mtok).round() as i64
+}
+
+/// What the catalog says `u` costs on `model`: non-cached input, output, cache reads at the
+/// cached-input price, cache writes at 1.25× input.
+fn catalog_cost(model: &str, u: &Usage) -> i64 {
+    let p = svc::llm::catalog::lookup(model)
+        .and_then(|m| m.price)
+        .unwrap_or_else(|| panic!("{model} has a catalog price"));
+    micros(u.input, p.input)
+        + micros(u.output + u.reasoning, p.output)
+        + micros(u.cache_read, p.cached_input.unwrap_or(p.input))
+        + micros(u.cache_write, p.input * 1.25)
+}
+
+fn tokens_json(u: &Usage) -> Value {
+    json!({"input": u.input, "output": u.output, "reasoning": u.reasoning,
+           "cache_read": u.cache_read, "cache_write": u.cache_write})
+}
+
+#[test]
+fn usage_billing_and_size_come_from_the_stages_token_usage() {
+    const SONNET: &str = "claude-sonnet-4-6";
+    const HAIKU: &str = "claude-haiku-4-5";
+    let plan_usage = Usage {
+        input: 100_000,
+        output: 20_000,
+        reasoning: 0,
+        cache_read: 50_000,
+        cache_write: 10_000,
+    };
+    let review_usage = Usage {
+        input: 8_000,
+        output: 2_000,
+        ..Usage::default()
+    };
+    let llm = ScriptedServer::start_with(move |_, r: &Recorded| {
+        let stream = r.body["stream"].as_bool().unwrap_or(false);
+        match r.body["model"].as_str() {
+            Some(SONNET) => reply(Provider::Anthropic, &text("the plan"), plan_usage, stream),
+            Some(HAIKU) => reply(
+                Provider::Anthropic,
+                &text("looks good"),
+                review_usage,
+                stream,
+            ),
+            other => llm_common::Reply::error(
+                400,
+                json!({"error": {"message": format!("unexpected model {other:?}")}}),
+            ),
+        }
+    });
+    let settings = settings_with(&[("anthropic", &llm.base)]);
+    let s = Server::with(Opts {
+        settings: Some(&settings),
+        ..Opts::default()
+    });
+    store_key(&s, "ANTHROPIC_API_KEY", "usage-key");
+
+    // A prompt stage on the default model, a command stage (no LLM) and an agent stage on
+    // another model.
+    let dot = r#"digraph p {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  plan [shape=tab, label="Plan the work", prompt="Plan it"]
+  check [shape=parallelogram, script="echo checked"]
+  review [model="claude-haiku-4-5", prompt="Review it"]
+  start -> plan -> check -> review -> exit
+}"#;
+    let id = run_to_end(&s, dot);
+    let run = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert_eq!(run["lifecycle"]["status"]["kind"], "succeeded", "{run}");
+
+    let plan_cost = catalog_cost(SONNET, &plan_usage);
+    let review_cost = catalog_cost(HAIKU, &review_usage);
+    let total = plan_cost + review_cost;
+
+    let usage = s.get(&format!("/api/v1/runs/{id}/usage"));
+    assert_eq!(usage.status, 200, "{}", usage.text());
+    let u = usage.json();
+
+    // One row per LLM stage, in order; the command stage reported no usage.
+    let stages = u["stages"].as_array().cloned().unwrap_or_default();
+    let ids: Vec<&str> = stages
+        .iter()
+        .filter_map(|st| st["stage"]["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["plan", "review"], "{u}");
+    let plan = &stages[0];
+    assert_eq!(plan["stage"]["name"], "Plan the work");
+    assert_eq!(
+        plan["model"],
+        json!({"provider": "anthropic", "model_id": SONNET, "speed": "standard"})
+    );
+    assert_eq!(plan["usage"]["tokens"], tokens_json(&plan_usage));
+    assert_eq!(
+        plan["usage"]["cost"],
+        json!({"usd_micros": plan_cost, "source": "catalog"})
+    );
+    assert_eq!(plan["state"], "succeeded");
+    assert!(plan["started_at"].as_str().is_some_and(|t| t.contains('T')));
+    let review = &stages[1];
+    assert_eq!(review["stage"]["name"], "review");
+    assert_eq!(review["model"]["model_id"], HAIKU);
+    assert_eq!(review["usage"]["tokens"], tokens_json(&review_usage));
+    assert_eq!(review["usage"]["cost"]["usd_micros"], review_cost);
+    for st in &stages {
+        let t = &st["timing"];
+        assert_eq!(
+            t["active_time_ms"].as_u64(),
+            Some(
+                t["inference_time_ms"].as_u64().unwrap_or(0)
+                    + t["tool_time_ms"].as_u64().unwrap_or(0)
+            ),
+            "{st}"
+        );
+    }
+
+    // Totals and the per-model split.
+    let mut sum = plan_usage;
+    sum.add(&review_usage);
+    assert_eq!(u["totals"]["usage"]["tokens"], tokens_json(&sum));
+    assert_eq!(
+        u["totals"]["usage"]["cost"],
+        json!({"usd_micros": total, "source": "catalog"})
+    );
+    let by_model = u["by_model"].as_array().cloned().unwrap_or_default();
+    assert_eq!(by_model.len(), 2, "{u}");
+    for (model, used, cost) in [
+        (SONNET, &plan_usage, plan_cost),
+        (HAIKU, &review_usage, review_cost),
+    ] {
+        let m = by_model
+            .iter()
+            .find(|m| m["model"]["model_id"] == model)
+            .unwrap_or_else(|| panic!("{model} in by_model: {u}"));
+        assert_eq!(m["model"]["provider"], "anthropic");
+        assert_eq!(m["stages"], 1);
+        assert_eq!(m["usage"]["tokens"], tokens_json(used));
+        assert_eq!(m["usage"]["cost"]["usd_micros"], cost);
+    }
+
+    // The Run carries the same figures: billed total, its size bucket and the timing rollup.
+    assert_eq!(run["billing"], json!({"total_usd_micros": total}), "{run}");
+    assert!(
+        (100_000..1_000_000).contains(&total),
+        "the workflow is sized to cost $0.10-$1"
+    );
+    assert_eq!(run["size"], "S");
+    let timing = &run["timing"];
+    assert!(timing["wall_time_ms"].is_u64(), "{run}");
+    for k in ["inference_time_ms", "tool_time_ms", "active_time_ms"] {
+        assert_eq!(timing[k], u["totals"]["timing"][k], "{k}: {run} vs {u}");
+    }
+
+    // Unknown and malformed ids.
+    assert_error(&s.get("/api/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/usage"), 404);
+    assert_error(&s.get("/api/v1/runs/not-a-run/usage"), 400);
+}
+
+#[test]
+fn runs_without_llm_stages_have_no_billing() {
+    let s = Server::start();
+    let dot = r#"digraph c {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  check [shape=parallelogram, script="echo checked"]
+  start -> check -> exit
+}"#;
+    let id = run_to_end(&s, dot);
+    let run = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert_eq!(run["lifecycle"]["status"]["kind"], "succeeded", "{run}");
+    assert_eq!(run["billing"], Value::Null);
+    assert_eq!(run["size"], "XS");
+    assert_eq!(run["timing"]["active_time_ms"], 0);
+    let u = s.get(&format!("/api/v1/runs/{id}/usage")).json();
+    assert_eq!(u["stages"], json!([]));
+    assert_eq!(u["by_model"], json!([]));
+    assert_eq!(u["totals"]["usage"]["cost"]["usd_micros"], 0);
+}
+
+#[test]
+fn models_lists_the_catalog_with_providers_and_keys() {
+    let s = Server::start();
+    let catalog = svc::llm::catalog::MODELS;
+    let all = s.get("/api/v1/models?page[limit]=100");
+    assert_eq!(all.status, 200, "{}", all.text());
+    let all = all.json();
+    let data = all["data"].as_array().cloned().unwrap_or_default();
+    assert_eq!(data.len(), catalog.len(), "{all}");
+    assert_eq!(all["meta"]["has_more"], false);
+    for m in catalog {
+        let got = data
+            .iter()
+            .find(|d| d["id"] == m.id)
+            .unwrap_or_else(|| panic!("{} listed", m.id));
+        assert_eq!(got["provider"], m.provider, "{got}");
+        assert_eq!(got["configured"], false, "no key stored yet: {got}");
+        assert_eq!(
+            got["costs"]["input_cost_per_mtok"].as_f64(),
+            m.price.map(|p| p.input),
+            "{got}"
+        );
+    }
+
+    // Default page size, then the next page.
+    let first = s.get("/api/v1/models").json();
+    let n = first["data"].as_array().map_or(0, Vec::len);
+    assert_eq!(n, catalog.len().min(20));
+    assert_eq!(first["meta"]["has_more"], catalog.len() > 20);
+    let rest = s.get("/api/v1/models?page[offset]=20").json();
+    assert_eq!(
+        rest["data"].as_array().map_or(0, Vec::len),
+        catalog.len().saturating_sub(20)
+    );
+
+    // A stored key marks the provider's models configured.
+    store_key(&s, "OPENAI_API_KEY", "k");
+    let openai = s
+        .get("/api/v1/models?provider=openai&page[limit]=100")
+        .json();
+    let listed = openai["data"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        listed.len(),
+        catalog.iter().filter(|m| m.provider == "openai").count()
+    );
+    assert!(listed
+        .iter()
+        .all(|m| m["provider"] == "openai" && m["configured"] == true));
+    let q = s.get("/api/v1/models?query=SONNET").json();
+    assert!(q["data"].as_array().is_some_and(|d| !d.is_empty()
+        && d.iter()
+            .all(|m| m["id"].as_str().is_some_and(|id| id.contains("sonnet")))));
+    assert_error(&s.get("/api/v1/models?provider=nope"), 400);
+
+    // Credentials are required, except in demo mode.
+    assert_error(&s.raw("GET", "/api/v1/models", &[], None), 401);
+    let demo = s.raw("GET", "/api/v1/models", &[("X-Svc-Demo", "1")], None);
+    assert_eq!(demo.status, 200, "{}", demo.text());
+    assert!(demo.json()["data"]
+        .as_array()
+        .is_some_and(|d| !d.is_empty()));
+}
+
+#[test]
+fn provider_test_reports_ok_error_and_skip_in_one_answer() {
+    let good = ScriptedServer::start_with(|_, r: &Recorded| {
+        let stream = r.body["stream"].as_bool().unwrap_or(false);
+        let usage = Usage {
+            input: 5,
+            output: 1,
+            ..Usage::default()
+        };
+        reply(Provider::Anthropic, &text("OK"), usage, stream)
+    });
+    let bad = ScriptedServer::start_with(|_, _| {
+        llm_common::Reply::error(
+            401,
+            json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}),
+        )
+    });
+    let down = ScriptedServer::start_with(|_, _| {
+        llm_common::Reply::error(503, json!({"error": {"message": "overloaded"}}))
+    });
+    let settings = settings_with(&[
+        ("anthropic", &good.base),
+        ("openai", &bad.base),
+        ("gemini", &down.base),
+    ]);
+    let s = Server::with(Opts {
+        settings: Some(&settings),
+        ..Opts::default()
+    });
+
+    // Nothing stored yet: every provider is skipped, and the answer is still 200.
+    let none = s.post("/api/v1/providers/test", "");
+    assert_eq!(none.status, 200, "{}", none.text());
+    let none = none.json();
+    assert!(
+        none["data"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty() && d.iter().all(|r| r["status"] == "skip")),
+        "{none}"
+    );
+
+    store_key(&s, "ANTHROPIC_API_KEY", "good-key");
+    store_key(&s, "OPENAI_API_KEY", "revoked-key");
+    store_key(&s, "GEMINI_API_KEY", "gemini-key");
+    let r = s.post("/api/v1/providers/test", "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = r.json();
+    let results = body["data"].as_array().cloned().unwrap_or_default();
+    let of = |p: &str| {
+        results
+            .iter()
+            .find(|x| x["provider"] == p)
+            .cloned()
+            .unwrap_or_else(|| panic!("a result for {p}: {body}"))
+    };
+    let a = of("anthropic");
+    assert_eq!(a["status"], "ok", "{a}");
+    assert_eq!(a["error_message"], Value::Null);
+    assert!(a["latency_ms"].is_u64());
+    assert!(a["model_id"].as_str().is_some_and(|m| !m.is_empty()));
+    let o = of("openai");
+    assert_eq!(o["status"], "error", "{o}");
+    assert!(
+        o["error_message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{o}"
+    );
+    // An outage is reported at once: a probe is not retried.
+    let g = of("gemini");
+    assert_eq!(g["status"], "error", "{g}");
+    assert_eq!(down.count(), 1);
+    for p in ["kimi", "zai", "minimax", "inception"] {
+        assert_eq!(of(p)["status"], "skip", "{body}");
+    }
+    // A provider without a catalog model to probe is listed only when it has a key.
+    assert!(
+        results.iter().all(|x| x["provider"] != "openai_compatible"),
+        "{body}"
+    );
+    // Each provider once; the key came from the vault and reached the provider.
+    let mut names: Vec<&str> = results
+        .iter()
+        .filter_map(|x| x["provider"].as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), results.len(), "{body}");
+    assert_eq!(good.requests()[0].header("x-api-key"), Some("good-key"));
+    assert!(bad.count() >= 1);
+}
+
+#[test]
+fn tokens_of_a_failed_attempt_that_was_retried_are_billed() {
+    // Attempt 1: a reply that is not a routing directive (tokens spent), then the repair
+    // turn hits a provider outage. Attempt 2: a valid directive.
+    let first = Usage {
+        input: 30_000,
+        output: 3_000,
+        ..Usage::default()
+    };
+    let second = Usage {
+        input: 40_000,
+        output: 1_000,
+        ..Usage::default()
+    };
+    let llm = ScriptedServer::start_with(move |n, r: &Recorded| {
+        let stream = r.body["stream"].as_bool().unwrap_or(false);
+        let turns = r.body["messages"].as_array().map_or(0, Vec::len);
+        if turns > 1 {
+            llm_common::Reply::error(503, json!({"error": {"message": "overloaded"}}))
+                .header("retry-after", "0")
+        } else if n == 0 {
+            reply(
+                Provider::Anthropic,
+                &text("no directive here"),
+                first,
+                stream,
+            )
+        } else {
+            reply(
+                Provider::Anthropic,
+                &text(r#"{"outcome": "succeeded"}"#),
+                second,
+                stream,
+            )
+        }
+    });
+    let settings = settings_with(&[("anthropic", &llm.base)]);
+    let s = Server::with(Opts {
+        settings: Some(&settings),
+        ..Opts::default()
+    });
+    store_key(&s, "ANTHROPIC_API_KEY", "retry-key");
+    let dot = r#"digraph r {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  decide [shape=tab, prompt="Decide", output_schema="routing", max_retries=1]
+  start -> decide -> exit
+}"#;
+    let id = run_to_end(&s, dot);
+    let run = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert_eq!(run["lifecycle"]["status"]["kind"], "succeeded", "{run}");
+    let evs = s
+        .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+        .json();
+    let retried = evs["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|e| e["event"] == "stage.failed" && e["properties"]["will_retry"] == true);
+    assert!(retried, "the first attempt failed and was retried: {evs}");
+
+    let model = "claude-sonnet-4-6";
+    let expected = catalog_cost(model, &first) + catalog_cost(model, &second);
+    let u = s.get(&format!("/api/v1/runs/{id}/usage")).json();
+    let stage = &u["stages"][0];
+    assert_eq!(stage["stage"]["id"], "decide", "{u}");
+    assert_eq!(stage["state"], "succeeded");
+    let mut both = first;
+    both.add(&second);
+    assert_eq!(stage["usage"]["tokens"], tokens_json(&both), "{u}");
+    assert_eq!(stage["usage"]["cost"]["usd_micros"], expected);
+    // One visit, however many attempts.
+    assert_eq!(u["by_model"][0]["stages"], 1);
+    assert_eq!(run["billing"]["total_usd_micros"], expected, "{run}");
 }

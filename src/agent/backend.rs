@@ -3,7 +3,8 @@
 //! come from `settings.toml` (`[llm.providers.<name>] base_url`, else the provider default).
 //! Used by `svc run`, `svc resume` and the server's executor. Maps stage requests, replies,
 //! `agent.*` events and errors between the engine and the agent layer; `backend=acp` agent
-//! stages go to the ACP client ([`super::acp::run_stage`]) instead.
+//! stages go to the ACP client ([`super::acp::run_stage`]) instead. [`client_from_settings`]
+//! is the one place a provider client is built from settings and credentials.
 //! Must not read the process environment for keys, validate structured output, or route.
 
 use std::path::Path;
@@ -26,6 +27,23 @@ pub enum BackendError {
     Settings(#[from] SettingsError),
     #[error("settings.toml: unknown LLM provider `{0}` in [llm.providers]")]
     UnknownProvider(String),
+}
+
+/// The provider client every caller shares (stages, `POST /providers/test`): keys from
+/// `creds`, endpoints from `[llm.providers.<name>] base_url`, else the provider default.
+pub fn client_from_settings(
+    settings: &Settings,
+    creds: Arc<dyn Credentials>,
+) -> Result<LlmClient, BackendError> {
+    let mut client = LlmClient::new(creds);
+    for (name, p) in &settings.llm.providers {
+        let provider =
+            Provider::parse(name).ok_or_else(|| BackendError::UnknownProvider(name.clone()))?;
+        if let Some(url) = p.base_url.as_deref() {
+            client = client.with_base_url(provider, url);
+        }
+    }
+    Ok(client)
 }
 
 /// Agent and prompt stages against real providers.
@@ -53,14 +71,7 @@ impl ProviderBackend {
         settings: &Settings,
         creds: Arc<dyn Credentials>,
     ) -> Result<ProviderBackend, BackendError> {
-        let mut client = LlmClient::new(Arc::clone(&creds));
-        for (name, p) in &settings.llm.providers {
-            let provider =
-                Provider::parse(name).ok_or_else(|| BackendError::UnknownProvider(name.clone()))?;
-            if let Some(url) = p.base_url.as_deref() {
-                client = client.with_base_url(provider, url);
-            }
-        }
+        let client = client_from_settings(settings, Arc::clone(&creds))?;
         Ok(ProviderBackend {
             stage: StageBackend::new(Arc::new(client), creds),
             default_model: settings.run.model.clone(),

@@ -356,12 +356,13 @@ impl<'w> Walker<'w> {
             }
             let delay = failure::delay(&policy, attempt, self.shared.rng.lock().unit());
             let failure_json = outcome.failure.as_ref().map(|f| f.to_json(None));
-            self.emit(
-                "stage.failed",
-                Some(node),
-                json!({"index": index, "failure": failure_json, "will_retry": true,
-                       "duration_ms": millis(clock.now() - started), "attempt": attempt}),
-            )?;
+            let mut props = json!({"index": index, "failure": failure_json, "will_retry": true,
+                       "duration_ms": millis(clock.now() - started), "attempt": attempt});
+            // Tokens a failed attempt spent are billed too.
+            if let (Value::Object(m), Some(u)) = (&mut props, &outcome.usage) {
+                m.insert("usage".into(), u.clone());
+            }
+            self.emit("stage.failed", Some(node), props)?;
             attempt += 1;
             self.emit(
                 "stage.retrying",

@@ -30,6 +30,16 @@ impl CostSource {
         }
     }
 
+    /// The inverse of [`CostSource::as_str`]; `None` for anything else.
+    pub fn parse(s: &str) -> Option<CostSource> {
+        match s {
+            "catalog" => Some(CostSource::Catalog),
+            "unpriced" => Some(CostSource::Unpriced),
+            "partial" => Some(CostSource::Partial),
+            _ => None,
+        }
+    }
+
     fn combine(self, o: CostSource) -> CostSource {
         if self == o {
             self
@@ -64,6 +74,15 @@ impl Speed {
         match self {
             Speed::Standard => "standard",
             Speed::Fast => "fast",
+        }
+    }
+
+    /// `fast` is fast; anything else is standard.
+    pub fn parse(s: &str) -> Speed {
+        if s == "fast" {
+            Speed::Fast
+        } else {
+            Speed::Standard
         }
     }
 }
@@ -194,6 +213,10 @@ pub struct StageRecord {
     pub timing: Timing,
     pub started_at: String,
     pub state: String,
+    /// The cost recorded with the usage when it was spent; `None` prices `tokens` from
+    /// the catalog now. Recorded costs are what the run was billed, so a later catalog
+    /// change does not rewrite history.
+    pub cost: Option<Cost>,
 }
 
 #[derive(Debug, Clone)]
@@ -232,7 +255,13 @@ impl UsageRollup {
             .map(|p| p.id().to_string())
             .or_else(|| catalog::lookup(&r.model).map(|m| m.provider.to_string()))
             .unwrap_or_default();
-        let priced = PricedUsage::new(&r.model, r.tokens, r.speed);
+        let priced = match r.cost {
+            Some(cost) => PricedUsage {
+                tokens: r.tokens,
+                cost,
+            },
+            None => PricedUsage::new(&r.model, r.tokens, r.speed),
+        };
         match self.stages.iter_mut().find(|s| s.id == r.stage_id) {
             Some(row) => {
                 row.usage.add(&priced);
@@ -377,6 +406,35 @@ mod tests {
     }
 
     #[test]
+    fn recorded_cost_wins_over_the_catalog() {
+        let mut r = UsageRollup::new();
+        let tokens = Usage {
+            input: 1_000_000,
+            ..Default::default()
+        };
+        r.add(&StageRecord {
+            stage_id: "a".into(),
+            stage_name: "a".into(),
+            provider: None,
+            model: "sonnet".into(),
+            speed: Speed::Standard,
+            tokens,
+            timing: Timing::default(),
+            started_at: String::new(),
+            state: "succeeded".into(),
+            cost: Some(Cost {
+                usd_micros: 123,
+                source: CostSource::Catalog,
+            }),
+        });
+        assert_eq!(r.total().cost.usd_micros, 123);
+        assert_eq!(CostSource::parse("partial"), Some(CostSource::Partial));
+        assert_eq!(CostSource::parse("nope"), None);
+        assert_eq!(Speed::parse("fast"), Speed::Fast);
+        assert_eq!(Speed::parse(""), Speed::Standard);
+    }
+
+    #[test]
     fn rollup_groups_stages_and_models() {
         let mut r = UsageRollup::new();
         let rec = |id: &str, model: &str, input: u64, state: &str| StageRecord {
@@ -397,6 +455,7 @@ mod tests {
             },
             started_at: format!("t-{state}"),
             state: state.into(),
+            cost: None,
         };
         r.add(&rec("plan", "sonnet", 1000, "failed"));
         r.add(&rec("plan", "sonnet", 1000, "succeeded"));

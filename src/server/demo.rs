@@ -357,7 +357,7 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             let timing = json!({"wall_time_ms": 754_000, "inference_time_ms": 540_000, "tool_time_ms": 70_000, "active_time_ms": 610_000});
             let model = json!({"provider": "anthropic", "model_id": "claude-sonnet-4-6", "speed": "standard"});
             j(json!({
-                "stages": [{"stage": {"id": "implement@1", "name": "implement"}, "model": model, "usage": usage, "timing": timing,
+                "stages": [{"stage": {"id": "implement", "name": "Implement"}, "model": model, "usage": usage, "timing": timing,
                             "started_at": "2026-03-06T09:12:00.000Z", "state": "succeeded"}],
                 "totals": {"timing": timing, "usage": usage},
                 "by_model": [{"model": model, "stages": 1, "usage": usage}]
@@ -392,6 +392,11 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             }
             id => Err(ApiError::not_found(format!("No demo sandbox {id}."))),
         },
+        ("GET", "/api/v1/models") => {
+            // The catalog is static; the demo pretends only Anthropic has a key.
+            let creds = crate::llm::StaticCredentials::new().with("ANTHROPIC_API_KEY", "demo");
+            j(super::models::page_of_models(ctx, &creds)?)
+        }
         ("POST", "/api/v1/providers/test") => j(json!({"data": [
             {"provider": "anthropic", "model_id": "claude-haiku-4-5", "status": "ok", "error_message": null, "latency_ms": 412},
             {"provider": "openai", "model_id": "gpt-5.4-mini", "status": "skip", "error_message": null, "latency_ms": 0}

@@ -4,7 +4,7 @@
 //!
 //! Layout: [`http`] (sockets, threads, limits, request ids, panics), [`router`] (the table),
 //! [`routes`] (the list of routes), [`auth`], [`system`] (discovery), [`openapi`],
-//! [`versions`], [`demo`], [`error`], [`ids`].
+//! [`versions`], [`models`], [`demo`], [`error`], [`ids`].
 //!
 //! Startup order (SPEC 1.11): settings → dev token → store activation → recovery of runs
 //! interrupted by the last stop → scheduler and workers → routes/listener. Nothing is
@@ -18,6 +18,7 @@ pub mod demo;
 pub mod error;
 pub mod http;
 pub mod ids;
+pub mod models;
 pub mod openapi;
 pub mod router;
 pub mod routes;

@@ -221,14 +221,22 @@ fn operations() -> Vec<Op> {
             .id()
             .body(r("SteerRequest"), true)
             .resp(steer_responses()),
-        placeholder("get", "/api/v1/runs/{id}/usage", "Billing", "Usage and cost per stage and model").id(),
+        op("get", "/api/v1/runs/{id}/usage", "Billing", "Usage and cost per stage and model")
+            .id()
+            .resp(vec![ok("200", "LLM stages (visits summed per node), totals and per-model sums.", r("Usage")), err("400", "Malformed run id."), nf()]),
+        op("get", "/api/v1/models", "Models", "The model catalog")
+            .paging()
+            .param("provider", "query", json!({"type": "string"}), "Only this provider's models.")
+            .param("query", "query", json!({"type": "string"}), "Case-insensitive substring of id, display name or alias.")
+            .resp(vec![ok("200", "A page of models.", r("ModelPage")), err("400", "Unknown provider or bad paging parameter.")]),
+        op("post", "/api/v1/providers/test", "Models", "Test every LLM provider with a short call")
+            .resp(vec![ok("200", "One result per provider; a failing provider does not fail the request.", r("ProviderTestResults"))]),
         placeholder("get", "/api/v1/runs/{id}/files", "Run Outputs", "Files changed by a run").id().paging(),
         placeholder("get", "/runs/{id}/files", "Run Outputs", "Alias of GET /api/v1/runs/{id}/files").id().paging(),
         placeholder("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port").id().body(r("PreviewRequest"), true),
         placeholder("get", "/api/v1/sandboxes", "Sandboxes", "Managed sandboxes"),
         placeholder("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
             .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id."),
-        placeholder("post", "/api/v1/providers/test", "Models", "Test configured LLM providers"),
     ]
 }
 
@@ -386,8 +394,8 @@ fn schemas() -> Value {
                     "created_at": {"type": "string", "format": "date-time"},
                     "started_at": nullable("string"), "last_event_at": nullable("string"), "completed_at": nullable("string")
                 }},
-                "timing": {"type": ["object", "null"]},
-                "billing": {"type": ["object", "null"]},
+                "timing": {"oneOf": [r("RunTiming"), {"type": "null"}]},
+                "billing": {"oneOf": [r("RunBillingSummary"), {"type": "null"}]},
                 "size": {"enum": ["XS", "S", "M", "L", "XL"]},
                 "ask_svc": {"type": "object"},
                 "diff": {"type": ["object", "null"]},
@@ -398,6 +406,111 @@ fn schemas() -> Value {
                 "links": {"type": "object", "properties": {"web": nullable("string")}}
             }
         },
+        "RunTiming": {
+            "type": "object",
+            "required": ["wall_time_ms", "active_time_ms"],
+            "description": "active_time_ms = inference_time_ms + tool_time_ms, summed over LLM stage attempts; it can exceed wall time when branches run in parallel.",
+            "properties": {
+                "wall_time_ms": {"type": "integer", "minimum": 0},
+                "active_time_ms": {"type": "integer", "minimum": 0},
+                "inference_time_ms": {"type": "integer", "minimum": 0, "default": 0},
+                "tool_time_ms": {"type": "integer", "minimum": 0, "default": 0}
+            }
+        },
+        "RunBillingSummary": {
+            "type": "object",
+            "required": ["total_usd_micros"],
+            "properties": {"total_usd_micros": {"type": ["integer", "null"], "description": "Null when no usage could be priced."}}
+        },
+        "UsageTiming": {
+            "type": "object",
+            "required": ["wall_time_ms", "inference_time_ms", "tool_time_ms", "active_time_ms"],
+            "properties": {
+                "wall_time_ms": {"type": "integer"}, "inference_time_ms": {"type": "integer"},
+                "tool_time_ms": {"type": "integer"}, "active_time_ms": {"type": "integer"}
+            }
+        },
+        "UsageAmount": {
+            "type": "object",
+            "required": ["tokens", "cost"],
+            "properties": {
+                "tokens": {"type": "object", "required": ["input", "output", "reasoning", "cache_read", "cache_write"], "properties": {
+                    "input": {"type": "integer"}, "output": {"type": "integer"}, "reasoning": {"type": "integer"},
+                    "cache_read": {"type": "integer"}, "cache_write": {"type": "integer"}
+                }},
+                "cost": {"type": "object", "required": ["usd_micros", "source"], "properties": {
+                    "usd_micros": {"type": "integer"},
+                    "source": {"enum": ["catalog", "unpriced", "partial"]}
+                }}
+            }
+        },
+        "UsageModel": {
+            "type": "object",
+            "required": ["provider", "model_id", "speed"],
+            "properties": {"provider": {"type": "string"}, "model_id": {"type": "string"}, "speed": {"enum": ["standard", "fast"]}}
+        },
+        "Usage": {
+            "type": "object",
+            "required": ["stages", "totals", "by_model"],
+            "properties": {
+                "stages": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["stage", "model", "usage", "timing", "started_at", "state"],
+                    "properties": {
+                        "stage": {"type": "object", "required": ["id", "name"], "properties": {"id": {"type": "string"}, "name": {"type": "string"}}},
+                        "model": r("UsageModel"),
+                        "usage": r("UsageAmount"),
+                        "timing": r("UsageTiming"),
+                        "started_at": {"type": "string", "format": "date-time"},
+                        "state": {"enum": ["running", "retrying", "succeeded", "partially_succeeded", "failed", "skipped", "cancelled"]}
+                    }
+                }},
+                "totals": {"type": "object", "required": ["timing", "usage"], "properties": {"timing": r("UsageTiming"), "usage": r("UsageAmount")}},
+                "by_model": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["model", "stages", "usage"],
+                    "properties": {"model": r("UsageModel"), "stages": {"type": "integer"}, "usage": r("UsageAmount")}
+                }}
+            }
+        },
+        "Model": {
+            "type": "object",
+            "required": ["id", "provider", "display_name", "limits", "features", "costs", "aliases", "default", "configured"],
+            "properties": {
+                "id": {"type": "string"},
+                "provider": {"type": "string"},
+                "family": {"type": "string"},
+                "display_name": {"type": "string"},
+                "limits": {"type": "object", "properties": {"context_window": {"type": "integer"}, "max_output": nullable("integer")}},
+                "training": nullable("string"),
+                "knowledge_cutoff": nullable("string"),
+                "features": {"type": "object", "properties": {
+                    "tools": {"type": "boolean"}, "vision": {"type": "boolean"},
+                    "reasoning": {"type": "boolean"}, "effort": {"type": "boolean"}
+                }},
+                "costs": {"type": "object", "description": "USD per million tokens.", "properties": {
+                    "input_cost_per_mtok": nullable("number"),
+                    "output_cost_per_mtok": nullable("number"),
+                    "cache_input_cost_per_mtok": nullable("number")
+                }},
+                "estimated_output_tps": nullable("number"),
+                "aliases": {"type": "array", "items": {"type": "string"}},
+                "default": {"type": "boolean", "description": "The provider's default model."},
+                "configured": {"type": "boolean", "description": "The provider's key is stored."}
+            }
+        },
+        "ModelPage": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": r("Model")}, "meta": r("Meta")}},
+        "ProviderTestResults": {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": {
+            "type": "object",
+            "required": ["provider", "model_id", "status", "error_message", "latency_ms"],
+            "properties": {
+                "provider": {"type": "string"},
+                "model_id": {"type": "string", "description": "The model probed."},
+                "status": {"enum": ["ok", "error", "skip"], "description": "skip: no key is stored for the provider."},
+                "error_message": nullable("string"),
+                "latency_ms": {"type": "integer", "minimum": 0}
+            }
+        }}}},
         "BoardItem": {
             "type": "object",
             "required": ["id", "title", "status", "created_at"],

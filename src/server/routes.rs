@@ -4,6 +4,7 @@
 //! Owns: which handler serves which method and path, and whether it needs credentials.
 //! Must not touch: handler logic.
 
+use super::models;
 use super::router::{Access, Route};
 use super::runs;
 use super::system;
@@ -69,13 +70,14 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/runs/{id}/graph/source", runs::graph_source),
         user("POST", "/api/v1/runs/{id}/steer", runs::steer),
         user("POST", "/runs/{id}/steer", runs::steer),
+        user("GET", "/api/v1/runs/{id}/usage", runs::usage::get),
+        user("GET", "/api/v1/models", models::list),
+        user("POST", "/api/v1/providers/test", models::test_providers),
         // Placeholders (SPEC 7: 501).
-        user("GET", "/api/v1/runs/{id}/usage", ni),
         user("GET", "/api/v1/runs/{id}/files", ni),
         user("GET", "/runs/{id}/files", ni),
         user("POST", "/api/v1/runs/{id}/preview", ni),
         user("GET", "/api/v1/sandboxes", ni),
         user("GET", "/api/v1/sandboxes/{id}", ni),
-        user("POST", "/api/v1/providers/test", ni),
     ]
 }

@@ -11,7 +11,7 @@
 //! "spec" fields (title, goal, labels, workflow, working_dir, inputs, parent_id), and it
 //! changes `checkpoint` only on `checkpoint.completed`.
 
-use super::model::{Control, Event, NewRun, RunRow, RunStatus, WorkflowMeta};
+use super::model::{Control, Event, NewRun, RunRow, RunStatus, UsageTotals, WorkflowMeta};
 use serde_json::{json, Map, Value};
 
 /// Keys of `run.created` properties written by the store itself.
@@ -102,6 +102,7 @@ impl RunRow {
                 .iter()
                 .filter_map(|k| Some((k.to_string(), p.get(*k)?.clone())))
                 .collect(),
+            usage: UsageTotals::default(),
         }
     }
 }
@@ -137,6 +138,7 @@ pub(crate) fn empty_row() -> RunRow {
         questions: Vec::new(),
         superseded_by: None,
         created_meta: Map::new(),
+        usage: UsageTotals::default(),
     }
 }
 
@@ -207,6 +209,25 @@ fn requested_at(row: &RunRow, ts: &str) -> Value {
         .filter(|v| !v.is_null())
         .cloned()
         .unwrap_or_else(|| Value::String(ts.to_string()))
+}
+
+/// Adds the `usage` object of a `stage.completed` / `stage.failed` event (written by the
+/// engine's LLM handler: `cost{usd_micros, source}`, `inference_time_ms`, `tool_time_ms`,
+/// tokens, model). Every attempt ends with exactly one such event, so each is counted once.
+fn add_usage(totals: &mut UsageTotals, usage: &Value) {
+    let Some(u) = usage.as_object() else { return };
+    let int = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    let cost = u.get("cost");
+    totals.records += 1;
+    if cost.and_then(|c| c.get("source")).and_then(Value::as_str) != Some("unpriced") {
+        totals.priced_records += 1;
+    }
+    totals.usd_micros += cost
+        .and_then(|c| c.get("usd_micros"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    totals.inference_time_ms += int(u.get("inference_time_ms"));
+    totals.tool_time_ms += int(u.get("tool_time_ms"));
 }
 
 /// Applies one event to a row. Pure: the result depends only on `row` and `event`.
@@ -289,6 +310,11 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
         }
         "run.superseded_by" => row.superseded_by = str_prop(p, "new_run_id"),
         "checkpoint.completed" => row.checkpoint = Some(p.clone()),
+        "stage.completed" | "stage.failed" => {
+            if let Some(u) = p.get("usage") {
+                add_usage(&mut row.usage, u);
+            }
+        }
         "interview.started" => row.questions.push(p.clone()),
         "interview.completed" | "interview.timeout" | "interview.interrupted" => {
             match p.get("question_id") {
@@ -483,6 +509,8 @@ mod tests {
             "interview.started",
             "interview.completed",
             "stage.started",
+            "stage.completed",
+            "stage.failed",
         ] {
             let p = json!({"title":"X","goal":"Y","labels":{"a":"b"},"inputs":{"x":1},
                 "parent_id":"P","working_dir":"/w","workflow":{"source":"digraph{}"}});
@@ -512,6 +540,77 @@ mod tests {
                 assert_eq!(row.checkpoint, base.checkpoint, "{kind}");
             }
         }
+    }
+
+    fn usage(usd_micros: i64, source: &str, inference: u64, tool: u64) -> Value {
+        json!({"tokens": {"input": 100, "output": 10, "reasoning": 0, "cache_read": 0, "cache_write": 0},
+               "cost": {"usd_micros": usd_micros, "source": source},
+               "model": "claude-sonnet-4-6", "provider": "anthropic", "speed": "standard",
+               "inference_time_ms": inference, "tool_time_ms": tool})
+    }
+
+    #[test]
+    fn usage_sums_every_attempt_once() {
+        let row = apply(&[
+            ("stage.started", json!({"attempt": 1})),
+            // A retried attempt that spent tokens before failing.
+            (
+                "stage.failed",
+                json!({"will_retry": true, "usage": usage(1_500, "catalog", 40, 5)}),
+            ),
+            ("stage.retrying", json!({"attempt": 2})),
+            ("stage.started", json!({"attempt": 2})),
+            (
+                "stage.completed",
+                json!({"status": "succeeded", "usage": usage(2_500, "catalog", 60, 15)}),
+            ),
+            // A command stage: no usage object.
+            ("stage.completed", json!({"status": "succeeded"})),
+            // A final failure that still spent tokens.
+            (
+                "stage.failed",
+                json!({"will_retry": false, "usage": usage(1_000, "catalog", 10, 0)}),
+            ),
+        ]);
+        assert_eq!(
+            row.usage,
+            UsageTotals {
+                records: 3,
+                priced_records: 3,
+                usd_micros: 5_000,
+                inference_time_ms: 110,
+                tool_time_ms: 20,
+            }
+        );
+        // Replaying the same events gives the same totals (the row is a pure fold).
+        let again = apply(&[(
+            "stage.completed",
+            json!({"status": "succeeded", "usage": usage(7, "catalog", 1, 1)}),
+        )]);
+        assert_eq!(again.usage.usd_micros, 7);
+    }
+
+    #[test]
+    fn unpriced_usage_is_counted_but_not_priced() {
+        let row = apply(&[
+            (
+                "stage.completed",
+                json!({"status": "succeeded", "usage": usage(0, "unpriced", 5, 0)}),
+            ),
+            (
+                "stage.completed",
+                json!({"status": "succeeded", "usage": null}),
+            ),
+            (
+                "stage.completed",
+                json!({"status": "succeeded", "usage": "junk"}),
+            ),
+        ]);
+        assert_eq!(row.usage.records, 1);
+        assert_eq!(row.usage.priced_records, 0);
+        assert_eq!(row.usage.usd_micros, 0);
+        assert_eq!(row.usage.inference_time_ms, 5);
+        assert_eq!(created().usage, UsageTotals::default());
     }
 
     #[test]

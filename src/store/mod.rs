@@ -42,7 +42,7 @@ pub use hub::{Hub, Subscription};
 pub use memory::MemoryStore;
 pub use model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
-    WorkflowMeta,
+    UsageTotals, WorkflowMeta,
 };
 pub use prep::{blob_refs, is_blob_id, sha256_hex};
 pub use schema::SCHEMA_VERSION;

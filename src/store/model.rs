@@ -273,6 +273,24 @@ pub struct RunRow {
     /// `retried_from`, when present), so a view never re-reads the created event.
     #[serde(default)]
     pub created_meta: serde_json::Map<String, Value>,
+    /// LLM usage summed over every stage attempt that reported one.
+    #[serde(default)]
+    pub usage: UsageTotals,
+}
+
+/// Run-level sums of the `usage` objects on `stage.completed` / `stage.failed` events
+/// (the Run's `timing`, `billing` and `size`). The per-stage detail stays in the events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UsageTotals {
+    /// Stage attempts that reported LLM usage.
+    pub records: u64,
+    /// Of those, the attempts whose cost could be priced (cost source not `unpriced`).
+    pub priced_records: u64,
+    /// Sum of the recorded costs, in micro-USD.
+    pub usd_micros: i64,
+    pub inference_time_ms: u64,
+    pub tool_time_ms: u64,
 }
 
 /// Filter and page for [`crate::store::RunStore::query_runs`].

@@ -18,6 +18,7 @@ use super::fold::fold;
 use super::hub::Hub;
 use super::model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
+    UsageTotals,
 };
 use super::prep::{self, sha256_hex};
 use super::rowcache::RowCache;
@@ -130,6 +131,7 @@ struct StateRef<'a> {
     last_seq: u64,
     questions: &'a [Value],
     superseded_by: &'a Option<String>,
+    usage: &'a UsageTotals,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +152,8 @@ struct StateOwned {
     questions: Vec<Value>,
     #[serde(default)]
     superseded_by: Option<String>,
+    #[serde(default)]
+    usage: UsageTotals,
 }
 
 fn encode_state(row: &RunRow) -> Result<String, StoreError> {
@@ -168,6 +172,7 @@ fn encode_state(row: &RunRow) -> Result<String, StoreError> {
         last_seq: row.last_seq,
         questions: &row.questions,
         superseded_by: &row.superseded_by,
+        usage: &row.usage,
     })
     .map_err(|source| StoreError::Encode {
         what: "row state",
@@ -214,6 +219,7 @@ fn assemble(
     row.current_question = s.questions.first().cloned();
     row.questions = s.questions;
     row.superseded_by = s.superseded_by;
+    row.usage = s.usage;
     if let Some(text) = checkpoint {
         row.checkpoint = Some(parse_event(run_id, 0, text)?.properties);
     }
@@ -1061,6 +1067,27 @@ mod tests {
         assert_eq!(raw.len(), 2);
         assert_eq!(raw[0].json, serde_json::to_string(&e).unwrap());
         assert!(s.cheap_check().is_ok());
+    }
+
+    #[test]
+    fn usage_totals_survive_a_reopen() {
+        let (_d, s) = store();
+        let row = s.create_run(NewRun::default()).unwrap();
+        s.append(
+            &row.id,
+            EventDraft::new(
+                "stage.completed",
+                json!({"status": "succeeded", "usage": {"cost": {"usd_micros": 42, "source": "catalog"},
+                       "inference_time_ms": 7, "tool_time_ms": 3}}),
+            ),
+        )
+        .unwrap();
+        let reopened = SqliteStore::open(s.path()).unwrap();
+        let got = reopened.get_run(&row.id).unwrap().unwrap();
+        assert_eq!(got.usage.usd_micros, 42);
+        assert_eq!(got.usage.inference_time_ms, 7);
+        assert_eq!(got.usage.tool_time_ms, 3);
+        reopened.verify_run(&row.id).unwrap();
     }
 
     #[test]

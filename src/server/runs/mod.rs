@@ -17,6 +17,8 @@
 //!   resumed with `start {"resume": true}` (the engine continues from the last checkpoint).
 //!   Runnable runs stay queued across restarts.
 //!
+//! - [`usage`] serves `GET /runs/{id}/usage` from the run's stage events.
+//!
 //! Owns: the runs API and run scheduling. Must not touch: SQL (through `RunStore` only),
 //! workflow parsing beyond `workflow::load`, engine internals.
 
@@ -25,6 +27,7 @@ pub mod interviewer;
 pub mod lifecycle;
 pub mod sse;
 pub mod steer;
+pub mod usage;
 pub mod view;
 
 use super::error::ApiError;

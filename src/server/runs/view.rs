@@ -69,9 +69,14 @@ pub fn run_json(
     settings: &Settings,
 ) -> Value {
     let w = &row.workflow;
+    let u = &row.usage;
     let timing = wall_ms(row).map(|wall| {
-        json!({"wall_time_ms": wall, "active_time_ms": 0, "inference_time_ms": 0, "tool_time_ms": 0})
+        json!({"wall_time_ms": wall, "active_time_ms": u.inference_time_ms + u.tool_time_ms,
+               "inference_time_ms": u.inference_time_ms, "tool_time_ms": u.tool_time_ms})
     });
+    // No LLM usage yet: nothing billed. Usage that no price covers: total unknown.
+    let billing = (u.records > 0)
+        .then(|| json!({"total_usd_micros": (u.priced_records > 0).then_some(u.usd_micros)}));
     let sandbox = match created.get("sandbox") {
         Some(s) if s.is_object() => json!({
             "kind": "planned",
@@ -122,8 +127,8 @@ pub fn run_json(
             "completed_at": row.completed_at,
         },
         "timing": timing,
-        "billing": null,
-        "size": "XS",
+        "billing": billing,
+        "size": crate::llm::size_bucket(u.usd_micros),
         "ask_svc": {"available": false, "unavailable_reason": "no_sandbox", "default_model": null},
         "diff": null,
         "pull_request": null,
@@ -188,6 +193,61 @@ pub fn question_item(p: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row_with(usage: crate::store::UsageTotals, started: bool) -> RunRow {
+        let ev: crate::store::Event = serde_json::from_value(json!({
+            "seq": 1, "id": "E", "ts": "2026-01-01T00:00:00.000Z", "run_id": "R",
+            "event": "run.created", "properties": {}
+        }))
+        .unwrap();
+        let mut row = RunRow::from_created(&ev);
+        if started {
+            row.started_at = Some("2026-01-01T00:00:01.000Z".into());
+            row.completed_at = Some("2026-01-01T00:00:04.500Z".into());
+        }
+        row.usage = usage;
+        row
+    }
+
+    #[test]
+    fn timing_billing_and_size_come_from_usage_totals() {
+        let settings = Settings::default();
+        let usage = crate::store::UsageTotals {
+            records: 2,
+            priced_records: 2,
+            usd_micros: 1_250_000,
+            inference_time_ms: 900,
+            tool_time_ms: 300,
+        };
+        let v = run_json(&row_with(usage, true), &Value::Null, None, 0, &settings);
+        assert_eq!(
+            v["timing"],
+            json!({"wall_time_ms": 3500, "active_time_ms": 1200, "inference_time_ms": 900, "tool_time_ms": 300})
+        );
+        assert_eq!(v["billing"], json!({"total_usd_micros": 1_250_000}));
+        assert_eq!(v["size"], "M");
+
+        // Not started, nothing spent: no timing, no billing, smallest size.
+        let none = run_json(
+            &row_with(Default::default(), false),
+            &Value::Null,
+            None,
+            0,
+            &settings,
+        );
+        assert_eq!(none["timing"], Value::Null);
+        assert_eq!(none["billing"], Value::Null);
+        assert_eq!(none["size"], "XS");
+
+        // Usage no price covers: billed, total unknown.
+        let unpriced = crate::store::UsageTotals {
+            records: 1,
+            ..Default::default()
+        };
+        let u = run_json(&row_with(unpriced, true), &Value::Null, None, 0, &settings);
+        assert_eq!(u["billing"], json!({"total_usd_micros": null}));
+        assert_eq!(u["size"], "XS");
+    }
 
     #[test]
     fn timestamps() {
