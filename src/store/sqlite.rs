@@ -1091,6 +1091,51 @@ mod tests {
     }
 
     #[test]
+    fn cached_rows_equal_rows_read_from_the_file() {
+        let (_d, s) = store();
+        let row = s
+            .create_run(NewRun {
+                title: "cache".into(),
+                ..NewRun::default()
+            })
+            .unwrap();
+        let steps = [
+            ("run.queued", json!({})),
+            ("run.starting", json!({})),
+            ("run.running", json!({})),
+            (
+                "interview.started",
+                json!({"question_id": "q1", "question": "Go?"}),
+            ),
+            (
+                "checkpoint.completed",
+                json!({"current_node": "a", "context": {"k": [1, 2]}}),
+            ),
+            ("interview.completed", json!({"question_id": "q1"})),
+            (
+                "stage.completed",
+                json!({"node_id": "a", "usage": {"tokens": {"input": 5, "output": 1}, "cost": {"usd_micros": 7, "source": "catalog"}}}),
+            ),
+            ("run.completed", json!({"duration_ms": 5})),
+            ("run.archived", json!({})),
+        ];
+        for (kind, props) in steps {
+            s.append(&row.id, EventDraft::new(kind, props)).unwrap();
+            let cached = s.get_run(&row.id).unwrap();
+            let fresh = SqliteStore::open(s.path())
+                .unwrap()
+                .get_run(&row.id)
+                .unwrap();
+            assert_eq!(cached, fresh, "after {kind}");
+        }
+        // A reader fills the cache too, and a deleted run is never served from it.
+        let other = SqliteStore::open(s.path()).unwrap();
+        assert!(other.get_run(&row.id).unwrap().is_some());
+        s.delete_run(&row.id).unwrap();
+        assert_eq!(other.get_run(&row.id).unwrap(), None);
+    }
+
+    #[test]
     fn stale_cache_is_detected() {
         let (_d, s) = store();
         let row = s.create_run(NewRun::default()).unwrap();
