@@ -169,11 +169,12 @@ fn main() {
     let want = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
 
     // 1. /health
-    let rps = if want("health") || want("start") || want("api") {
+    let rps = if want("health") || want("start") || want("api") || want("pairs") {
         health_rps(&addr, &token, 4, 3.0)
     } else {
         0.0
     };
+    let health = rps;
     if want("health") {
         println!("health: {rps:.0} requests/s (4 keep-alive connections, 3 s)");
     }
@@ -312,6 +313,42 @@ fn main() {
     }
     drop(running);
 
+    if want("pairs") {
+        // 2c. The same, as a client does it: each connection creates a run and starts it at
+        // once, 500 times.
+        let (_dir3, api, addr, token) = boot();
+        let n = 2000;
+        let body =
+            json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": GATED}}}).to_string();
+        let t0 = Instant::now();
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (addr, token, body) = (addr.clone(), token.clone(), body.clone());
+                std::thread::spawn(move || {
+                    let mut c = Client::new(&addr, &token);
+                    for _ in 0..n / 4 {
+                        let (st, b) = c.call("POST", "/api/v1/runs", &body);
+                        assert_eq!(st, 201);
+                        let v: Value = serde_json::from_slice(&b).expect("json");
+                        let id = v["id"].as_str().unwrap_or_default().to_string();
+                        let (st, _) = c.call("POST", &format!("/api/v1/runs/{id}/start"), "");
+                        assert_eq!(st, 200);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            let _ = h.join();
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let rps = 2.0 * n as f64 / secs;
+        println!(
+            "create-then-start pairs, runs waiting on a human: {:.0} pairs/s, {rps:.0} requests/s = {:.1}% of /health (4 connections, {n} runs)",
+            n as f64 / secs,
+            100.0 * rps / health
+        );
+        std::mem::forget(api);
+    }
     if want("api") {
         // 2b. create+start as an API workload: each run's first stage waits for a human (as
         // real runs wait on LLMs), so five runs hold the slots and the rest queue; the
