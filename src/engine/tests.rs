@@ -642,3 +642,23 @@ fn resumed_runs_keep_the_history_their_preambles_show() {
         "the command's output survives the checkpoint: {p}"
     );
 }
+
+#[test]
+fn a_child_workflow_stage_sees_its_managers_preamble_first() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph M { goal="Parent goal"
+           start [shape=Mdiamond]; exit [shape=Msquare]
+           pre [prompt="Prep"]
+           mgr [shape=house, manager.poll_interval="10ms",
+                stack.child_dot_source="digraph C { start [shape=Mdiamond]; exit [shape=Msquare]; before [shape=parallelogram, script=\"true\"]; inner [prompt=\"Inner\"]; start -> before -> inner -> exit }"]
+           start -> pre -> mgr -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let p = h.llm.request("mgr/inner").preamble.unwrap_or_default();
+    let parent = p.find("- pre (agent): succeeded");
+    let own = p.find("- before (command): succeeded");
+    assert!(p.starts_with("Goal: Parent goal"), "{p}");
+    assert!(parent.is_some() && own.is_some() && parent < own, "{p}");
+}
