@@ -1,8 +1,9 @@
 //! Conversations kept for fidelity `full` (engine.md §5.3): a thread key maps to the
-//! conversation of the last successful agent session on that thread, so the next node on
-//! the same thread continues it. Stored only after success; dropped on failure. In memory
-//! only; a conversation is plain serde data, so the engine may persist it. Must not decide
-//! fidelity or thread keys (the engine does).
+//! conversation of the last successful agent session or prompt call on that thread, so the
+//! next node on the same thread continues it ([`text_only`] for calls without tools).
+//! Stored only after success; dropped on failure. In memory only; a conversation is plain
+//! serde data, so the engine may persist it. Must not decide fidelity or thread keys (the
+//! engine does).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
-//! The stage loop (engine.md 3.2 with decisions.md rules): visits and their limits, the
-//! attempt loop with retries, backoff and per-attempt timeouts, `allow_partial` and
-//! `auto_status`, recording outcomes into the state and the context, the failure-signature
-//! breaker, routing, `loop_restart`, goal gates at the exit, and checkpoints.
+//! The stage loop (engine.md 3.2 with decisions.md rules): visits and their limits, each
+//! stage's fidelity, thread and preamble (resolved by `fidelity`), the attempt loop with
+//! retries, backoff and per-attempt timeouts, `allow_partial` and `auto_status`, recording
+//! outcomes into the state and the context, the failure-signature breaker, routing,
+//! `loop_restart`, goal gates at the exit, and checkpoints.
 //!
 //! One [`Walker`] walks one scope: the run itself, a parallel branch (stops at its join,
 //! no checkpoints) or a child workflow of a manager loop (events prefixed with the manager

@@ -76,9 +76,7 @@ impl Fidelity {
 
     /// The attribute value (`compact`, `full`, `truncate`, `summary:high|medium|low`).
     pub fn parse(text: &str) -> Option<Fidelity> {
-        Fidelity::ALL
-            .into_iter()
-            .find(|f| f.as_str() == text.trim())
+        Fidelity::ALL.into_iter().find(|f| f.as_str() == text)
     }
 
     pub fn as_str(self) -> &'static str {
