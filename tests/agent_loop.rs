@@ -605,6 +605,8 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         workdir: dir.path().to_path_buf(),
         feedback: vec![],
         project_memory: true,
+        preamble: None,
+        thread: None,
     };
     let r = backend
         .complete(&req, &CancelToken::new(), &mut |_| {})

@@ -353,3 +353,219 @@ fn an_invalid_structured_reply_gets_a_repair_turn_in_the_same_conversation() {
     let done = stage_completed(&events, "review").unwrap_or(&Value::Null);
     assert_eq!(props(done)["usage"]["tokens"]["input"], 200, "{done}");
 }
+
+// Fidelity and threads (engine.md 5.3) and the default reasoning effort, against the
+// providers' real wire formats.
+
+/// Like [`scripted`], but a step may be an HTTP error status instead of a turn.
+fn scripted_steps(provider: Provider, steps: Vec<Result<Turn, u16>>) -> ScriptedServer {
+    let usage = Usage {
+        input: 100,
+        output: 20,
+        ..Usage::default()
+    };
+    ScriptedServer::start_with(move |n, r: &Recorded| {
+        let stream = r.body["stream"].as_bool().unwrap_or(false);
+        match steps.get(n) {
+            Some(Ok(t)) => reply(provider, t, usage, stream),
+            Some(Err(status)) => llm_common::Reply::error(
+                *status,
+                json!({"error": {"type": "timeout_error", "message": "scripted failure"}}),
+            ),
+            None => llm_common::Reply::error(
+                500,
+                json!({"error": {"message": "scripted server: script exhausted"}}),
+            ),
+        }
+    })
+}
+
+/// The roles of an Anthropic request's messages, in order.
+fn roles(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["role"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn compact_fidelity_tells_the_next_stage_what_ran_before() {
+    let server = scripted(
+        Provider::Anthropic,
+        vec![text("An old silent pond"), text("A frog jumps in.")],
+    );
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(
+        r#"digraph t { goal="Write a haiku"
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  draft [shape=tab, prompt="Draft the haiku"]
+  polish [shape=tab, prompt="Polish the haiku"]
+  start -> draft -> polish -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    // The first stage only has the goal to go on.
+    let first = llm_common::user_texts(Provider::Anthropic, &reqs[0].body);
+    assert_eq!(first, ["Goal: Write a haiku\n\nDraft the haiku"]);
+    // The second gets a fresh conversation whose only message is preamble + prompt: the
+    // goal and the first stage with its outcome and model, then its own prompt.
+    assert_eq!(roles(&reqs[1].body), ["user"]);
+    let second = llm_common::user_texts(Provider::Anthropic, &reqs[1].body).join("\n");
+    assert!(second.starts_with("Goal: Write a haiku\n"), "{second}");
+    assert!(second.contains("- draft (prompt): succeeded"), "{second}");
+    assert!(
+        second.contains("claude-sonnet-4-6, tokens 100 in / 20 out"),
+        "{second}"
+    );
+    assert!(second.ends_with("\n\nPolish the haiku"), "{second}");
+    // Compact does not carry the earlier reply itself.
+    assert!(!second.contains("An old silent pond"), "{second}");
+}
+
+const FULL_FLOW: &str = r#"digraph t { default_fidelity="full"
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  write [prompt="Write notes.txt", thread_id="main"]
+  check [prompt="Check your notes", thread_id="THREAD"]
+  start -> write -> check -> exit
+}"#;
+
+fn write_then_check() -> Vec<Turn> {
+    vec![
+        tools(&[(
+            "toolu_1",
+            "write_file",
+            json!({"file_path": "notes.txt", "content": "remember the milk\n"}),
+        )]),
+        text("I wrote notes.txt."),
+        text("The notes look right."),
+    ]
+}
+
+#[test]
+fn full_fidelity_continues_the_conversation_of_the_thread() {
+    let server = scripted(Provider::Anthropic, write_then_check());
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(&FULL_FLOW.replace("THREAD", "main"));
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(out["context"]["response.check"], "The notes look right.");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    // `check` continues `write`'s whole conversation: its prompt, the tool call and result,
+    // the reply, then its own prompt without any preamble.
+    let body = &reqs[2].body;
+    assert_eq!(
+        roles(body),
+        ["user", "assistant", "user", "assistant", "user"],
+        "{body}"
+    );
+    let users = llm_common::user_texts(Provider::Anthropic, body);
+    assert!(users[0].ends_with("Write notes.txt"), "{users:?}");
+    assert_eq!(users.last().map(String::as_str), Some("Check your notes"));
+    let results = llm_common::tool_results(Provider::Anthropic, body);
+    assert_eq!(results.len(), 1, "{body}");
+    assert_eq!(results[0].0, "toolu_1");
+    assert!(body.to_string().contains("I wrote notes.txt."), "{body}");
+}
+
+#[test]
+fn a_different_thread_starts_a_fresh_conversation_with_a_summary() {
+    let server = scripted(Provider::Anthropic, write_then_check());
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(&FULL_FLOW.replace("THREAD", "review"));
+    assert_eq!(code, 0, "{err}\n{out}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let body = &reqs[2].body;
+    assert_eq!(roles(body), ["user"], "{body}");
+    assert!(llm_common::tool_results(Provider::Anthropic, body).is_empty());
+    // Without a conversation to continue, the stage learns about the run from the
+    // summary:high preamble instead.
+    let users = llm_common::user_texts(Provider::Anthropic, body);
+    let text = users.join("\n");
+    assert!(text.contains("Progress: 1 stage completed"), "{text}");
+    assert!(text.contains("- write (agent): succeeded"), "{text}");
+    assert!(text.contains("files touched: notes.txt"), "{text}");
+    assert!(text.contains("> I wrote notes.txt."), "{text}");
+    assert!(text.ends_with("\n\nCheck your notes"), "{text}");
+}
+
+#[test]
+fn a_failed_call_drops_the_thread_and_the_retry_starts_over() {
+    let server = scripted_steps(
+        Provider::Anthropic,
+        vec![
+            Ok(text("First answer")),
+            Err(408),
+            Ok(text("Second answer")),
+        ],
+    );
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(
+        r#"digraph t { default_fidelity="full"; default_thread="main"
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  one [shape=tab, prompt="First question"]
+  two [shape=tab, prompt="Second question", max_retries=1]
+  start -> one -> two -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    // The failed attempt still continued the thread...
+    assert_eq!(roles(&reqs[1].body), ["user", "assistant", "user"]);
+    // ...and the retry found no conversation: one message, with the summary preamble.
+    assert_eq!(roles(&reqs[2].body), ["user"]);
+    let text = llm_common::user_texts(Provider::Anthropic, &reqs[2].body).join("\n");
+    assert!(text.contains("- one (prompt): succeeded"), "{text}");
+    assert!(text.contains("> First answer"), "{text}");
+    assert!(text.ends_with("Second question"), "{text}");
+}
+
+#[test]
+fn reasoning_effort_defaults_to_high_on_the_wire() {
+    // OpenAI Responses: `reasoning.effort`.
+    let server = scripted(Provider::OpenAi, vec![text("one"), text("two")]);
+    let env = Env::new(Provider::OpenAi, &server);
+    env.set_key("OPENAI_API_KEY", "test-openai-key");
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  plain [shape=tab, model="gpt-5.4", prompt="Think"]
+  light [shape=tab, model="gpt-5.4", prompt="Think a little", reasoning_effort="low"]
+  start -> plain -> light -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        reqs[0].body["reasoning"]["effort"], "high",
+        "{}",
+        reqs[0].body
+    );
+    assert_eq!(
+        reqs[1].body["reasoning"]["effort"], "low",
+        "{}",
+        reqs[1].body
+    );
+
+    // Anthropic: high effort is a thinking budget of three quarters of max_tokens.
+    let server = scripted(Provider::Anthropic, vec![text("Hello")]);
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(PROMPT_FLOW);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let body = &server.requests()[0].body;
+    let max = body["max_tokens"].as_u64().unwrap_or(0);
+    assert!(max > 0, "{body}");
+    assert_eq!(body["thinking"]["type"], "enabled", "{body}");
+    assert_eq!(body["thinking"]["budget_tokens"], max * 3 / 4, "{body}");
+}

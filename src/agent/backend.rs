@@ -116,6 +116,8 @@ impl LlmBackend for ProviderBackend {
             workdir: req.workdir.clone(),
             feedback: req.feedback.clone(),
             project_memory: req.project_memory,
+            preamble: req.preamble.clone(),
+            thread: req.thread.clone(),
         };
         let mut on_event = |ev: AgentEvent| {
             // Text deltas are not recorded: one event per streamed fragment would flood the

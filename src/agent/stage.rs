@@ -1,9 +1,12 @@
 //! The stage-level LLM backend: turns one agent or prompt stage request (node id, mode,
-//! expanded prompt, model/provider attributes, work directory, and the validation errors of
-//! earlier replies) into an agent session or prompt call, and continues the same
+//! expanded prompt, preamble, model/provider attributes, work directory, and the validation
+//! errors of earlier replies) into an agent session or prompt call, and continues the same
 //! conversation when the engine asks again with more feedback (structured-output repair
-//! turns). Shaped after the engine's `LlmBackend` so wiring is a field mapping. Must not
-//! validate structured output, route, or record events itself (events go to the caller).
+//! turns). For fidelity `full` it continues the conversation kept under the request's
+//! thread key ([`Threads`]) and keeps the new one after success (dropped on failure).
+//! Shaped after the engine's `LlmBackend` so wiring is a field mapping. Must not decide
+//! fidelity or thread keys (the engine does), validate structured output, route, or record
+//! events itself (events go to the caller).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +14,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::threads::{Thread, Threads};
 use super::{AgentConfig, AgentError, AgentEvent, Session, Steering};
 use crate::engine::cancel::CancelToken;
 use crate::llm::prompt::{PromptCall, PromptSession};
@@ -46,6 +50,11 @@ pub struct StageRequest {
     pub feedback: Vec<String>,
     /// Project memory in a prompt's system message (agents always get it).
     pub project_memory: bool,
+    /// Put before the prompt (blank line between), unless `thread` continues a kept
+    /// conversation.
+    pub preamble: Option<String>,
+    /// Fidelity `full`: the key of the conversation to continue and keep.
+    pub thread: Option<String>,
 }
 
 /// The reply to one stage call.
@@ -115,6 +124,26 @@ struct Kept {
     conv: Conversation,
 }
 
+/// Where a call's conversation comes from.
+enum Origin {
+    /// A repair turn continues the stage's previous call.
+    Repair(Conversation),
+    /// Fidelity `full` continues the thread's kept conversation.
+    Thread(Thread),
+    Fresh,
+}
+
+/// One resolved stage call.
+struct Call {
+    provider: Provider,
+    model_name: String,
+    model_id: String,
+    max_tokens: Option<u64>,
+    from: Origin,
+    /// The user message: prompt (with preamble) or repair feedback.
+    input: String,
+}
+
 /// Agent-session defaults for stages.
 #[derive(Debug, Clone)]
 pub struct StageDefaults {
@@ -144,6 +173,7 @@ pub struct StageBackend {
     defaults: StageDefaults,
     steering: Steering,
     kept: Mutex<Vec<Kept>>,
+    threads: Threads,
 }
 
 impl StageBackend {
@@ -154,6 +184,7 @@ impl StageBackend {
             defaults: StageDefaults::default(),
             steering: Steering::new(),
             kept: Mutex::new(Vec::new()),
+            threads: Threads::new(),
         }
     }
 
@@ -170,6 +201,11 @@ impl StageBackend {
 
     pub fn steering(&self) -> &Steering {
         &self.steering
+    }
+
+    /// The conversations kept for fidelity `full`.
+    pub fn threads(&self) -> &Threads {
+        &self.threads
     }
 
     /// The model a stage without `model` uses: the default model of the first configured
@@ -211,15 +247,68 @@ impl StageBackend {
             self.take(&req.node_id)
                 .filter(|k| k.feedback_len + 1 == req.feedback.len())
         };
-        let input = match (&previous, req.feedback.last()) {
-            (Some(_), Some(f)) => repair_message(f),
-            (None, Some(f)) => format!("{}\n\n{}", req.prompt, repair_message(f)),
+        // Fidelity `full`: the thread's conversation, on the first call of the stage.
+        let continued = match (&req.thread, req.feedback.is_empty()) {
+            (Some(key), true) => self.threads.get(key, provider),
+            _ => None,
+        };
+        let first = match (&continued, req.preamble.as_deref()) {
+            (None, Some(p)) if !p.trim().is_empty() => format!("{p}\n\n{}", req.prompt),
             _ => req.prompt.clone(),
         };
+        let input = match (&previous, req.feedback.last()) {
+            (Some(_), Some(f)) => repair_message(f),
+            (None, Some(f)) => format!("{first}\n\n{}", repair_message(f)),
+            _ => first,
+        };
+        let from = match (previous, continued) {
+            (Some(k), _) => Origin::Repair(k.conv),
+            (None, Some(t)) => Origin::Thread(t),
+            (None, None) => Origin::Fresh,
+        };
+        let call = Call {
+            provider,
+            model_name,
+            model_id,
+            max_tokens,
+            from,
+            input,
+        };
+        let result = self.converse(req, call, cancel, on_event);
+        if result.is_err() {
+            if let Some(key) = &req.thread {
+                self.threads.remove(key);
+            }
+        }
+        result
+    }
+
+    /// One call of a stage: a new or continued agent session or prompt conversation.
+    fn converse(
+        &self,
+        req: &StageRequest,
+        call: Call,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<StageReply, StageError> {
+        let Call {
+            provider,
+            model_name,
+            model_id,
+            max_tokens,
+            from,
+            input,
+        } = call;
+        let (model_name, input) = (model_name.as_str(), input.as_str());
 
         match req.mode {
             StageMode::Agent => {
-                let mut session = match previous.map(|k| k.conv) {
+                let (repair, continued) = match from {
+                    Origin::Repair(c) => (Some(c), None),
+                    Origin::Thread(t) => (None, Some(t)),
+                    Origin::Fresh => (None, None),
+                };
+                let mut session = match repair {
                     Some(Conversation::Agent(s)) => *s,
                     _ => {
                         let sandbox = Sandbox::new(&req.workdir).map_err(|e| StageError {
@@ -235,12 +324,17 @@ impl StageBackend {
                             max_turns: self.defaults.max_turns,
                             loop_threshold: self.defaults.loop_threshold,
                             shell: self.defaults.shell,
-                            ..AgentConfig::new(&model_name)
+                            ..AgentConfig::new(model_name)
                         };
-                        Session::new(cfg, sandbox)?.with_steering(self.steering.clone())
+                        let s = Session::new(cfg, sandbox)?.with_steering(self.steering.clone());
+                        match continued {
+                            Some(t) => s.with_history(t.messages),
+                            None => s,
+                        }
                     }
                 };
-                let out = session.run(self.model.as_ref(), &input, cancel, on_event)?;
+                let out = session.run(self.model.as_ref(), input, cancel, on_event)?;
+                self.keep_thread(req, provider, &model_id, session.messages());
                 self.keep(Kept {
                     node_id: req.node_id.clone(),
                     feedback_len: req.feedback.len(),
@@ -260,26 +354,30 @@ impl StageBackend {
             }
             StageMode::Prompt => {
                 let call = PromptCall {
-                    model: model_name.clone(),
+                    model: model_name.to_string(),
                     provider: Some(provider),
                     system: None,
-                    prompt: input.clone(),
+                    prompt: input.to_string(),
                     max_tokens,
                     reasoning_effort: req.reasoning_effort.clone(),
                     project_memory: req.project_memory,
                     cwd: Some(req.workdir.clone()),
                 };
                 let mut s = PromptSession::new(self.model.as_ref(), &call)?;
-                if let Some(Conversation::Prompt(msgs)) = previous.map(|k| k.conv) {
-                    s = s.with_messages(msgs);
+                match from {
+                    Origin::Repair(Conversation::Prompt(msgs)) => s = s.with_messages(msgs),
+                    // A prompt call has no tools: it continues a thread's text only.
+                    Origin::Thread(t) => s = s.with_messages(super::threads::text_only(t.messages)),
+                    _ => {}
                 }
                 let t = std::time::Instant::now();
-                let r = s.send(&input, cancel, &mut |ev| {
+                let r = s.send(input, cancel, &mut |ev| {
                     if let StreamEvent::TextDelta(text) = ev {
                         on_event(AgentEvent::TextDelta { text })
                     }
                 })?;
                 let inference_time = t.elapsed();
+                self.keep_thread(req, provider, &model_id, s.messages());
                 self.keep(Kept {
                     node_id: req.node_id.clone(),
                     feedback_len: req.feedback.len(),
@@ -297,6 +395,26 @@ impl StageBackend {
                     tool_time: Duration::ZERO,
                 })
             }
+        }
+    }
+
+    /// After a successful call: the conversation becomes the thread's (fidelity `full`).
+    fn keep_thread(
+        &self,
+        req: &StageRequest,
+        provider: Provider,
+        model: &str,
+        messages: &[crate::llm::Message],
+    ) {
+        if let Some(key) = &req.thread {
+            self.threads.store(
+                key,
+                Thread {
+                    provider,
+                    model: model.to_string(),
+                    messages: messages.to_vec(),
+                },
+            );
         }
     }
 

@@ -1,8 +1,9 @@
 //! Conversations kept for fidelity `full` (engine.md §5.3): a thread key maps to the
-//! conversation of the last successful agent session on that thread, so the next node on
-//! the same thread continues it. Stored only after success; dropped on failure. In memory
-//! only; a conversation is plain serde data, so the engine may persist it. Must not decide
-//! fidelity or thread keys (the engine does).
+//! conversation of the last successful agent session or prompt call on that thread, so the
+//! next node on the same thread continues it ([`text_only`] for calls without tools).
+//! Stored only after success; dropped on failure. In memory only; a conversation is plain
+//! serde data, so the engine may persist it. Must not decide fidelity or thread keys (the
+//! engine does).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::llm::{Message, Provider};
+use crate::llm::{Message, Part, Provider};
 
 /// One kept conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +61,32 @@ impl Threads {
     }
 }
 
+/// A conversation as plain text turns, for a call without tools (a prompt stage continuing
+/// an agent's thread): tool calls, tool results and provider-specific blocks are left out,
+/// turns left empty are dropped and same-role neighbours are merged.
+pub fn text_only(messages: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    for m in messages {
+        let text = m.text();
+        if text.trim().is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.role == m.role => {
+                if let Some(Part::Text { text: t }) = last.parts.last_mut() {
+                    t.push_str("\n\n");
+                    t.push_str(&text);
+                }
+            }
+            _ => out.push(Message {
+                role: m.role,
+                parts: vec![Part::text(text)],
+            }),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +107,42 @@ mod tests {
         assert_eq!(back, Some(th));
         t.remove("main");
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn text_only_keeps_the_words_of_an_agent_conversation() {
+        use crate::llm::ToolCall;
+        let call = Part::ToolCall(ToolCall {
+            id: "c1".into(),
+            name: "read_file".into(),
+            arguments: serde_json::json!({"file_path": "a"}),
+            signature: None,
+        });
+        let result = Part::ToolResult {
+            id: "c1".into(),
+            name: "read_file".into(),
+            content: "file body".into(),
+            is_error: false,
+        };
+        let msgs = vec![
+            Message::user("Fix the bug"),
+            Message {
+                role: crate::llm::Role::Assistant,
+                parts: vec![Part::text("Looking."), call],
+            },
+            Message {
+                role: crate::llm::Role::User,
+                parts: vec![result],
+            },
+            Message::assistant("Fixed it."),
+        ];
+        let plain = text_only(msgs);
+        assert_eq!(
+            plain,
+            vec![
+                Message::user("Fix the bug"),
+                Message::assistant("Looking.\n\nFixed it."),
+            ]
+        );
     }
 }

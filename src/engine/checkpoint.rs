@@ -12,6 +12,7 @@
 use super::context::Context;
 use super::events::resolve_blobs;
 use super::failure::StageStatus;
+use super::fidelity::StageNote;
 use crate::store::RunStore;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -42,6 +43,10 @@ pub struct RunState {
     /// Failures per signature; kept across loop restarts.
     #[serde(rename = "loop_failure_signatures")]
     pub signatures: BTreeMap<String, u32>,
+    /// What preambles show of each node's latest visit (only nodes with something to
+    /// show); cleared by a loop restart.
+    #[serde(rename = "stage_notes")]
+    pub notes: BTreeMap<String, StageNote>,
     /// Every stage visit whose handler ran, in order (never cleared).
     pub path: Vec<String>,
     /// Loop restarts taken so far.
@@ -104,6 +109,16 @@ impl RunState {
         }
     }
 
+    /// The details of `node`'s latest visit, for preambles.
+    pub fn note(&mut self, node: &str, note: StageNote) {
+        self.dirty.nodes.insert(node.to_string());
+        if note.is_empty() {
+            self.notes.remove(node);
+        } else {
+            self.notes.insert(node.to_string(), note);
+        }
+    }
+
     /// One more failure with this signature; returns the count.
     pub fn count_signature(&mut self, sig: &str, n: u32) -> u32 {
         self.dirty.signatures.insert(sig.to_string());
@@ -119,6 +134,7 @@ impl RunState {
         self.completed.clear();
         self.outcomes.clear();
         self.retries.clear();
+        self.notes.clear();
         self.dirty.needs_full = true;
     }
 
@@ -171,6 +187,7 @@ impl RunState {
         let outcomes = pick(&|n| self.outcomes.get(n).map(|s| json!(s)));
         let retries = pick(&|n| self.retries.get(n).map(|r| json!(r)));
         let visits = pick(&|n| self.visits.get(n).map(|v| json!(v)));
+        let notes = pick(&|n| self.notes.get(n).map(|v| json!(v)));
         let signatures: Map<String, Value> = d
             .signatures
             .iter()
@@ -191,6 +208,7 @@ impl RunState {
         m.insert("node_outcomes".into(), Value::Object(outcomes));
         m.insert("node_retries".into(), Value::Object(retries));
         m.insert("node_visits".into(), Value::Object(visits));
+        m.insert("stage_notes".into(), Value::Object(notes));
         m.insert("loop_failure_signatures".into(), Value::Object(signatures));
         m.insert(
             "path".into(),
@@ -245,6 +263,14 @@ impl RunState {
                 match serde_json::from_value::<StageStatus>(v.clone()) {
                     Ok(s) => self.outcomes.insert(n.clone(), s),
                     Err(_) => self.outcomes.remove(n),
+                };
+            }
+        }
+        if let Some(m) = obj("stage_notes") {
+            for (n, v) in m {
+                match serde_json::from_value::<StageNote>(v.clone()) {
+                    Ok(note) if !v.is_null() => self.notes.insert(n.clone(), note),
+                    _ => self.notes.remove(n),
                 };
             }
         }
@@ -378,9 +404,21 @@ mod tests {
             s.remove("a");
             s.visit(&id);
             s.complete(&id, StageStatus::Failed, i % 2);
+            let failure = (i % 3 != 0).then(|| format!("failure {i}"));
+            s.note(
+                &id,
+                StageNote {
+                    failure,
+                    ..StageNote::default()
+                },
+            );
             s.count_signature("sig", 1);
             commit(&store, &run, &mut s, &id);
         }
+        // A revisit with nothing to show drops the node's earlier note.
+        s.note("n1", StageNote::default());
+        commit(&store, &run, &mut s, "n1");
+        assert!(!s.notes.contains_key("n1"));
         let row = store.get_run(&run).ok().flatten();
         let latest = row.and_then(|r| r.checkpoint).unwrap_or_default();
         assert_eq!(

@@ -6,7 +6,8 @@
 //! attempts, retries, timeouts, recording, routing, restarts, goal gates, checkpoints) →
 //! `handlers` (one module per handler family). Around them: [`routing`] (edge selection),
 //! [`context`] (keys, seeding, expansion), [`events`] (emission, blobs, activity),
-//! [`checkpoint`], [`watchdog`], [`services`] (store, interviewer, LLM, clock, cancel).
+//! [`checkpoint`], [`fidelity`] (fidelity, threads, preambles), [`watchdog`], [`services`]
+//! (store, interviewer, LLM, clock, cancel).
 
 pub mod cancel;
 pub mod checkpoint;
@@ -14,6 +15,7 @@ pub mod command;
 pub mod context;
 pub mod events;
 pub mod failure;
+pub mod fidelity;
 mod handlers;
 pub mod human;
 pub mod outcome;

@@ -83,6 +83,8 @@ pub struct Nested {
     pub completed: Vec<String>,
     pub outcomes: Vec<(String, StageStatus)>,
     pub retries: Vec<(String, u32)>,
+    /// Preamble details of the branch stages' latest visits.
+    pub notes: Vec<(String, crate::engine::fidelity::StageNote)>,
     /// Visits added per node.
     pub visits: BTreeMap<String, u32>,
     /// Failures added per signature.

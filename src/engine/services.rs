@@ -103,6 +103,13 @@ pub struct LlmRequest {
     pub project_memory: bool,
     /// An agent node with `backend=acp`: the external agent to run instead of a provider.
     pub acp: Option<crate::workflow::acp::AcpLaunch>,
+    /// The run's history for this stage's fidelity (engine.md 5.3), to put before the
+    /// prompt with a blank line between. With `thread` set it is used only when the thread
+    /// has no conversation yet.
+    pub preamble: Option<String>,
+    /// Fidelity `full`: the conversation to continue and to keep after a successful call
+    /// (an opaque key, unique per run). A failed call drops it.
+    pub thread: Option<String>,
 }
 
 /// What one backend call consumed, for `stage.completed` and the usage rollup.

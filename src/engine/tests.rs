@@ -31,6 +31,8 @@ impl Clock for RecordingClock {
 struct Scripted {
     replies: Mutex<HashMap<String, VecDeque<Result<String, LlmError>>>>,
     calls: Mutex<Vec<String>>,
+    /// Every request, in order.
+    requests: Mutex<Vec<LlmRequest>>,
     cancel_on: Mutex<Option<(String, CancelToken)>>,
 }
 
@@ -49,6 +51,18 @@ impl Scripted {
     fn calls_to(&self, node: &str) -> usize {
         self.calls.lock().iter().filter(|n| *n == node).count()
     }
+    /// The requests made for `node`, in order.
+    fn requests_to(&self, node: &str) -> Vec<LlmRequest> {
+        let all = self.requests.lock();
+        all.iter().filter(|r| r.node_id == node).cloned().collect()
+    }
+    /// The first request made for `node`.
+    fn request(&self, node: &str) -> LlmRequest {
+        match self.requests_to(node).into_iter().next() {
+            Some(r) => r,
+            None => panic!("no request for {node}"),
+        }
+    }
 }
 
 impl LlmBackend for Scripted {
@@ -59,6 +73,7 @@ impl LlmBackend for Scripted {
         _: super::LlmEvents<'_>,
     ) -> Result<LlmResponse, LlmError> {
         self.calls.lock().push(req.node_id.clone());
+        self.requests.lock().push(req.clone());
         if let Some((node, token)) = &*self.cancel_on.lock() {
             if *node == req.node_id {
                 token.cancel("test interrupt");
@@ -484,4 +499,166 @@ fn resume_closes_questions_left_open() {
     assert_eq!(interrupted, 1);
     let row = h.store.get_run(&id).ok().flatten();
     assert!(row.map(|r| r.questions.is_empty()).unwrap_or(false));
+}
+
+#[test]
+fn llm_stages_get_the_compact_preamble_and_high_reasoning_effort_by_default() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph F { goal="Ship it"
+           start [shape=Mdiamond]; exit [shape=Msquare]
+           plan [prompt="Plan"]; build [shape=parallelogram, script="echo built"]
+           review [shape=tab, prompt="Review", reasoning_effort="low"]
+           start -> plan -> build -> review -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let plan = h.llm.request("plan");
+    assert_eq!(plan.reasoning_effort.as_deref(), Some("high"));
+    assert_eq!(plan.preamble.as_deref(), Some("Goal: Ship it"));
+    assert_eq!(plan.thread, None, "compact never continues a conversation");
+    let review = h.llm.request("review");
+    assert_eq!(review.reasoning_effort.as_deref(), Some("low"));
+    let p = review.preamble.unwrap_or_default();
+    assert!(p.contains("- plan (agent): succeeded"), "{p}");
+    assert!(p.contains("- build (command): succeeded"), "{p}");
+    assert!(
+        p.contains("script: echo built") && p.contains("    built"),
+        "{p}"
+    );
+    assert_eq!(
+        out.context.get("internal.fidelity"),
+        Some(&Value::from("compact"))
+    );
+}
+
+#[test]
+fn a_full_chain_without_thread_ids_is_one_conversation() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph F { default_fidelity="full"
+           start [shape=Mdiamond]; exit [shape=Msquare]
+           a; b; c [thread_id="side"]; d
+           start -> a -> b -> c -> d -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let thread = |n: &str| h.llm.request(n).thread;
+    assert!(thread("a").is_some());
+    assert_eq!(thread("a"), thread("b"), "b continues a");
+    assert_ne!(
+        thread("b"),
+        thread("c"),
+        "an explicit thread id starts its own"
+    );
+    assert_eq!(
+        thread("c"),
+        thread("d"),
+        "d continues the thread of the stage before it"
+    );
+    // The preamble a `full` stage would use without a conversation is the summary:high one.
+    let p = h.llm.request("b").preamble.unwrap_or_default();
+    assert!(p.contains("Progress: 1 stage completed of 4"), "{p}");
+    assert!(p.contains("> ok"), "summary:high quotes responses: {p}");
+}
+
+#[test]
+fn parallel_branches_never_share_a_conversation() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph P { default_fidelity="full"
+           start [shape=Mdiamond]; exit [shape=Msquare]
+           fork [shape=component]; join [shape=tripleoctagon]
+           a [thread_id="shared"]; b [thread_id="shared"]; a2 [thread_id="shared"]; b2 [thread_id="shared"]
+           start -> pre -> fork
+           fork -> a [thread_id="shared"]; fork -> b
+           a -> a2 -> join; b -> b2 -> join; join -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    for first in ["a", "b"] {
+        let r = h.llm.request(first);
+        assert_eq!(r.thread, None, "{first}: full becomes summary:high");
+        let p = r.preamble.unwrap_or_default();
+        assert!(
+            p.contains("Progress:") && p.contains("- pre (agent)"),
+            "{p}"
+        );
+    }
+    let (a2, b2) = (h.llm.request("a2").thread, h.llm.request("b2").thread);
+    assert!(a2.is_some() && b2.is_some());
+    assert_ne!(a2, b2, "same thread id, different branches");
+    assert_ne!(a2, h.llm.request("pre").thread);
+}
+
+#[test]
+fn a_loop_restart_starts_new_conversations() {
+    let h = harness();
+    h.llm.reply("a", Ok(r#"{"context_updates": {"again": 1}}"#));
+    let wf = workflow(
+        r#"digraph L { default_fidelity="full"; default_thread="main"
+           start [shape=Mdiamond]; exit [shape=Msquare]
+           start -> a
+           a -> a [condition="context.again=1", loop_restart=true]
+           a -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let threads: Vec<Option<String>> = h
+        .llm
+        .requests_to("a")
+        .into_iter()
+        .map(|r| r.thread)
+        .collect();
+    assert_eq!(threads.len(), 2);
+    assert!(threads[0].is_some() && threads[1].is_some());
+    assert_ne!(threads[0], threads[1]);
+}
+
+#[test]
+fn resumed_runs_keep_the_history_their_preambles_show() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph R { start [shape=Mdiamond]; exit [shape=Msquare]
+           one [shape=parallelogram, script="echo first-output"]
+           start -> one -> two -> exit }"#,
+    );
+    *h.llm.cancel_on.lock() = Some(("two".into(), h.services.cancel.clone()));
+    let first = h.run(&wf);
+    assert_eq!(first.status, RunResult::Failed);
+    *h.llm.cancel_on.lock() = None;
+    let services = Services {
+        cancel: CancelToken::new(),
+        ..h.services.clone()
+    };
+    let opts = RunOptions::new(&first.run_id, std::env::temp_dir());
+    let second = Engine::resume(&wf, &opts, &services);
+    assert_eq!(second.status, RunResult::Succeeded, "{:?}", second.error);
+    let resumed = h.llm.requests_to("two").pop().and_then(|r| r.preamble);
+    let p = resumed.unwrap_or_default();
+    assert!(p.contains("- one (command): succeeded"), "{p}");
+    assert!(
+        p.contains("first-output"),
+        "the command's output survives the checkpoint: {p}"
+    );
+}
+
+#[test]
+fn a_child_workflow_stage_sees_its_managers_preamble_first() {
+    let h = harness();
+    let wf = workflow(
+        r#"digraph M { goal="Parent goal"
+           start [shape=Mdiamond]; exit [shape=Msquare]
+           pre [prompt="Prep"]
+           mgr [shape=house, manager.poll_interval="10ms",
+                stack.child_dot_source="digraph C { start [shape=Mdiamond]; exit [shape=Msquare]; before [shape=parallelogram, script=\"true\"]; inner [prompt=\"Inner\"]; start -> before -> inner -> exit }"]
+           start -> pre -> mgr -> exit }"#,
+    );
+    let out = h.run(&wf);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let p = h.llm.request("mgr/inner").preamble.unwrap_or_default();
+    let parent = p.find("- pre (agent): succeeded");
+    let own = p.find("- before (command): succeeded");
+    assert!(p.starts_with("Goal: Parent goal"), "{p}");
+    assert!(parent.is_some() && own.is_some() && parent < own, "{p}");
 }

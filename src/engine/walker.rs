@@ -1,7 +1,8 @@
-//! The stage loop (engine.md 3.2 with decisions.md rules): visits and their limits, the
-//! attempt loop with retries, backoff and per-attempt timeouts, `allow_partial` and
-//! `auto_status`, recording outcomes into the state and the context, the failure-signature
-//! breaker, routing, `loop_restart`, goal gates at the exit, and checkpoints.
+//! The stage loop (engine.md 3.2 with decisions.md rules): visits and their limits, each
+//! stage's fidelity, thread and preamble (resolved by `fidelity`), the attempt loop with
+//! retries, backoff and per-attempt timeouts, `allow_partial` and `auto_status`, recording
+//! outcomes into the state and the context, the failure-signature breaker, routing,
+//! `loop_restart`, goal gates at the exit, and checkpoints.
 //!
 //! One [`Walker`] walks one scope: the run itself, a parallel branch (stops at its join,
 //! no checkpoints) or a child workflow of a manager loop (events prefixed with the manager
@@ -13,6 +14,7 @@ use super::checkpoint::RunState;
 use super::context::{self, Context};
 use super::events::Emitter;
 use super::failure::{self, FailureClass, StageStatus};
+use super::fidelity::{self, History, StageNote, StagePlan};
 use super::handlers::{self, Interrupt, StageCtx};
 use super::outcome::{Failure, Nested, StageOutcome};
 use super::prng::Prng;
@@ -20,6 +22,7 @@ use super::routing::{self, Route, RoutingInput};
 use super::run::RunOptions;
 use super::services::Services;
 use crate::store::{EventDraft, StoreError};
+use crate::workflow::attrs::Fidelity;
 use crate::workflow::condition::MapEnv;
 use crate::workflow::{FileSource, HandlerKind, Workflow};
 use parking_lot::Mutex;
@@ -188,6 +191,8 @@ pub(crate) struct Walker<'w> {
     pub written: BTreeSet<String>,
     /// A copy of the context after every stage, for a manager watching a child workflow.
     pub mirror: Option<Arc<Mutex<Context>>>,
+    /// Fidelity, thread and preamble of the stage being run (set before its attempts).
+    pub plan: Option<StagePlan>,
 }
 
 impl<'w> Walker<'w> {
@@ -199,6 +204,7 @@ impl<'w> Walker<'w> {
             state,
             written: BTreeSet::new(),
             mirror: None,
+            plan: None,
         }
     }
 
@@ -250,8 +256,16 @@ impl<'w> Walker<'w> {
     }
 
     /// Walks from `node` until the exit, the scope's join, or a stop.
-    pub fn walk(&mut self, mut node: usize) -> Result<WalkEnd, Stop> {
+    pub fn walk(&mut self, node: usize) -> Result<WalkEnd, Stop> {
+        self.walk_from(node, None)
+    }
+
+    /// [`Walker::walk`] entering `node` through edge `via` (a parallel branch's fork edge,
+    /// whose `fidelity` applies to the branch's first stage).
+    pub fn walk_from(&mut self, mut node: usize, mut via: Option<usize>) -> Result<WalkEnd, Stop> {
         let mut last_status = StageStatus::Succeeded;
+        let mut previous: Option<usize> = None;
+        let mut branch_start = self.scope.kind == ScopeKind::Branch;
         loop {
             self.check_cancel()?;
             if Some(node) == self.scope.stop_at {
@@ -268,11 +282,14 @@ impl<'w> Walker<'w> {
                     }
                     Some(gate) => {
                         node = self.goal_gate_jump(node, gate)?;
+                        via = None;
                         continue;
                     }
                 }
             }
             self.enter(node)?;
+            self.plan_stage(node, via, previous, branch_start);
+            branch_start = false;
             let finished = self.run_stage(node)?;
             last_status = finished.outcome.status;
             self.record(node, &finished)?;
@@ -280,11 +297,15 @@ impl<'w> Walker<'w> {
                 return self.no_route(node, &finished.outcome);
             };
             self.emit_edge(node, &route, finished.outcome.status)?;
+            via = route.edge;
             if self.is_loop_restart(&route) {
                 self.guard_restart(node, &route, &finished.outcome)?;
                 self.restart(node, route.to)?;
+                // A restart drops the fidelity of the edge that caused it (engine.md 4.6).
+                via = None;
             }
             self.checkpoint(node, Some(route.to))?;
+            previous = Some(node);
             node = route.to;
         }
     }
@@ -322,6 +343,62 @@ impl<'w> Walker<'w> {
         self.state.set(context::CURRENT_NODE, Value::String(id));
         self.state.set(context::VISIT_COUNT, Value::from(visits));
         Ok(())
+    }
+
+    /// Resolves the stage's fidelity and thread (engine.md 5.3), writes `internal.fidelity`
+    /// and `internal.thread_id`, and builds the preamble of LLM and manager stages.
+    fn plan_stage(
+        &mut self,
+        node: usize,
+        via: Option<usize>,
+        previous: Option<usize>,
+        branch_start: bool,
+    ) {
+        let wf = self.wf;
+        let mode = fidelity::resolve_fidelity(wf, via, node, branch_start);
+        let inherited = self
+            .state
+            .context
+            .get(fidelity::THREAD_KEY)
+            .and_then(Value::as_str);
+        let thread = fidelity::resolve_thread(wf, via, node, branch_start, inherited, previous);
+        let run_id = &self.shared.options.run_id;
+        let kind = wf.handler(node).unwrap_or(HandlerKind::Agent);
+        let preamble = (kind.is_llm() || kind == HandlerKind::ManagerLoop)
+            .then(|| {
+                let ctx = &self.state.context;
+                let history = History {
+                    wf,
+                    goal: ctx
+                        .get(context::GRAPH_GOAL)
+                        .and_then(Value::as_str)
+                        .unwrap_or_else(|| wf.goal()),
+                    run_id,
+                    state: &self.state,
+                };
+                let parent = ctx.get(fidelity::PARENT_PREAMBLE).and_then(Value::as_str);
+                fidelity::preamble_for(mode, &history, parent)
+            })
+            .flatten();
+        let conversation = (mode == Fidelity::Full).then(|| {
+            let scope = match &self.scope.branch {
+                Some((group, branch)) => format!("{}{group}:{branch}", self.scope.prefix),
+                None => self.scope.prefix.clone(),
+            };
+            fidelity::conversation_key(run_id, self.state.restarts, &scope, &thread)
+        });
+        self.state.set(
+            fidelity::FIDELITY_KEY,
+            Value::String(mode.as_str().to_string()),
+        );
+        self.state
+            .set(fidelity::THREAD_KEY, Value::String(thread.clone()));
+        self.plan = Some(StagePlan {
+            fidelity: mode,
+            thread,
+            conversation,
+            preamble,
+        });
     }
 
     /// Attempts with retries, then `allow_partial` and `auto_status`; emits the stage events.
@@ -527,6 +604,8 @@ impl<'w> Walker<'w> {
         let o = &f.outcome;
         self.state
             .complete(&id, o.status, f.attempts.saturating_sub(1));
+        let kind = self.wf.handler(node).unwrap_or(HandlerKind::Agent);
+        self.state.note(&id, StageNote::of(kind, o));
         if let Some(nested) = &o.nested {
             self.merge_nested(nested);
         }
@@ -583,6 +662,9 @@ impl<'w> Walker<'w> {
                 .find(|(r, _)| r == id)
                 .map_or(0, |(_, c)| *c);
             self.state.complete(id, status, retries);
+            let note = n.notes.iter().rev().find(|(o, _)| o == id);
+            self.state
+                .note(id, note.map(|(_, x)| x.clone()).unwrap_or_default());
         }
         for (id, v) in &n.visits {
             self.state.add_visits(id, *v);
@@ -833,6 +915,10 @@ impl<'w> Walker<'w> {
             retries: new_completed
                 .iter()
                 .filter_map(|id| self.state.retries.get(id).map(|r| (id.clone(), *r)))
+                .collect(),
+            notes: new_completed
+                .iter()
+                .filter_map(|id| self.state.notes.get(id).map(|n| (id.clone(), n.clone())))
                 .collect(),
             visits,
             signatures,

@@ -49,6 +49,48 @@ pub const FIDELITIES: &[&str] = &[
     "summary:medium",
     "summary:low",
 ];
+/// How much of the run's history an LLM stage is given (SPEC 2.13 `fidelity`; the
+/// preamble of each mode is built by `engine::fidelity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fidelity {
+    /// Goal, every completed stage with its key details, then the context (the default).
+    Compact,
+    /// Continue the conversation of the stage's thread.
+    Full,
+    /// Goal and run id only.
+    Truncate,
+    SummaryHigh,
+    SummaryMedium,
+    SummaryLow,
+}
+
+impl Fidelity {
+    pub const ALL: [Fidelity; 6] = [
+        Fidelity::Compact,
+        Fidelity::Full,
+        Fidelity::Truncate,
+        Fidelity::SummaryHigh,
+        Fidelity::SummaryMedium,
+        Fidelity::SummaryLow,
+    ];
+
+    /// The attribute value (`compact`, `full`, `truncate`, `summary:high|medium|low`).
+    pub fn parse(text: &str) -> Option<Fidelity> {
+        Fidelity::ALL.into_iter().find(|f| f.as_str() == text)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fidelity::Compact => "compact",
+            Fidelity::Full => "full",
+            Fidelity::Truncate => "truncate",
+            Fidelity::SummaryHigh => "summary:high",
+            Fidelity::SummaryMedium => "summary:medium",
+            Fidelity::SummaryLow => "summary:low",
+        }
+    }
+}
+
 pub const RETRY_POLICIES: &[&str] = &["none", "standard", "aggressive", "linear", "patient"];
 pub const QUESTION_TYPES: &[&str] = &[
     "yes_no",
@@ -70,7 +112,7 @@ pub const SCHEMA: &[(Scope, &str, AttrType)] = &[
     (Graph, "default_max_retries", Int),
     (Graph, "retry_target", Text),
     (Graph, "fallback_retry_target", Text),
-    (Graph, "default_fidelity", Fidelity),
+    (Graph, "default_fidelity", AttrType::Fidelity),
     (Graph, "default_thread", Text),
     (Graph, "max_node_visits", Int),
     (Graph, "stall_timeout", DurationOrZero),
@@ -92,7 +134,7 @@ pub const SCHEMA: &[(Scope, &str, AttrType)] = &[
     (Node, "prompt", Text),
     (Node, "reasoning_effort", OneOf(&["low", "medium", "high"])),
     (Node, "max_tokens", Int),
-    (Node, "fidelity", Fidelity),
+    (Node, "fidelity", AttrType::Fidelity),
     (Node, "thread_id", Text),
     (Node, "model", Text),
     (Node, "provider", Text),
@@ -116,7 +158,7 @@ pub const SCHEMA: &[(Scope, &str, AttrType)] = &[
     (Edge, "label", Text),
     (Edge, "condition", Text),
     (Edge, "weight", Int),
-    (Edge, "fidelity", Fidelity),
+    (Edge, "fidelity", AttrType::Fidelity),
     (Edge, "thread_id", Text),
     (Edge, "loop_restart", Bool),
     (Edge, "freeform", Bool),
@@ -185,8 +227,8 @@ pub fn convert(key: &str, value: &Value, ty: AttrType) -> Result<Typed, AttrErro
                 Err(fail())
             }
         }
-        Fidelity => {
-            if FIDELITIES.contains(&text.as_str()) {
+        AttrType::Fidelity => {
+            if Fidelity::parse(&text).is_some() {
                 Ok(Typed::Text(text.clone()))
             } else {
                 Err(fail())
@@ -229,6 +271,10 @@ impl<'a> View<'a> {
     }
     pub fn flag(&self, key: &str) -> bool {
         self.bool(key).unwrap_or(false)
+    }
+    /// A fidelity attribute (`fidelity`, `default_fidelity`); invalid values give `None`.
+    pub fn fidelity(&self, key: &str) -> Option<Fidelity> {
+        self.nonempty(key).and_then(Fidelity::parse)
     }
     pub fn duration(&self, key: &str) -> Option<Duration> {
         match self.typed(key)? {
@@ -302,8 +348,17 @@ mod tests {
         );
         assert!(conv(Value::Int(900), Duration).is_err());
         assert!(conv(Value::Bare("yes".into()), Bool).is_err());
-        assert!(conv(Value::Str("summary".into()), Fidelity).is_err());
-        assert!(conv(Value::Str("summary:high".into()), Fidelity).is_ok());
+        assert!(conv(Value::Str("summary".into()), AttrType::Fidelity).is_err());
+        assert!(conv(Value::Str("summary:high".into()), AttrType::Fidelity).is_ok());
+    }
+
+    #[test]
+    fn every_listed_fidelity_parses_and_prints_back() {
+        for text in FIDELITIES {
+            assert_eq!(Fidelity::parse(text).map(Fidelity::as_str), Some(*text));
+        }
+        assert_eq!(Fidelity::ALL.len(), FIDELITIES.len());
+        assert_eq!(Fidelity::parse("summary"), None);
     }
 
     #[test]

@@ -32,10 +32,12 @@ struct BranchResult {
 
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let wf = cx.walker.wf;
-    let starts: Vec<usize> = wf.out_edges[cx.node]
+    // (fork edge, branch start) per branch, in fork-edge order.
+    let entries: Vec<(usize, usize)> = wf.out_edges[cx.node]
         .iter()
-        .filter_map(|&e| wf.node_index(&wf.edge(e).to))
+        .filter_map(|&e| Some((e, wf.edge_target(e)?)))
         .collect();
+    let starts: Vec<usize> = entries.iter().map(|&(_, s)| s).collect();
     if starts.is_empty() {
         return deterministic(cx, "has no branches");
     }
@@ -55,7 +57,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
                "join_node": cx.walker.scoped_id(join), "join_policy": "wait_all"}),
     )?;
     let started = Instant::now();
-    let results = run_branches(cx, &group, &starts, join, max_parallel);
+    let results = run_branches(cx, &group, &entries, join, max_parallel);
     if cx.cancel.is_cancelled() {
         return Err(Interrupt::Cancelled);
     }
@@ -95,26 +97,27 @@ fn counts_as_success(s: StageStatus) -> bool {
 fn run_branches(
     cx: &StageCtx<'_, '_>,
     group: &str,
-    starts: &[usize],
+    entries: &[(usize, usize)],
     join: usize,
     max_parallel: usize,
 ) -> Vec<BranchResult> {
-    let slots: Vec<Mutex<Option<BranchResult>>> = starts.iter().map(|_| Mutex::new(None)).collect();
+    let slots: Vec<Mutex<Option<BranchResult>>> =
+        entries.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
-        for _ in 0..max_parallel.min(starts.len()) {
+        for _ in 0..max_parallel.min(entries.len()) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(&start) = starts.get(i) else { break };
-                let r = run_branch(cx, group, i, start, join);
+                let Some(&entry) = entries.get(i) else { break };
+                let r = run_branch(cx, group, i, entry, join);
                 *slots[i].lock() = Some(r);
             });
         }
     });
     slots
         .into_iter()
-        .zip(starts)
-        .map(|(slot, &start)| {
+        .zip(entries)
+        .map(|(slot, &(_, start))| {
             slot.into_inner().unwrap_or_else(|| BranchResult {
                 branch: cx.walker.wf.node(start).id.clone(),
                 status: StageStatus::Failed,
@@ -131,7 +134,7 @@ fn run_branch(
     cx: &StageCtx<'_, '_>,
     group: &str,
     index: usize,
-    start: usize,
+    (edge, start): (usize, usize),
     join: usize,
 ) -> BranchResult {
     let parent = cx.walker;
@@ -153,7 +156,7 @@ fn run_branch(
             json!({"index": index, "branch": branch}),
         )
         .err();
-    let (status, error) = match walker.walk(start) {
+    let (status, error) = match walker.walk_from(start, Some(edge)) {
         Ok(WalkEnd::Ended(s)) => (s, None),
         Ok(WalkEnd::Exited) => (StageStatus::Succeeded, None),
         Err(Stop::Failed(f)) => (StageStatus::Failed, Some(f.message)),
@@ -196,6 +199,7 @@ fn merge(cx: &StageCtx<'_, '_>, results: &[BranchResult], join: usize) -> StageO
         nested.completed.extend(r.nested.completed.iter().cloned());
         nested.outcomes.extend(r.nested.outcomes.iter().cloned());
         nested.retries.extend(r.nested.retries.iter().cloned());
+        nested.notes.extend(r.nested.notes.iter().cloned());
         for (k, v) in &r.nested.visits {
             *nested.visits.entry(k.clone()).or_insert(0) += v;
         }

@@ -1,4 +1,5 @@
-//! Agent and prompt handlers: build the request (prompt or label, expanded), call the
+//! Agent and prompt handlers: build the request (prompt or label, expanded; the walker's
+//! preamble and `full` thread; `reasoning_effort` defaulting to `high`), call the
 //! [`LlmBackend`](crate::engine::services::LlmBackend), apply the structured-output rules
 //! (routing directive, custom schema with repair turns) and record the response keys.
 //! Must not touch: providers or sessions (the backend owns those).
@@ -13,6 +14,8 @@ use crate::workflow::HandlerKind;
 use serde_json::Value;
 
 const DEFAULT_OUTPUT_RETRIES: i64 = 2;
+/// SPEC 2.13: `reasoning_effort` defaults to `high`.
+pub(crate) const DEFAULT_REASONING_EFFORT: &str = "high";
 const LAST_RESPONSE_BYTES: usize = 200;
 
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
@@ -48,6 +51,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             }
         },
     };
+    let plan = cx.walker.plan.as_ref();
     let mut req = LlmRequest {
         node_id: cx.scoped_id(),
         mode: if cx.kind == HandlerKind::Prompt {
@@ -58,13 +62,19 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         prompt: cx.expand(prompt),
         model: v.nonempty("model").map(String::from),
         provider: v.nonempty("provider").map(String::from),
-        reasoning_effort: v.nonempty("reasoning_effort").map(String::from),
+        reasoning_effort: Some(
+            v.nonempty("reasoning_effort")
+                .unwrap_or(DEFAULT_REASONING_EFFORT)
+                .to_string(),
+        ),
         max_tokens: v.int("max_tokens"),
         workdir: cx.walker.options().workdir.clone(),
         feedback: Vec::new(),
         output_schema: schema_attr,
         project_memory: v.bool("project_memory").unwrap_or(true),
         acp,
+        preamble: plan.and_then(|p| p.preamble.clone()),
+        thread: plan.and_then(|p| p.conversation.clone()),
     };
     let repairs = v
         .int("output_retries")

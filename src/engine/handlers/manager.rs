@@ -3,6 +3,7 @@
 //! thread with a copy of the parent's context, polls it every `manager.poll_interval`,
 //! stops it early when `manager.stop_condition` holds against the child's context, and
 //! fails after `manager.max_cycles` polls. Child events carry `<manager>/<child node>` ids.
+//! The child gets the manager's preamble as `internal.parent_preamble`.
 //! Must not touch: the parent's state beyond the stage outcome (the child's new context
 //! keys come back as context updates, engine keys excluded).
 
@@ -10,6 +11,7 @@ use super::{HandlerResult, Interrupt, StageCtx};
 use crate::engine::checkpoint::RunState;
 use crate::engine::context::{self, Context};
 use crate::engine::failure::FailureClass;
+use crate::engine::fidelity;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::walker::{Scope, ScopeKind, Stop, WalkEnd, Walker};
 use crate::workflow::condition::{Condition, MapEnv};
@@ -100,6 +102,17 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         s.spawn(|| {
             let mut state = RunState::default();
             state.context = before.clone();
+            // The child's LLM stages put the manager's preamble before their own.
+            match cx.walker.plan.as_ref().and_then(|p| p.preamble.clone()) {
+                Some(p) => {
+                    state
+                        .context
+                        .insert(fidelity::PARENT_PREAMBLE.into(), Value::String(p));
+                }
+                None => {
+                    state.context.remove(fidelity::PARENT_PREAMBLE);
+                }
+            }
             let mut walker = Walker::new(&child, cx.walker.shared, scope, state);
             walker.seed_context();
             *mirror.lock() = walker.state.context.clone();
