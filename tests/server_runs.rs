@@ -6,6 +6,7 @@ mod server_support;
 
 use serde_json::{json, Value};
 use server_support::*;
+use std::io::{BufRead, Write};
 use std::time::Duration;
 
 const GATE: &str = r#"digraph gate {
@@ -477,4 +478,42 @@ fn pagination_events_and_deletion() {
         s.call("DELETE", &format!("/api/v1/runs/{id}"), None).status,
         204
     );
+}
+
+#[test]
+fn a_burst_of_subscribers_is_served_in_full() {
+    // A thousand SSE clients connecting at once each get their stream. tiny_http's connection
+    // pool used to strand a few of them until some other connection ended; here nothing else
+    // happens meanwhile, so a stranded stream would wait for ever.
+    let s = Server::start();
+    let id = create(&s, GATE)["id"].as_str().unwrap().to_string();
+    let started = s.post(&format!("/api/v1/runs/{id}/start"), "");
+    assert_eq!(started.status, 200, "{}", started.text());
+    wait_status(&s, &id, "blocked", 30);
+    let auth = s.auth();
+    let n = 1000;
+    let mut conns: Vec<_> = (0..n)
+        .map(|_| {
+            let mut c = s.connect();
+            let req = format!(
+                "GET /api/v1/runs/{id}/attach?since_seq=1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\n\r\n"
+            );
+            c.write_all(req.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    for c in conns.iter_mut() {
+        // Each stream answers 200 and replays the run up to its question. `connect` gives
+        // every socket a 30 s read timeout, so a stranded stream fails here.
+        let mut r = std::io::BufReader::new(c);
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.starts_with("HTTP/1.1 200"), "{line:?}");
+        while !line.contains("\"interview.started\"") {
+            line.clear();
+            assert!(r.read_line(&mut line).unwrap() > 0, "stream ended early");
+        }
+    }
+    drop(conns);
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
 }

@@ -6,7 +6,7 @@
 
 use super::error::StoreError;
 use super::fold::{empty_row, fold};
-use super::hub::Hub;
+use super::hub::{Hub, Published};
 use super::model::{Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow};
 use super::prep::{self, sha256_hex};
 use super::{clock, RunStore};
@@ -31,7 +31,7 @@ struct Inner {
 #[derive(Debug)]
 struct MemRun {
     row: RunRow,
-    events: Vec<Arc<Event>>,
+    events: Vec<Arc<Published>>,
     raw: Vec<String>,
 }
 
@@ -84,7 +84,7 @@ impl RunStore for MemoryStore {
                 deleted_at: at.clone(),
             });
         }
-        let event = Arc::new(event);
+        let event = Arc::new(Published::with_json(event, payload.clone()));
         inner.runs.insert(
             run_id,
             MemRun {
@@ -108,11 +108,11 @@ impl RunStore for MemoryStore {
         let payload = prep::encode(&event)?;
         let row = std::mem::replace(&mut run.row, empty_row());
         run.row = fold(row, &event);
+        let event = Arc::new(Published::with_json(event, payload.clone()));
         run.raw.push(payload);
-        let event = Arc::new(event);
         run.events.push(Arc::clone(&event));
         self.hub.publish(Arc::clone(&event));
-        Ok((*event).clone())
+        Ok(Event::clone(&event))
     }
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
@@ -153,7 +153,7 @@ impl RunStore for MemoryStore {
         let run = inner.run(run_id)?;
         Ok(page(&run.events, since_seq, limit)
             .into_iter()
-            .map(|e| (*e).clone())
+            .map(|e| Event::clone(&e))
             .collect())
     }
 
@@ -215,7 +215,10 @@ impl RunStore for MemoryStore {
             run_id.to_string(),
             MemRun {
                 row,
-                events: events.into_iter().map(Arc::new).collect(),
+                events: events
+                    .into_iter()
+                    .map(|e| Arc::new(Published::new(e)))
+                    .collect(),
                 raw: lines.to_vec(),
             },
         );

@@ -38,7 +38,7 @@ pub use activation::{
 pub use clock::{format_millis, is_canonical_ulid, new_ulid, now};
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
-pub use hub::{Hub, Subscription};
+pub use hub::{Hub, Published, Subscription};
 pub use memory::MemoryStore;
 pub use model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,

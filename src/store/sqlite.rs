@@ -15,7 +15,7 @@
 
 use super::error::{ActivationError, StoreError};
 use super::fold::fold;
-use super::hub::Hub;
+use super::hub::{Hub, Published};
 use super::model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
     UsageTotals,
@@ -692,13 +692,14 @@ impl SqliteStore {
         Ok(true)
     }
 
-    fn publish(&self, event: Event) -> Event {
+    /// Hands a committed event (and its stored JSON text) to the hub's subscribers.
+    fn publish(&self, event: Event, payload: String) -> Event {
         if !self.hub.has_listeners(&event.run_id) {
             return event;
         }
-        let shared = Arc::new(event);
+        let shared = Arc::new(Published::with_json(event, payload));
         self.hub.publish(Arc::clone(&shared));
-        Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone())
+        Published::into_event(shared)
     }
 }
 
@@ -759,7 +760,7 @@ impl RunStore for SqliteStore {
         )?;
         tx.commit().map_err(&err)?;
         w.keep_row(row.clone());
-        self.publish(event);
+        self.publish(event, payload);
         Ok(row)
     }
 
@@ -788,7 +789,7 @@ impl RunStore for SqliteStore {
                 status_changed,
             )? {
                 w.keep_row(row);
-                return Ok(self.publish(event));
+                return Ok(self.publish(event, payload));
             }
         }
         Err(corrupt(

@@ -36,13 +36,16 @@ fn sse_headers() -> Vec<(String, String)> {
     ]
 }
 
-fn frame(e: &Event, with_id: bool) -> Vec<u8> {
-    let json = serde_json::to_string(e).unwrap_or_else(|_| "{}".into());
-    if with_id {
-        format!("id: {}\ndata: {json}\n\n", e.seq).into_bytes()
-    } else {
-        format!("data: {json}\n\n").into_bytes()
+/// One SSE frame: `id: <seq>` (per-run streams only) and the event's JSON on one `data:` line.
+fn frame(seq: Option<u64>, json: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 32);
+    if let Some(seq) = seq {
+        out.extend_from_slice(format!("id: {seq}\n").as_bytes());
     }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
 }
 
 fn is_end(e: &Event) -> bool {
@@ -100,15 +103,16 @@ fn replay(
     w: &mut ChunkWriter<'_>,
 ) -> io::Result<(u64, bool)> {
     loop {
+        // The stored JSON text goes out as it is: no parse, no re-serialisation.
         let batch = store
-            .events(id, next, BATCH)
+            .events_raw(id, next, BATCH)
             .map_err(|e| io::Error::other(e.to_string()))?;
         let n = batch.len();
         for e in batch {
             if upto.is_some_and(|u| e.seq > u) {
                 return Ok((next, false));
             }
-            w.send(&frame(&e, true))?;
+            w.send(&frame(Some(e.seq), &e.json))?;
             next = e.seq + 1;
         }
         if n < BATCH {
@@ -141,7 +145,7 @@ fn follow_run(
                 if e.seq > next {
                     replay(store, id, next, Some(e.seq - 1), w)?;
                 }
-                w.send(&frame(&e, true))?;
+                w.send(&frame(Some(e.seq), e.json()))?;
                 next = e.seq + 1;
                 last_sent = Instant::now();
                 if is_end(&e) {
@@ -188,7 +192,7 @@ pub fn attach_all(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
                         if filter.as_ref().is_some_and(|f| !f.contains(&e.run_id)) {
                             continue;
                         }
-                        w.send(&frame(&e, false))?;
+                        w.send(&frame(None, e.json()))?;
                     }
                     Err(RecvTimeoutError::Timeout) => w.send(b": keep-alive\n\n")?,
                     Err(RecvTimeoutError::Disconnected) => return Ok(()),
