@@ -1,7 +1,8 @@
 //! The agent loop against the scripted server: steering (also late, during the final
 //! answer, and refused when no session runs), loop detection, the turn limit,
 //! cancellation (also inside a running shell command), conversation reuse, tool-output
-//! truncation, bad arguments, apply_patch, and sandbox escapes through every file tool.
+//! truncation, bad arguments, apply_patch, and sandbox escapes through every file tool
+//! (absolute paths, `..`, symlinks; the tree walks of grep, glob and list_dir; shell cwd).
 
 mod llm_common;
 
@@ -498,6 +499,21 @@ fn every_file_tool_refuses_to_leave_the_sandbox() {
         ("glob", json!({"pattern": "**/*.txt", "path": "escape"})),
         ("list_dir", json!({"path": "../"})),
         ("list_dir", json!({"path": "escape"})),
+        // Absolute paths outside the root, for every tool that takes a path.
+        (
+            "write_file",
+            json!({"file_path": outer.path().join("planted.txt").display().to_string(), "content": "x"}),
+        ),
+        (
+            "grep",
+            json!({"pattern": "SECRET", "path": outer.path().display().to_string()}),
+        ),
+        ("grep", json!({"pattern": "SECRET", "path": abs_secret})),
+        ("glob", json!({"pattern": "*", "path": ".."})),
+        (
+            "list_dir",
+            json!({"path": outer.path().display().to_string()}),
+        ),
     ];
     for p in [Provider::Anthropic, Provider::OpenAi] {
         let mut attempts = attempts_common.clone();
@@ -510,11 +526,21 @@ fn every_file_tool_refuses_to_leave_the_sandbox() {
                 "edit_file",
                 json!({"file_path": "../secret.txt", "old_string": "TOP", "new_string": "NOT"}),
             ));
+            attempts.push((
+                "edit_file",
+                json!({"file_path": abs_secret, "old_string": "TOP", "new_string": "NOT"}),
+            ));
+            attempts.push((
+                "edit_file",
+                json!({"file_path": "escape/secret.txt", "old_string": "TOP", "new_string": "NOT"}),
+            ));
         } else {
             attempts.push(("apply_patch", json!({"patch": "*** Begin Patch\n*** Add File: ../planted.txt\n+x\n*** End Patch"})));
             attempts.push(("apply_patch", json!({"patch": "*** Begin Patch\n*** Update File: link.txt\n-TOP SECRET\n+NOT\n*** End Patch"})));
             attempts.push(("apply_patch", json!({"patch": "*** Begin Patch\n*** Delete File: escape/secret.txt\n*** End Patch"})));
             attempts.push(("apply_patch", json!({"patch": "*** Begin Patch\n*** Add File: inside.txt\n+ok\n*** Update File: ../secret.txt\n-TOP SECRET\n+NOT\n*** End Patch"})));
+            attempts.push(("apply_patch", json!({"patch": format!("*** Begin Patch\n*** Update File: {abs_secret}\n-TOP SECRET\n+NOT\n*** End Patch")})));
+            attempts.push(("apply_patch", json!({"patch": "*** Begin Patch\n*** Add File: inside2.txt\n+a\n*** Update File: inside2.txt\n*** Move to: ../moved.txt\n-a\n+b\n*** End Patch"})));
         }
         let calls: Vec<(String, &str, Value)> = attempts
             .iter()
@@ -563,9 +589,81 @@ fn every_file_tool_refuses_to_leave_the_sandbox() {
             "TOP SECRET"
         );
         assert!(!outer.path().join("planted.txt").exists());
-        // The all-or-nothing patch wrote nothing.
+        // The all-or-nothing patches wrote nothing.
         assert!(!root.join("inside.txt").exists());
+        assert!(!root.join("inside2.txt").exists());
+        assert!(!outer.path().join("moved.txt").exists());
     }
+}
+
+#[test]
+fn tree_tools_and_shell_stay_in_the_working_directory() {
+    // grep, glob and list_dir walk the tree themselves: a symlink inside it that points
+    // outside must not let them read (or descend into) what it points to; links that stay
+    // inside still work. The shell runs in the working directory.
+    let outer = tempfile::tempdir().expect("tempdir");
+    let root = outer.path().join("work");
+    std::fs::create_dir(&root).expect("mkdir");
+    std::fs::write(outer.path().join("secret.txt"), "TOP SECRET").expect("w");
+    std::fs::write(root.join("inner.txt"), "inner SECRET").expect("w");
+    std::os::unix::fs::symlink(outer.path().join("secret.txt"), root.join("link.txt"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(outer.path(), root.join("escape")).expect("symlink");
+    std::os::unix::fs::symlink("inner.txt", root.join("inlink.txt")).expect("symlink");
+    let calls = [
+        ("g1", "grep", json!({"pattern": "SECRET"})),
+        ("g2", "grep", json!({"pattern": "SECRET", "path": "."})),
+        (
+            "g3",
+            "grep",
+            json!({"pattern": "SECRET", "path": ".", "glob_filter": "*.txt"}),
+        ),
+        ("g4", "glob", json!({"pattern": "**/*.txt"})),
+        ("g5", "list_dir", json!({"depth": 3})),
+        ("g6", "shell", json!({"command": "pwd"})),
+    ];
+    let server = ScriptedServer::start(vec![
+        reply(P, &tools(&calls), u(), false),
+        reply(P, &text("ok"), u(), false),
+    ]);
+    let c = client(P, &server);
+    let mut s = session(&root, &model_for(P));
+    let mut outputs = Vec::new();
+    s.run(&c, "x", &CancelToken::new(), &mut |e| {
+        if let AgentEvent::ToolCompleted {
+            output, is_error, ..
+        } = e
+        {
+            outputs.push((output, is_error));
+        }
+    })
+    .expect("run");
+    assert_eq!(outputs.len(), calls.len());
+    for (i, (output, is_error)) in outputs.iter().enumerate() {
+        assert!(!is_error, "call {i}: {output}");
+        assert!(!output.contains("TOP SECRET"), "call {i} leaked: {output}");
+        assert!(
+            !output.contains("escape/secret.txt"),
+            "call {i} walked out: {output}"
+        );
+    }
+    for grep in &outputs[..3] {
+        assert!(grep.0.contains("inner.txt:1:inner SECRET"), "{}", grep.0);
+        assert!(grep.0.contains("inlink.txt:1:inner SECRET"), "{}", grep.0);
+        assert!(!grep.0.contains("link.txt:1:TOP"), "{}", grep.0);
+    }
+    let root_shown = root.canonicalize().expect("canon").display().to_string();
+    assert!(
+        outputs[5].0.contains(&format!("stdout:\n{root_shown}\n")),
+        "{}",
+        outputs[5].0
+    );
+    // The model got the same answers.
+    let r = results(P, &server.requests()[1].body);
+    assert!(
+        r.iter().all(|(_, out, _)| !out.contains("TOP SECRET")),
+        "{r:?}"
+    );
 }
 
 #[test]

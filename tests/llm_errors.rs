@@ -1,7 +1,8 @@
 //! Error classification and retries against the scripted server: 429 with Retry-After
 //! (retried after exactly that delay), 500 retried with backoff, 401 never retried, quota
 //! and oversized Retry-After not retried, broken streams, keys redacted, missing
-//! credentials, cancellation during backoff, and the agent's `agent.llm.retry` event.
+//! credentials, cancellation during backoff, and the agent's `agent.llm.retry` event; and
+//! for every provider, plain and streamed: 429 with `retry-after-ms`, 500, and 401.
 
 mod llm_common;
 
@@ -331,4 +332,61 @@ fn the_agent_reports_llm_retries() {
         .run(&c, "again", &CancelToken::new(), &mut |_| {})
         .expect_err("error");
     assert_eq!(e.failure_class(), "deterministic");
+}
+
+#[test]
+fn every_provider_retries_429_and_500_but_never_401() {
+    for p in [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Gemini,
+        Provider::Kimi,
+        Provider::OpenAiCompatible,
+    ] {
+        for stream in [false, true] {
+            // 429 with `retry-after-ms` (waited exactly), then 500 (backoff), then success.
+            let server = ScriptedServer::start(vec![
+                Reply::error(429, json!({"error": {"message": "Too many requests"}}))
+                    .header("retry-after-ms", "150"),
+                Reply::error(500, json!({"error": {"message": "boom"}})),
+                reply(p, &text("fine"), Usage::default(), stream),
+            ]);
+            let mut retries = Vec::new();
+            let r = client(p, &server)
+                .call(&req(p), stream, &CancelToken::new(), &mut |e| {
+                    if let StreamEvent::Retry {
+                        attempt, delay_ms, ..
+                    } = e
+                    {
+                        retries.push((attempt, delay_ms));
+                    }
+                })
+                .unwrap_or_else(|e| panic!("{p} stream={stream}: {e}"));
+            assert_eq!(r.text, "fine", "{p} stream={stream}");
+            let reqs = server.requests();
+            assert_eq!(reqs.len(), 3, "{p} stream={stream}");
+            assert_eq!(retries.len(), 2, "{p} stream={stream}: {retries:?}");
+            assert_eq!(retries[0], (1, 150), "{p} stream={stream}");
+            assert_eq!(retries[1].0, 2);
+            assert!(
+                reqs[1].at - reqs[0].at >= Duration::from_millis(150),
+                "{p} stream={stream}"
+            );
+
+            // 401: classified, not retried, the key kept out of the message.
+            let server = ScriptedServer::start(vec![
+                Reply::error(
+                    401,
+                    json!({"error": {"message": format!("bad key {}", test_key(p))}}),
+                ),
+                reply(p, &text("never"), Usage::default(), stream),
+            ]);
+            let e = client(p, &server)
+                .call(&req(p), stream, &CancelToken::new(), &mut |_| {})
+                .expect_err("401");
+            assert_eq!(e.kind(), ErrorKind::Authentication, "{p} stream={stream}");
+            assert_eq!(server.count(), 1, "{p} stream={stream}");
+            assert!(!e.to_string().contains(&test_key(p)), "{e}");
+        }
+    }
 }

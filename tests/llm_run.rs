@@ -1,6 +1,8 @@
 //! End-to-end: `svc run` with real agent and prompt stages against the scripted provider
 //! server. Keys are stored with `svc secrets set` into a temp state directory and the
 //! endpoint comes from its `settings.toml`; nothing is taken from the environment.
+//! Covers prompt and agent stages, routing directives and repair turns, custom output
+//! schemas for every provider, usage with tool time, fidelity and threads.
 
 mod llm_common;
 
@@ -568,4 +570,138 @@ fn reasoning_effort_defaults_to_high_on_the_wire() {
     assert!(max > 0, "{body}");
     assert_eq!(body["thinking"]["type"], "enabled", "{body}");
     assert_eq!(body["thinking"]["budget_tokens"], max * 3 / 4, "{body}");
+}
+
+// Custom output schemas on LLM stages (SPEC 2.13): `@path` and inline JSON Schema, the
+// repair turn through the engine, and the object stored at `output.<node_id>`.
+
+const REPORT_SCHEMA: &str = r#"{"type": "object", "required": ["passed", "failed"],
+  "properties": {"passed": {"type": "integer"}, "failed": {"type": "integer"}}}"#;
+
+/// Like [`scripted`], but Gemini's streaming is told by its URL (it has no `stream` field).
+fn scripted_any(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
+    let usage = Usage {
+        input: 100,
+        output: 20,
+        ..Usage::default()
+    };
+    ScriptedServer::start_with(move |n, r: &Recorded| {
+        let stream = r.body["stream"].as_bool().unwrap_or(false) || r.url.contains("alt=sse");
+        match turns.get(n) {
+            Some(t) => reply(provider, t, usage, stream),
+            None => llm_common::Reply::error(
+                500,
+                json!({"error": {"message": "scripted server: script exhausted"}}),
+            ),
+        }
+    })
+}
+
+#[test]
+fn custom_schemas_store_the_object_at_output_node_id_for_every_provider() {
+    for p in [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Gemini,
+        Provider::Kimi,
+        Provider::OpenAiCompatible,
+    ] {
+        let server = scripted_any(
+            p,
+            vec![
+                text("Here it is: {\"passed\": \"many\", \"failed\": 0}"),
+                text("Corrected: {\"passed\": 12, \"failed\": 0}"),
+                text("All good.\n{\"ok\": true}"),
+            ],
+        );
+        let env = Env::new(p, &server);
+        env.set_key(p.key_names()[0], "test-key");
+        let dir = env.work.parent().unwrap_or(Path::new(".")).join("schemas");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("report.json"), REPORT_SCHEMA).expect("schema");
+        let model = llm_common::model_for(p);
+        let dot = format!(
+            r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  report [shape=tab, model="{model}", provider="{id}", prompt="Report the test results", output_schema="@schemas/report.json"]
+  check [model="{model}", provider="{id}", prompt="Check", output_schema="{{\"type\": \"object\", \"required\": [\"ok\"]}}"]
+  start -> report -> check -> exit
+}}"#,
+            id = p.id()
+        );
+        let (code, out, err) = env.run(&dot);
+        assert_eq!(code, 0, "{p}: {err}\n{out}");
+        assert_eq!(
+            out["context"]["output.report"],
+            json!({"passed": 12, "failed": 0}),
+            "{p}: {out}"
+        );
+        assert_eq!(out["context"]["output.check"], json!({"ok": true}), "{p}");
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 3, "{p}");
+        // The repair turn continues the conversation: prompt, reply, then the error.
+        let users = llm_common::user_texts(p, &reqs[1].body);
+        assert_eq!(users.len(), 2, "{p}: {users:?}");
+        assert!(
+            users[0].ends_with("Report the test results"),
+            "{p}: {users:?}"
+        );
+        assert!(
+            users[1].contains("did not satisfy") && users[1].contains("passed"),
+            "{p}: {users:?}"
+        );
+        assert!(
+            reqs[1].body.to_string().contains("Here it is"),
+            "{p}: the first reply is in the repair request"
+        );
+    }
+}
+
+#[test]
+fn output_retries_zero_fails_an_llm_stage_on_the_first_invalid_reply() {
+    let server = scripted(Provider::Anthropic, vec![text("{\"ok\": \"yes\"}")]);
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  check [shape=tab, prompt="Check", output_retries=0, output_schema="{\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}}, \"required\": [\"ok\"]}"]
+  start -> check -> exit
+}"#,
+    );
+    assert_eq!(code, 1, "{err}\n{out}");
+    let e = out["error"].as_str().unwrap_or("");
+    assert!(
+        e.contains("does not match its output_schema after 0 repair turns"),
+        "{e}"
+    );
+    assert_eq!(server.count(), 1, "no repair turn with output_retries=0");
+    assert!(out["context"].get("output.check").is_none(), "{out}");
+}
+
+#[test]
+fn agent_stage_usage_separates_tool_time_from_inference_time() {
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            tools(&[("t1", "shell", json!({"command": "sleep 0.3"}))]),
+            text("Slept."),
+        ],
+    );
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [prompt="Sleep a little"]
+  start -> work -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let done = stage_completed(&events, "work").unwrap_or(&Value::Null);
+    let usage = &props(done)["usage"];
+    let tool = usage["tool_time_ms"].as_u64().unwrap_or(0);
+    assert!((300..5_000).contains(&tool), "{usage}");
+    assert!(usage["inference_time_ms"].is_u64(), "{usage}");
 }

@@ -1,4 +1,6 @@
 //! The compiled-in model catalog (engine.md 13.5): ids, aliases, provider, limits, prices.
+//! Owns the table and the exact (case-sensitive) lookup by id or alias. Must not price
+//! usage (`llm::cost`), resolve credentials or endpoints (`llm::provider`), or do I/O.
 
 /// Prices in USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]

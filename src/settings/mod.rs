@@ -281,12 +281,12 @@ impl Settings {
             }
         }
         for name in self.llm.providers.keys() {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return bad(format!("llm.providers.{name}: bad provider name"));
+            if crate::llm::Provider::parse(name).is_none() {
+                let known: Vec<&str> = crate::llm::Provider::ALL.iter().map(|p| p.id()).collect();
+                return bad(format!(
+                    "llm.providers.{name}: unknown LLM provider (known: {})",
+                    known.join(", ")
+                ));
             }
         }
         if let Some(sb) = &self.run.sandbox {
@@ -521,6 +521,7 @@ provider = "local"
             "[server]\nlisten = 3",
             "[server.schedular]\nmax_concurrent_runs = 2",
             "[llm.providers.x]\nbase_url = \"ftp://x\"",
+            "[llm.providers.antropic]\nbase_url = \"http://127.0.0.1:9000\"",
             "_version = 2",
             "not toml [",
         ] {

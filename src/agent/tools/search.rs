@@ -1,6 +1,7 @@
 //! Read-only tree tools: `grep` (regex over file contents), `glob` (path patterns with `*`,
 //! `**`, `?`, `[…]` and `{a,b}`) and `list_dir`, plus the tree walk they share (skips
-//! `.git`, never follows directory symlinks). Must not write files.
+//! `.git`, never follows directory symlinks; `grep` reads a file symlink only when it
+//! resolves inside the working directory). Must not write files.
 
 use std::path::{Path, PathBuf};
 
@@ -298,13 +299,21 @@ pub fn grep(sb: &Sandbox, args: &Value) -> Result<String, ToolError> {
                 continue;
             }
         }
-        if std::fs::metadata(&f)
+        // The walk lists symlinks as files; reading one follows it, so only links that
+        // resolve inside the working directory are searched.
+        let Ok(real) = f.canonicalize() else {
+            continue;
+        };
+        if !real.starts_with(sb.root()) {
+            continue;
+        }
+        if std::fs::metadata(&real)
             .map(|m| m.len() > MAX_GREP_FILE)
             .unwrap_or(true)
         {
             continue;
         }
-        let Ok(bytes) = std::fs::read(&f) else {
+        let Ok(bytes) = std::fs::read(&real) else {
             continue;
         };
         if bytes.iter().take(8192).any(|b| *b == 0) {
