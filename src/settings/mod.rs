@@ -1,8 +1,10 @@
 //! Server settings: `settings.toml` in the state directory (SPEC 1.9, api.md 6), parsed into
 //! typed [`Settings`], validated, and live-reloaded by [`watch`].
 //!
-//! Live reload: a `notify` watcher on the file's directory (editors replace files by rename)
-//! plus a 1 s fallback check of the file's content. A valid change is swapped in atomically
+//! Live reload: a `notify` watcher on the file itself, re-armed after every event (editors
+//! replace files by rename, which ends a watch) plus a 1 s fallback check of the file's
+//! content. Not the directory: the database lives there, and every commit would wake the
+//! watcher (5% of the server's CPU under load). A valid change is swapped in atomically
 //! (readers hold an `Arc<Settings>` snapshot) and every change callback runs, so the scheduler
 //! can wake for a new `max_concurrent_runs`; an invalid edit is logged and the previous
 //! settings stay. Keys read per request or per decision (auth methods, concurrency, run
@@ -365,7 +367,6 @@ impl SettingsHandle {
 
 /// Keeps the watcher alive; dropping it stops watching.
 pub struct SettingsWatcher {
-    _watcher: Option<notify::RecommendedWatcher>,
     stop: crossbeam_channel::Sender<()>,
 }
 
@@ -375,90 +376,106 @@ impl Drop for SettingsWatcher {
     }
 }
 
+/// A `notify` watch on one file, re-armed on demand (a rename over the file ends it).
+struct FileWatch {
+    watcher: Option<notify::RecommendedWatcher>,
+    path: PathBuf,
+    armed: bool,
+}
+
+impl FileWatch {
+    fn new(path: &Path, tx: crossbeam_channel::Sender<()>) -> FileWatch {
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.is_ok() {
+                let _ = tx.send(());
+            }
+        });
+        let watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                log::warn!("cannot watch settings ({e}); changes are picked up by polling");
+                None
+            }
+        };
+        let mut fw = FileWatch {
+            watcher,
+            path: path.to_path_buf(),
+            armed: false,
+        };
+        fw.rearm();
+        fw
+    }
+
+    /// Watches the file as it is now (a missing file is watched once it exists).
+    fn rearm(&mut self) {
+        use notify::Watcher;
+        let Some(w) = self.watcher.as_mut() else {
+            return;
+        };
+        if self.armed {
+            let _ = w.unwatch(&self.path);
+        }
+        self.armed = w
+            .watch(&self.path, notify::RecursiveMode::NonRecursive)
+            .is_ok();
+    }
+}
+
 /// Watches `path` and applies valid changes to `handle` (see the module docs).
 pub fn watch(path: &Path, handle: SettingsHandle) -> SettingsWatcher {
-    use notify::Watcher;
     let (tx, rx) = crossbeam_channel::unbounded::<()>();
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
-    let file_name = path.file_name().map(|n| n.to_os_string());
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let watcher = {
-        let tx = tx.clone();
-        let file_name = file_name.clone();
-        notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if let Ok(ev) = res {
-                if ev
-                    .paths
-                    .iter()
-                    .any(|p| p.file_name().map(|n| n.to_os_string()) == file_name)
-                {
-                    let _ = tx.send(());
-                }
-            }
-        })
-        .and_then(|mut w| {
-            w.watch(&dir, notify::RecursiveMode::NonRecursive)
-                .map(|_| w)
-        })
-    };
-    let watcher = match watcher {
-        Ok(w) => Some(w),
-        Err(e) => {
-            log::warn!(
-                "cannot watch {} ({e}); settings changes are picked up by polling",
-                dir.display()
-            );
-            None
-        }
-    };
     let path = path.to_path_buf();
     let mut last = std::fs::read(&path).ok();
     let spawned = std::thread::Builder::new()
         .name("settings-watch".into())
-        .spawn(move || loop {
-            crossbeam_channel::select! {
-                recv(stop_rx) -> _ => return,
-                recv(rx) -> _ => {
-                    // Let a burst of events (truncate + write) settle.
-                    std::thread::sleep(Duration::from_millis(100));
-                    while rx.try_recv().is_ok() {}
-                }
-                default(Duration::from_secs(1)) => {}
-            }
-            let now = std::fs::read(&path).ok();
-            if now == last {
-                continue;
-            }
-            match &now {
-                None => log::warn!(
-                    "settings file {} disappeared; keeping the current settings",
-                    path.display()
-                ),
-                Some(bytes) => match std::str::from_utf8(bytes)
-                    .map_err(|e| SettingsError::Parse(e.to_string()))
-                    .and_then(Settings::parse)
-                {
-                    Ok(s) => {
-                        if handle.replace(s) {
-                            log::info!("settings reloaded from {}", path.display());
+        .spawn(move || {
+            let mut fw = FileWatch::new(&path, tx);
+            loop {
+                crossbeam_channel::select! {
+                    recv(stop_rx) -> _ => return,
+                    recv(rx) -> _ => {
+                        // Let a burst of events (truncate + write, or a rename) settle.
+                        std::thread::sleep(Duration::from_millis(100));
+                        while rx.try_recv().is_ok() {}
+                        fw.rearm();
+                    }
+                    default(Duration::from_secs(1)) => {
+                        if !fw.armed {
+                            fw.rearm();
                         }
                     }
-                    Err(e) => log::error!("{}: {e}; keeping the previous settings", path.display()),
-                },
+                }
+                let now = std::fs::read(&path).ok();
+                if now == last {
+                    continue;
+                }
+                match &now {
+                    None => log::warn!(
+                        "settings file {} disappeared; keeping the current settings",
+                        path.display()
+                    ),
+                    Some(bytes) => match std::str::from_utf8(bytes)
+                        .map_err(|e| SettingsError::Parse(e.to_string()))
+                        .and_then(Settings::parse)
+                    {
+                        Ok(s) => {
+                            if handle.replace(s) {
+                                log::info!("settings reloaded from {}", path.display());
+                            }
+                        }
+                        Err(e) => {
+                            log::error!("{}: {e}; keeping the previous settings", path.display())
+                        }
+                    },
+                }
+                last = now;
             }
-            last = now;
         });
     if let Err(e) = spawned {
         log::error!("cannot start the settings watcher: {e}");
     }
-    SettingsWatcher {
-        _watcher: watcher,
-        stop: stop_tx,
-    }
+    SettingsWatcher { stop: stop_tx }
 }
 
 #[cfg(test)]

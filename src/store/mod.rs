@@ -27,6 +27,7 @@ mod memory;
 mod model;
 pub mod portable;
 mod prep;
+mod queue;
 mod rowcache;
 mod schema;
 mod sqlite;

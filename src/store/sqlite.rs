@@ -21,6 +21,7 @@ use super::model::{
     UsageTotals,
 };
 use super::prep::{self, sha256_hex};
+use super::queue::Queue;
 use super::rowcache::RowCache;
 use super::schema::{self, SchemaError};
 use super::{clock, ActivationReport, RunStore};
@@ -112,6 +113,8 @@ struct Writer {
     /// The same cache as the store's: the writer takes a row out while it folds an event
     /// onto it and puts the committed result back.
     cache: Arc<RowCache>,
+    /// Runnable run ids, for queue positions (see `queue.rs`).
+    queue: Queue,
 }
 
 /// The mutable part of a row, as stored in `runs.state`.
@@ -389,6 +392,7 @@ impl SqliteStore {
             writer: Mutex::new(Writer {
                 conn,
                 cache: Arc::clone(&rows),
+                queue: Queue::default(),
             }),
             readers: Mutex::new(Vec::new()),
             rows,
@@ -406,6 +410,30 @@ impl SqliteStore {
     /// What activation did, when the store came from [`SqliteStore::activate`].
     pub fn activation_report(&self) -> Option<&ActivationReport> {
         self.report.as_ref()
+    }
+
+    /// Queued or slot-holding runs in `statuses` (created before `below`), from the writer's
+    /// in-memory sets (`queue.rs`).
+    fn count_tracked(&self, statuses: &[String], below: Option<&str>) -> Result<usize, StoreError> {
+        let mut guard = self.writer.lock();
+        let w = &mut *guard;
+        if w.queue.stale() {
+            let marks = vec!["?"; super::queue::TRACKED.len()].join(", ");
+            let rows = w
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT id, status FROM runs WHERE status IN ({marks})"
+                ))
+                .and_then(|mut st| {
+                    st.query_map(rusqlite::params_from_iter(super::queue::TRACKED), |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                    })
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                })
+                .map_err(StoreError::db_global("reading the queue"))?;
+            w.queue.reload(rows);
+        }
+        Ok(w.queue.count(statuses, below))
     }
 
     fn with_reader<T>(
@@ -788,6 +816,9 @@ impl RunStore for SqliteStore {
                 prev_seq,
                 status_changed,
             )? {
+                if status_changed {
+                    w.queue.note(run_id, Some(row.status.name()));
+                }
                 w.keep_row(row);
                 return Ok(self.publish(event, payload));
             }
@@ -843,6 +874,10 @@ impl RunStore for SqliteStore {
     }
 
     fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
+        if Queue::answers(&query.statuses) && query.parent_id.is_none() {
+            // Only terminal runs can be archived, so `exclude_archived` changes nothing.
+            return self.count_tracked(&query.statuses, query.id_below.as_deref());
+        }
         let (filter, args) = run_filter(query);
         let sql = format!("SELECT COUNT(*) FROM runs r WHERE {filter}");
         self.with_reader(|conn| {
@@ -920,6 +955,7 @@ impl RunStore for SqliteStore {
         )
         .map_err(&err)?;
         tx.commit().map_err(&err)?;
+        w.queue.note(run_id, None);
         self.hub.close_run(run_id);
         Ok(())
     }
@@ -978,6 +1014,7 @@ impl RunStore for SqliteStore {
             )?;
         }
         tx.commit().map_err(&err)?;
+        w.queue.note(run_id, Some(row.status.name()));
         Ok(ImportOutcome::Imported)
     }
 
@@ -1134,6 +1171,53 @@ mod tests {
         assert!(other.get_run(&row.id).unwrap().is_some());
         s.delete_run(&row.id).unwrap();
         assert_eq!(other.get_run(&row.id).unwrap(), None);
+    }
+
+    #[test]
+    fn queue_counts_follow_status_changes() {
+        let (_d, s) = store();
+        let ids: Vec<String> = (0..4)
+            .map(|_| s.create_run(NewRun::default()).unwrap().id)
+            .collect();
+        let runnable = |below: Option<&String>| {
+            s.count_runs(&RunQuery {
+                statuses: vec!["runnable".into()],
+                id_below: below.cloned(),
+                ..RunQuery::default()
+            })
+            .unwrap()
+        };
+        assert_eq!(runnable(None), 0);
+        for id in &ids {
+            s.append(id, EventDraft::new("run.queued", json!({})))
+                .unwrap();
+        }
+        assert_eq!(runnable(None), 4);
+        assert_eq!(runnable(Some(&ids[2])), 2);
+        s.append(&ids[0], EventDraft::new("run.starting", json!({})))
+            .unwrap();
+        s.delete_run(&ids[3]).unwrap();
+        assert_eq!(runnable(None), 2);
+        assert_eq!(runnable(Some(&ids[2])), 1);
+        // The same answers a fresh store reads from the file.
+        let fresh = SqliteStore::open(s.path()).unwrap();
+        let listed = fresh
+            .query_runs(&RunQuery {
+                statuses: vec!["runnable".into()],
+                ..RunQuery::default()
+            })
+            .unwrap();
+        assert_eq!(listed.len(), 2);
+        assert_eq!(
+            fresh
+                .count_runs(&RunQuery {
+                    statuses: vec!["runnable".into()],
+                    id_below: Some(ids[2].clone()),
+                    ..RunQuery::default()
+                })
+                .unwrap(),
+            1
+        );
     }
 
     #[test]

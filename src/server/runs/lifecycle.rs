@@ -311,6 +311,34 @@ mod tests {
     }
 
     #[test]
+    fn slot_statuses_are_the_statuses_that_hold_a_slot() {
+        let s = |r: &str| r.to_string();
+        let all = [
+            RunStatus::Submitted,
+            RunStatus::Pending { reason: s("x") },
+            RunStatus::Runnable,
+            RunStatus::Starting,
+            RunStatus::Running,
+            RunStatus::Blocked {
+                blocked_reason: s("x"),
+            },
+            RunStatus::Paused { prior_block: None },
+            RunStatus::Removing,
+            RunStatus::Succeeded { reason: s("x") },
+            RunStatus::Failed { reason: s("x") },
+            RunStatus::Dead,
+        ];
+        for st in &all {
+            assert_eq!(
+                holds_slot(st),
+                SLOT_STATUSES.contains(&st.name()),
+                "{}",
+                st.name()
+            );
+        }
+    }
+
+    #[test]
     fn slots() {
         assert!(!holds_slot(&RunStatus::Runnable));
         assert!(!holds_slot(&RunStatus::Submitted));

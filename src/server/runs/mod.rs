@@ -189,21 +189,16 @@ impl Runs {
         }
     }
 
-    /// Number of runs holding a slot, by [`lifecycle::holds_slot`].
+    /// Number of runs holding a slot: an indexed count over [`lifecycle::SLOT_STATUSES`],
+    /// the status names [`lifecycle::holds_slot`] accepts (a unit test keeps them equal).
     pub fn slot_holders(&self) -> Result<usize, StoreError> {
-        Ok(self
-            .store
-            .query_runs(&RunQuery {
-                statuses: lifecycle::SLOT_STATUSES
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
-                limit: 1_000_000,
-                ..RunQuery::default()
-            })?
-            .iter()
-            .filter(|r| lifecycle::holds_slot(&r.status))
-            .count())
+        self.store.count_runs(&RunQuery {
+            statuses: lifecycle::SLOT_STATUSES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..RunQuery::default()
+        })
     }
 
     fn promote(&self) -> Result<(), StoreError> {
@@ -380,13 +375,17 @@ impl Runs {
     /// The full Run JSON of `row`.
     pub fn run_json(&self, row: &RunRow) -> Value {
         let created = Value::Object(row.created_meta.clone());
-        let children = self
-            .store
-            .count_runs(&RunQuery {
-                parent_id: Some(row.id.clone()),
-                ..RunQuery::default()
-            })
-            .unwrap_or(0);
+        // Children are made by a run's own stages: one that never started has none.
+        let children = if row.started_at.is_none() {
+            0
+        } else {
+            self.store
+                .count_runs(&RunQuery {
+                    parent_id: Some(row.id.clone()),
+                    ..RunQuery::default()
+                })
+                .unwrap_or(0)
+        };
         view::run_json(
             row,
             &created,
