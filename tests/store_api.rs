@@ -544,3 +544,54 @@ fn events_keep_their_exact_bytes() {
         assert_eq!(back[0], e);
     }
 }
+
+#[test]
+fn append_decided_reads_checks_and_appends_in_one_step() {
+    for (name, _dir, store) in both() {
+        let row = store.create_run(new_run("decided")).unwrap();
+        // Nothing decided: nothing written.
+        let (same, none) = store.append_decided(&row.id, &mut |_| Vec::new()).unwrap();
+        assert!(none.is_empty(), "{name}");
+        assert_eq!(same.last_seq, 1, "{name}");
+        // Two events in order; the returned row is the stored row.
+        let mut seen = None;
+        let (after, events) = store
+            .append_decided(&row.id, &mut |r| {
+                seen = Some(r.status.name());
+                vec![
+                    EventDraft::new("run.queued", json!({})),
+                    EventDraft::new("run.starting", json!({})),
+                ]
+            })
+            .unwrap();
+        assert_eq!(seen, Some("submitted"), "{name}");
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(after.status.name(), "starting", "{name}");
+        assert_eq!(store.get_run(&row.id).unwrap(), Some(after), "{name}");
+        // Unknown run: NotFound, and `decide` is never asked.
+        let unknown = svc::store::new_ulid();
+        let mut asked = false;
+        let err = store
+            .append_decided(&unknown, &mut |_| {
+                asked = true;
+                Vec::new()
+            })
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{name}: {err}");
+        assert!(!asked, "{name}");
+    }
+    // Another connection moves the run on: the decision sees the row as the file has it.
+    let (_d, s) = sqlite();
+    let row = s.create_run(new_run("moved")).unwrap();
+    let other = SqliteStore::open(s.path()).unwrap();
+    other
+        .append(&row.id, EventDraft::new("run.queued", json!({})))
+        .unwrap();
+    let mut seen = None;
+    s.append_decided(&row.id, &mut |r| {
+        seen = Some((r.status.name(), r.last_seq));
+        vec![EventDraft::new("run.starting", json!({}))]
+    })
+    .unwrap();
+    assert_eq!(seen, Some(("runnable", 2)));
+}

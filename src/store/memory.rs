@@ -70,6 +70,29 @@ fn page<T: Clone>(items: &[T], since_seq: u64, limit: usize) -> Vec<T> {
     items.iter().skip(start).take(limit).cloned().collect()
 }
 
+impl MemoryStore {
+    /// One append with the lock held (see [`RunStore::append`]).
+    fn append_locked(
+        &self,
+        inner: &mut Inner,
+        run_id: &str,
+        draft: EventDraft,
+    ) -> Result<Event, StoreError> {
+        let Some(run) = inner.runs.get_mut(run_id) else {
+            return Err(inner.missing(run_id));
+        };
+        let event = prep::mint(run_id, run.row.last_seq + 1, draft);
+        let payload = prep::encode(&event)?;
+        let row = std::mem::replace(&mut run.row, empty_row());
+        run.row = fold(row, &event);
+        let event = Arc::new(Published::with_json(event, payload.clone()));
+        run.raw.push(payload);
+        run.events.push(Arc::clone(&event));
+        self.hub.publish(Arc::clone(&event));
+        Ok(Event::clone(&event))
+    }
+}
+
 impl RunStore for MemoryStore {
     fn create_run(&self, new: NewRun) -> Result<RunRow, StoreError> {
         let (event, payload, row) = prep::prepare_created(new)?;
@@ -100,19 +123,31 @@ impl RunStore for MemoryStore {
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
         prep::check_draft(run_id, &draft)?;
         let mut guard = self.inner.lock();
-        let inner = &mut *guard;
-        let Some(run) = inner.runs.get_mut(run_id) else {
-            return Err(inner.missing(run_id));
+        self.append_locked(&mut guard, run_id, draft)
+    }
+
+    fn append_decided(
+        &self,
+        run_id: &str,
+        decide: &mut dyn FnMut(&RunRow) -> Vec<EventDraft>,
+    ) -> Result<(RunRow, Vec<Event>), StoreError> {
+        let mut guard = self.inner.lock();
+        let row = match guard.runs.get(run_id) {
+            Some(run) => run.row.clone(),
+            None => return Err(guard.missing(run_id)),
         };
-        let event = prep::mint(run_id, run.row.last_seq + 1, draft);
-        let payload = prep::encode(&event)?;
-        let row = std::mem::replace(&mut run.row, empty_row());
-        run.row = fold(row, &event);
-        let event = Arc::new(Published::with_json(event, payload.clone()));
-        run.raw.push(payload);
-        run.events.push(Arc::clone(&event));
-        self.hub.publish(Arc::clone(&event));
-        Ok(Event::clone(&event))
+        let drafts = decide(&row);
+        for d in &drafts {
+            prep::check_draft(run_id, d)?;
+        }
+        let mut row = row;
+        let mut events = Vec::with_capacity(drafts.len());
+        for d in drafts {
+            let e = self.append_locked(&mut guard, run_id, d)?;
+            row = fold(row, &e);
+            events.push(e);
+        }
+        Ok((row, events))
     }
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {

@@ -108,6 +108,17 @@ pub trait RunStore: Send + Sync {
     /// one; a storage failure (disk full, I/O) is `StoreError::Database` with the real cause.
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError>;
 
+    /// Reads the run's current row and appends the events `decide` returns for it, in
+    /// order, with no other append in between: a read-check-append (a lifecycle control)
+    /// in one step. `decide` may be called again if another process moved the run on.
+    /// Returns the row after the events and the committed events (none when `decide`
+    /// returned none). `NotFound`/`Tombstoned` for an unknown run.
+    fn append_decided(
+        &self,
+        run_id: &str,
+        decide: &mut dyn FnMut(&RunRow) -> Vec<EventDraft>,
+    ) -> Result<(RunRow, Vec<Event>), StoreError>;
+
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError>;
 
     /// Every run, newest first (ULID order), archived ones included.

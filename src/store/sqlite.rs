@@ -412,6 +412,46 @@ impl SqliteStore {
         self.report.as_ref()
     }
 
+    /// One append with the writer lock held (see [`RunStore::append`]).
+    fn append_locked(
+        &self,
+        w: &mut Writer,
+        run_id: &str,
+        draft: EventDraft,
+    ) -> Result<Event, StoreError> {
+        // Minted under the lock, so timestamps follow seq order (as far as the clock does).
+        let mut event = prep::mint(run_id, 0, draft);
+        for _attempt in 0..2 {
+            let row = w.take_row(run_id)?;
+            let prev_seq = row.last_seq;
+            let before = (row.status.name(), row.archived);
+            event.seq = prev_seq + 1;
+            let payload = prep::encode(&event)?;
+            let row = fold(row, &event);
+            let state = encode_state(&row)?;
+            let status_changed = before != (row.status.name(), row.archived);
+            if Self::write_append(
+                &w.conn,
+                &event,
+                &payload,
+                &row,
+                &state,
+                prev_seq,
+                status_changed,
+            )? {
+                if status_changed {
+                    w.queue.note(run_id, Some(row.status.name()));
+                }
+                w.keep_row(row);
+                return Ok(self.publish(event, payload));
+            }
+        }
+        Err(corrupt(
+            run_id,
+            "its row changed under the writer twice in a row (another process writing?)".into(),
+        ))
+    }
+
     /// Queued or slot-holding runs in `statuses` (created before `below`), from the writer's
     /// in-memory sets (`queue.rs`).
     fn count_tracked(&self, statuses: &[String], below: Option<&str>) -> Result<usize, StoreError> {
@@ -795,38 +835,41 @@ impl RunStore for SqliteStore {
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
         prep::check_draft(run_id, &draft)?;
         let mut guard = self.writer.lock();
+        self.append_locked(&mut guard, run_id, draft)
+    }
+
+    fn append_decided(
+        &self,
+        run_id: &str,
+        decide: &mut dyn FnMut(&RunRow) -> Vec<EventDraft>,
+    ) -> Result<(RunRow, Vec<Event>), StoreError> {
+        let mut guard = self.writer.lock();
         let w = &mut *guard;
-        // Minted under the lock, so timestamps follow seq order (as far as the clock does).
-        let mut event = prep::mint(run_id, 0, draft);
-        for _attempt in 0..2 {
-            let row = w.take_row(run_id)?;
-            let prev_seq = row.last_seq;
-            let before = (row.status.name(), row.archived);
-            event.seq = prev_seq + 1;
-            let payload = prep::encode(&event)?;
-            let row = fold(row, &event);
-            let state = encode_state(&row)?;
-            let status_changed = before != (row.status.name(), row.archived);
-            if Self::write_append(
-                &w.conn,
-                &event,
-                &payload,
-                &row,
-                &state,
-                prev_seq,
-                status_changed,
-            )? {
-                if status_changed {
-                    w.queue.note(run_id, Some(row.status.name()));
-                }
-                w.keep_row(row);
-                return Ok(self.publish(event, payload));
-            }
+        // The row as the file has it now: the cached one unless another process moved it on.
+        let cached = w.take_row(run_id)?;
+        let on_file: Option<u64> = w
+            .conn
+            .prepare_cached("SELECT last_seq FROM runs WHERE id = ?1")
+            .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
+            .map_err(StoreError::db("reading a run", run_id))?;
+        let row = match on_file {
+            None => return Err(missing(&w.conn, run_id)),
+            Some(seq) if seq == cached.last_seq => cached,
+            Some(_) => load_row(&w.conn, run_id)?.ok_or_else(|| missing(&w.conn, run_id))?,
+        };
+        let drafts = decide(&row);
+        w.keep_row(row.clone());
+        for d in &drafts {
+            prep::check_draft(run_id, d)?;
         }
-        Err(corrupt(
-            run_id,
-            "its row changed under the writer twice in a row (another process writing?)".into(),
-        ))
+        let mut row = row;
+        let mut events = Vec::with_capacity(drafts.len());
+        for d in drafts {
+            let e = self.append_locked(&mut guard, run_id, d)?;
+            row = fold(row, &e);
+            events.push(e);
+        }
+        Ok((row, events))
     }
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {

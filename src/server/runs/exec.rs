@@ -65,6 +65,14 @@ impl RunStore for GatedStore {
         let _g = self.gate.lock();
         self.inner.append(run_id, draft)
     }
+    fn append_decided(
+        &self,
+        run_id: &str,
+        decide: &mut dyn FnMut(&RunRow) -> Vec<EventDraft>,
+    ) -> Result<(RunRow, Vec<Event>), StoreError> {
+        let _g = self.gate.lock();
+        self.inner.append_decided(run_id, decide)
+    }
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         self.inner.get_run(run_id)
     }

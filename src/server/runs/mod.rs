@@ -328,18 +328,25 @@ impl Runs {
         &self,
         id: &str,
         actor: &Value,
-        f: impl FnOnce(&RunRow, &Value) -> Result<Plan, ApiError>,
+        f: impl Fn(&RunRow, &Value) -> Result<Plan, ApiError>,
     ) -> Result<RunRow, ApiError> {
         check_id(id)?;
         let (plan, row) = {
+            // The gate keeps the scheduler's promotions and the engine's appends out; the
+            // store reads the row, lets the transition decide, and appends in one step.
             let _g = self.gate.lock();
-            let mut row = self.row(id)?;
-            let plan = f(&row, actor)?;
-            for ev in plan.events.iter().cloned() {
-                let committed = self.store.append(id, ev).map_err(store_error)?;
-                // The store folds the same way: no need to read the row back.
-                row = crate::store::fold(row, &committed);
-            }
+            let mut decided: Option<Result<Plan, ApiError>> = None;
+            let (row, _) = self
+                .store
+                .append_decided(id, &mut |row| {
+                    let plan = f(row, actor);
+                    let events = plan.as_ref().map(|p| p.events.clone()).unwrap_or_default();
+                    decided = Some(plan);
+                    events
+                })
+                .map_err(store_error)?;
+            let plan =
+                decided.unwrap_or_else(|| Err(ApiError::internal("no decision was made")))?;
             (plan, row)
         };
         if let (Some(sig), Some(h)) = (plan.signal, self.handle(id)) {
