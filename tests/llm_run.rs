@@ -32,7 +32,11 @@ struct Env {
 impl Env {
     /// A state dir whose settings point `provider` at the server (no key stored yet).
     fn new(provider: Provider, server: &ScriptedServer) -> Env {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        Env::in_dir(tempfile::tempdir().expect("tempdir"), provider, server)
+    }
+
+    /// [`Env::new`] in a given temp directory (`state/` and `work/` inside it).
+    fn in_dir(tmp: tempfile::TempDir, provider: Provider, server: &ScriptedServer) -> Env {
         let state = tmp.path().join("state");
         let work = tmp.path().join("work");
         std::fs::create_dir_all(&state).expect("mkdir");
@@ -704,4 +708,117 @@ fn agent_stage_usage_separates_tool_time_from_inference_time() {
     let tool = usage["tool_time_ms"].as_u64().unwrap_or(0);
     assert!((300..5_000).contains(&tool), "{usage}");
     assert!(usage["inference_time_ms"].is_u64(), "{usage}");
+}
+
+const SECRET: &str = "sk-live-do-not-leak-0123456789";
+
+/// Every event of the run as text, blob references resolved by `svc events`.
+fn all_event_text(env: &Env, run_id: &str) -> String {
+    env.events(run_id)
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_command_printing_a_stored_secret_records_the_marker_not_the_value() {
+    let server = scripted(Provider::Anthropic, vec![]);
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("DEPLOY_TOKEN", SECRET);
+    env.set_key("SHORT_PIN", "4321");
+    let vault = env.state.join("secrets.json");
+    let (code, out, err) = env.run(&format!(
+        r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  leak [shape=parallelogram, script="cat '{v}'; grep -o 'sk-live[^\"]*' '{v}' | sed 's/^/token=/' >&2; echo pin 4321"]
+  start -> leak -> exit
+}}"#,
+        v = vault.display()
+    ));
+    assert_eq!(code, 0, "{err}\n{out}");
+    let run_id = out["run_id"].as_str().unwrap_or("");
+    let text = all_event_text(&env, run_id);
+    assert!(!text.contains(SECRET), "the secret leaked into events");
+    let events = env.events(run_id);
+    let cmd = events
+        .iter()
+        .find(|e| kind(e) == "command.completed")
+        .unwrap_or(&Value::Null);
+    let stdout = props(cmd)["stdout"].as_str().unwrap_or("");
+    let stderr = props(cmd)["stderr"].as_str().unwrap_or("");
+    assert!(stdout.contains("[REDACTED]"), "{cmd}");
+    assert!(stderr.contains("token=[REDACTED]"), "{cmd}");
+    // Values shorter than 8 characters are ordinary text.
+    assert!(stdout.contains("pin 4321"), "{cmd}");
+    let done = stage_completed(&events, "leak").unwrap_or(&Value::Null);
+    assert!(done.to_string().contains("[REDACTED]"), "{done}");
+    // The report printed by `svc run` hides it too.
+    assert!(!out.to_string().contains(SECRET), "{out}");
+}
+
+#[test]
+fn an_agent_reading_the_vault_records_and_sends_the_marker_not_the_value() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let vault = tmp.path().join("state").join("secrets.json");
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            tools(&[(
+                "toolu_1",
+                "shell",
+                json!({"command": format!("grep -o 'sk-live[^\"]*' '{}' | sed 's/^/the token is /'", vault.display())}),
+            )]),
+            tools(&[(
+                "toolu_2",
+                "write_file",
+                json!({"file_path": "token.txt", "content": "token: [REDACTED]\n"}),
+            )]),
+            text("done"),
+        ],
+    );
+    let env = Env::in_dir(tmp, Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    env.set_key("DEPLOY_TOKEN", SECRET);
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [prompt="Find the token"]
+  start -> work -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let run_id = out["run_id"].as_str().unwrap_or("");
+    let text = all_event_text(&env, run_id);
+    assert!(!text.contains(SECRET), "the secret leaked into events");
+    let events = env.events(run_id);
+    let shell = events
+        .iter()
+        .find(|e| kind(e) == "agent.tool.completed")
+        .unwrap_or(&Value::Null);
+    assert!(
+        props(shell)["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the token is [REDACTED]"),
+        "{shell}"
+    );
+    // The model never receives the value either.
+    let reqs = server.requests();
+    for r in &reqs {
+        assert!(!r.body.to_string().contains(SECRET), "sent to the model");
+    }
+    let results = llm_common::tool_results(Provider::Anthropic, &reqs[1].body);
+    assert!(
+        results[0].1.contains("the token is [REDACTED]"),
+        "{results:?}"
+    );
+    // Writing the marker back would replace the secret in a file: refused.
+    let results = llm_common::tool_results(Provider::Anthropic, &reqs[2].body);
+    let write = results.iter().find(|r| r.0 == "toolu_2");
+    assert!(
+        write.is_some_and(|w| w.2 && w.1.contains("secret value")),
+        "{results:?}"
+    );
+    assert!(!env.work.join("token.txt").exists());
 }

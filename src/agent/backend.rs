@@ -83,6 +83,12 @@ impl ProviderBackend {
         self.stage = self.stage.with_steering(s);
         self
     }
+
+    /// Hides secret values in everything sent to models and ACP agents.
+    pub fn with_redactor(mut self, r: Arc<dyn crate::engine::Redact>) -> Self {
+        self.stage = self.stage.with_redactor(r);
+        self
+    }
 }
 
 impl LlmBackend for ProviderBackend {
@@ -190,10 +196,11 @@ impl ProviderBackend {
                 events(ev.kind(), ev.properties());
             }
         };
+        let prompt = self.stage.redactor().redact(&req.prompt).into_owned();
         let out = super::acp::run_stage(
             config,
             sandbox,
-            &req.prompt,
+            &prompt,
             self.stage.steering(),
             cancel,
             &mut on_event,

@@ -1,7 +1,8 @@
 //! The agent loop (engine.md §12): a multi-turn conversation with a [`ChatModel`] whose tool
 //! calls run inside a [`Sandbox`]. Owns the session state (conversation, usage, files
-//! touched), steering injection, loop detection, the turn limit, cancellation between turns
-//! and the `agent.*` events. Must not know about stages, the store, or any provider's wire
+//! touched), steering injection, loop detection, the turn limit, cancellation between turns,
+//! hiding secret values from the model (input, tool results, steering: [`Redact`]) and the
+//! `agent.*` events. Must not know about stages, the store, or any provider's wire
 //! format; it talks to models only through [`ChatModel`].
 
 pub mod acp;
@@ -20,6 +21,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::engine::cancel::CancelToken;
+use crate::engine::redact::{NoRedaction, Redact, REDACTED};
 use crate::llm::memory::project_memory;
 use crate::llm::provider::infer_provider;
 use crate::llm::{
@@ -451,6 +453,9 @@ pub struct Session {
     files_touched: Vec<String>,
     started: bool,
     steering: Steering,
+    redactor: Arc<dyn Redact>,
+    /// A secret value was hidden from the model in this session.
+    hid_secret: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -481,6 +486,8 @@ impl Session {
             files_touched: Vec::new(),
             started: false,
             steering: Steering::new(),
+            redactor: Arc::new(NoRedaction),
+            hid_secret: false,
         })
     }
 
@@ -494,6 +501,25 @@ impl Session {
     pub fn with_steering(mut self, steering: Steering) -> Self {
         self.steering = steering;
         self
+    }
+
+    /// Hides secret values in everything sent to the model: the input, tool results and
+    /// steering. Once something was hidden, a file write containing [`REDACTED`] is refused
+    /// (it would put the marker where the secret was).
+    pub fn with_redactor(mut self, redactor: Arc<dyn Redact>) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// `text` as the model may see it.
+    fn for_model(&mut self, text: String) -> String {
+        match self.redactor.redact(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(hidden) => {
+                self.hid_secret = true;
+                hidden
+            }
+        }
     }
 
     /// The session's steering queue.
@@ -556,6 +582,7 @@ impl Session {
                 model: model_id.clone(),
             });
         }
+        let input = self.for_model(input.to_string());
         self.messages.push(Message::user(input));
         let first = steering.drain();
         self.inject_steering(first, on_event);
@@ -673,14 +700,18 @@ impl Session {
                     arguments: c.arguments.clone(),
                 });
                 let t1 = std::time::Instant::now();
-                let out = tools::execute(
-                    &c.name,
-                    &c.arguments,
-                    &self.sandbox,
-                    &self.config.shell,
-                    self.profile,
-                    cancel,
-                );
+                let out = if self.hid_secret && writes_marker(&c.name, &c.arguments) {
+                    tools::refused(WRITES_MARKER)
+                } else {
+                    tools::execute(
+                        &c.name,
+                        &c.arguments,
+                        &self.sandbox,
+                        &self.config.shell,
+                        self.profile,
+                        cancel,
+                    )
+                };
                 tool_time += t1.elapsed();
                 for t in &out.touched {
                     if !touched.contains(t) {
@@ -699,7 +730,7 @@ impl Session {
                 results.push(Part::ToolResult {
                     id: c.id.clone(),
                     name: c.name.clone(),
-                    content: out.for_model,
+                    content: self.for_model(out.for_model),
                     is_error: out.is_error,
                 });
             }
@@ -746,6 +777,7 @@ impl Session {
             if text.trim().is_empty() {
                 continue;
             }
+            let text = self.for_model(text);
             on_event(AgentEvent::SteeringInjected {
                 text: text.clone(),
                 location,
@@ -758,6 +790,18 @@ impl Session {
             }
         }
     }
+}
+
+/// Why a file write is refused after a secret was hidden from the model.
+const WRITES_MARKER: &str =
+    "refused: the content contains [REDACTED], which stands for a secret value \
+hidden from you; writing it would replace the secret in the file. Leave the lines holding it \
+unchanged and edit around them.";
+
+/// A file-writing tool call whose arguments contain the redaction marker.
+fn writes_marker(tool: &str, args: &Value) -> bool {
+    matches!(tool, "write_file" | "edit_file" | "apply_patch")
+        && args.to_string().contains(REDACTED)
 }
 
 /// A hash over a turn's calls (names and canonical arguments, in order).

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use super::threads::{Thread, Threads};
 use super::{AgentConfig, AgentError, AgentEvent, Session, Steering};
 use crate::engine::cancel::CancelToken;
+use crate::engine::redact::{NoRedaction, Redact};
 use crate::llm::prompt::{PromptCall, PromptSession};
 use crate::llm::provider::{default_provider, infer_provider, wire_model_id};
 use crate::llm::structured::repair_message;
@@ -174,6 +175,7 @@ pub struct StageBackend {
     steering: Steering,
     kept: Mutex<Vec<Kept>>,
     threads: Threads,
+    redactor: Arc<dyn Redact>,
 }
 
 impl StageBackend {
@@ -185,6 +187,7 @@ impl StageBackend {
             steering: Steering::new(),
             kept: Mutex::new(Vec::new()),
             threads: Threads::new(),
+            redactor: Arc::new(NoRedaction),
         }
     }
 
@@ -197,6 +200,17 @@ impl StageBackend {
     pub fn with_steering(mut self, s: Steering) -> Self {
         self.steering = s;
         self
+    }
+
+    /// Hides secret values in everything sent to models (prompts, preambles, repair
+    /// feedback, tool results, steering).
+    pub fn with_redactor(mut self, r: Arc<dyn Redact>) -> Self {
+        self.redactor = r;
+        self
+    }
+
+    pub fn redactor(&self) -> &Arc<dyn Redact> {
+        &self.redactor
     }
 
     pub fn steering(&self) -> &Steering {
@@ -261,6 +275,7 @@ impl StageBackend {
             (None, Some(f)) => format!("{first}\n\n{}", repair_message(f)),
             _ => first,
         };
+        let input = self.redactor.redact(&input).into_owned();
         let from = match (previous, continued) {
             (Some(k), _) => Origin::Repair(k.conv),
             (None, Some(t)) => Origin::Thread(t),
@@ -326,7 +341,9 @@ impl StageBackend {
                             shell: self.defaults.shell,
                             ..AgentConfig::new(model_name)
                         };
-                        let s = Session::new(cfg, sandbox)?.with_steering(self.steering.clone());
+                        let s = Session::new(cfg, sandbox)?
+                            .with_steering(self.steering.clone())
+                            .with_redactor(Arc::clone(&self.redactor));
                         match continued {
                             Some(t) => s.with_history(t.messages),
                             None => s,

@@ -1,5 +1,6 @@
 //! What the engine needs from the outside world, as trait objects: the run store, the
-//! interviewer (human answers), the LLM backend, the clock, and the run's cancel token.
+//! interviewer (human answers), the LLM backend, the clock, the secret redactor, and the
+//! run's cancel token.
 //! Owns the traits, their error types and the small built-in implementations
 //! ([`DryRunBackend`], [`UnconfiguredBackend`], [`NoInterviewer`], [`SystemClock`]).
 //! Must not touch: the engine loop, terminals or HTTP (the CLI and server bring their own
@@ -7,6 +8,7 @@
 
 use super::cancel::CancelToken;
 use super::human::{Answer, Question};
+pub use super::redact::{NoRedaction, Redact};
 use crate::store::RunStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,19 +20,23 @@ pub struct Services {
     pub interviewer: Arc<dyn Interviewer>,
     pub llm: Arc<dyn LlmBackend>,
     pub clock: Arc<dyn Clock>,
+    /// Hides secret values in every event the run records ([`NoRedaction`] by default; the
+    /// CLI and the server feed it from the vault).
+    pub redactor: Arc<dyn Redact>,
     /// The run's token: cancelling it stops the run; pausing it holds the run between stages.
     pub cancel: CancelToken,
 }
 
 impl Services {
-    /// A store with the defaults: no interviewer, no LLM provider, the system clock and a
-    /// fresh cancel token.
+    /// A store with the defaults: no interviewer, no LLM provider, the system clock, no
+    /// redaction and a fresh cancel token.
     pub fn new(store: Arc<dyn RunStore>) -> Services {
         Services {
             store,
             interviewer: Arc::new(NoInterviewer),
             llm: Arc::new(UnconfiguredBackend),
             clock: Arc::new(SystemClock),
+            redactor: Arc::new(NoRedaction),
             cancel: CancelToken::new(),
         }
     }
