@@ -451,7 +451,7 @@ fn svc_run_runs_an_acp_agent_stage_in_the_working_directory() {
     let agent: Vec<&str> = on_work
         .iter()
         .filter_map(|e| e["event"].as_str())
-        .filter(|k| k.starts_with("agent."))
+        .filter(|k| k.starts_with("agent.") && *k != "agent.message.delta")
         .collect();
     assert_eq!(
         agent,
@@ -476,6 +476,13 @@ fn svc_run_runs_an_acp_agent_stage_in_the_working_directory() {
     assert_eq!(find("agent.tool.started")["tool_name"], "Write notes");
     assert_eq!(find("agent.tool.completed")["output"], "wrote notes.txt");
     assert_eq!(find("agent.message")["text"], "Writing done.");
+    // The agent's message chunks are recorded as deltas that add up to the message.
+    let streamed: String = on_work
+        .iter()
+        .filter(|e| e["event"] == "agent.message.delta")
+        .filter_map(|e| e["properties"]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "Writing done.");
     let done = find("stage.completed");
     assert_eq!(done["response"], "Writing done.");
     assert_eq!(done["files_touched"], serde_json::json!(["notes.txt"]));

@@ -125,6 +125,11 @@ fn props(e: &Value) -> &Value {
     }
 }
 
+/// Whether the client asked for a stream (Gemini says so in the URL, the others in the body).
+fn streamed(r: &Recorded) -> bool {
+    r.body["stream"].as_bool().unwrap_or(false) || r.url.contains(":streamGenerateContent")
+}
+
 /// A server answering with `turns` in order, in `provider`'s format (streamed when asked).
 fn scripted(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
     let usage = Usage {
@@ -133,7 +138,7 @@ fn scripted(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
         ..Usage::default()
     };
     ScriptedServer::start_with(move |n, r: &Recorded| {
-        let stream = r.body["stream"].as_bool().unwrap_or(false);
+        let stream = streamed(r);
         match turns.get(n) {
             Some(t) => reply(provider, t, usage, stream),
             None => llm_common::Reply::error(
@@ -821,4 +826,97 @@ fn an_agent_reading_the_vault_records_and_sends_the_marker_not_the_value() {
         "{results:?}"
     );
     assert!(!env.work.join("token.txt").exists());
+}
+
+/// The `agent.message.delta` texts recorded before each `agent.message`, joined, next to
+/// that message's text.
+fn deltas_per_message(events: &[Value]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut streamed = String::new();
+    for e in events {
+        match kind(e) {
+            "agent.message.delta" => streamed.push_str(props(e)["text"].as_str().unwrap_or("")),
+            "agent.message" => out.push((
+                std::mem::take(&mut streamed),
+                props(e)["text"].as_str().unwrap_or("").to_string(),
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn streamed_text_is_recorded_as_deltas_that_add_up_to_each_message() {
+    for provider in [Provider::Anthropic, Provider::OpenAi, Provider::Gemini] {
+        let long = "A final answer streamed in pieces. ".repeat(200);
+        let server = scripted(
+            provider,
+            vec![
+                Turn::Tools(
+                    "Let me write the notes first.".into(),
+                    vec![(
+                        "call_1".into(),
+                        "write_file".into(),
+                        json!({"file_path": "n.txt", "content": "x"}),
+                    )],
+                ),
+                text(&long),
+            ],
+        );
+        let env = Env::new(provider, &server);
+        env.set_key(provider.key_names()[0], "test-key");
+        let (code, out, err) = env.run(&format!(
+            r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [model="{}", prompt="Write notes"]
+  start -> work -> exit
+}}"#,
+            llm_common::model_for(provider)
+        ));
+        assert_eq!(code, 0, "{provider:?}: {err}\n{out}");
+        assert!(streamed(&server.requests()[0]), "{provider:?}");
+        let events = env.events(out["run_id"].as_str().unwrap_or(""));
+        let pairs = deltas_per_message(&events);
+        assert_eq!(pairs.len(), 2, "{provider:?}: {pairs:?}");
+        for (streamed, message) in &pairs {
+            assert_eq!(streamed, message, "{provider:?}");
+        }
+        assert_eq!(pairs[1].1, long, "{provider:?}");
+        let deltas = events
+            .iter()
+            .filter(|e| kind(e) == "agent.message.delta")
+            .count();
+        assert!(deltas >= 2, "{provider:?}: {deltas}");
+        let first = events
+            .iter()
+            .find(|e| kind(e) == "agent.message.delta")
+            .unwrap_or(&Value::Null);
+        assert!(first["node_id"] == "work" || first.to_string().contains("\"work\""));
+        assert_eq!(props(first)["visit"], 1, "{first}");
+    }
+}
+
+#[test]
+fn a_streamed_prompt_reply_is_recorded_as_deltas() {
+    let server = scripted(Provider::Anthropic, vec![text("Hello from the stream")]);
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(PROMPT_FLOW);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let streamed: String = events
+        .iter()
+        .filter(|e| kind(e) == "agent.message.delta")
+        .filter_map(|e| props(e)["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "Hello from the stream");
+    // The deltas come before the stage ends.
+    let last_delta = events
+        .iter()
+        .rposition(|e| kind(e) == "agent.message.delta");
+    let done = events
+        .iter()
+        .position(|e| kind(e) == "stage.completed" && e.to_string().contains("\"ask\""));
+    assert!(last_delta < done, "{last_delta:?} {done:?}");
 }
