@@ -700,6 +700,7 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         provider: None,
         reasoning_effort: None,
         max_tokens: Some(1000),
+        max_turns: None,
         workdir: dir.path().to_path_buf(),
         feedback: vec![],
         project_memory: true,

@@ -920,3 +920,50 @@ fn a_streamed_prompt_reply_is_recorded_as_deltas() {
         .position(|e| kind(e) == "stage.completed" && e.to_string().contains("\"ask\""));
     assert!(last_delta < done, "{last_delta:?} {done:?}");
 }
+
+#[test]
+fn an_agent_that_calls_tools_forever_stops_at_max_turns_partially_succeeded() {
+    // Every reply asks for another tool call (a different file each time).
+    let server = ScriptedServer::start_with(|n, r: &Recorded| {
+        let turn = tools(&[(
+            &format!("toolu_{n}"),
+            "write_file",
+            json!({"file_path": format!("f{n}.txt"), "content": "x"}),
+        )]);
+        reply(Provider::Anthropic, &turn, Usage::default(), streamed(r))
+    });
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [prompt="Keep going", max_turns=3]
+  check [shape=parallelogram, script="echo limited"]
+  start -> work
+  work -> check [condition="outcome=partially_succeeded"]
+  work -> exit
+  check -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(server.count(), 3, "three model calls, then the limit");
+    assert_eq!(out["reason"], "partial_success", "{out}");
+    assert_eq!(out["path"], json!(["start", "work", "check", "exit"]));
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let limit = events
+        .iter()
+        .find(|e| kind(e) == "agent.turn.limit")
+        .unwrap_or(&Value::Null);
+    assert_eq!(props(limit)["max_turns"], 3, "{limit}");
+    let done = stage_completed(&events, "work").unwrap_or(&Value::Null);
+    assert_eq!(props(done)["status"], "partially_succeeded", "{done}");
+    assert!(
+        props(done)["notes"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_turns=3"),
+        "{done}"
+    );
+    // The tools of the three turns ran.
+    assert!(env.work.join("f2.txt").exists());
+}

@@ -16,7 +16,7 @@ use super::stage::{StageBackend, StageMode, StageRequest};
 use super::{AgentEvent, Steering};
 use crate::engine::cancel::CancelToken;
 use crate::engine::services::{
-    LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmUsage,
+    LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage,
 };
 use crate::llm::{Credentials, LlmClient, Provider};
 use crate::settings::vault::Vault;
@@ -46,6 +46,14 @@ pub fn client_from_settings(
         }
     }
     Ok(client)
+}
+
+fn llm_stop(stop: super::AgentStop) -> LlmStop {
+    match stop {
+        super::AgentStop::Completed => LlmStop::Completed,
+        super::AgentStop::TurnLimit => LlmStop::TurnLimit,
+        super::AgentStop::MaxTokens => LlmStop::MaxTokens,
+    }
 }
 
 /// A delta event is recorded once this much streamed text is pending...
@@ -187,6 +195,7 @@ impl LlmBackend for ProviderBackend {
             provider,
             reasoning_effort: req.reasoning_effort.clone(),
             max_tokens: req.max_tokens,
+            max_turns: req.max_turns,
             workdir: req.workdir.clone(),
             feedback: req.feedback.clone(),
             project_memory: req.project_memory,
@@ -215,6 +224,7 @@ impl LlmBackend for ProviderBackend {
             })?;
         Ok(LlmResponse {
             text: reply.text,
+            stop: llm_stop(reply.stop),
             simulated: false,
             usage: Some(LlmUsage {
                 provider: reply.provider.id().to_string(),
@@ -269,8 +279,14 @@ impl ProviderBackend {
             message: format!("stage `{}`: {e}", req.node_id),
             retryable: e.failure_class() == "transient_infra",
         })?;
+        let stop = match out.stop_reason.as_str() {
+            "max_turn_requests" => LlmStop::TurnLimit,
+            "max_tokens" => LlmStop::MaxTokens,
+            _ => LlmStop::Completed,
+        };
         Ok(LlmResponse {
             text: out.text,
+            stop,
             simulated: false,
             usage: Some(LlmUsage {
                 provider: "acp".into(),

@@ -45,6 +45,8 @@ pub struct StageRequest {
     pub provider: Option<String>,
     pub reasoning_effort: Option<String>,
     pub max_tokens: Option<i64>,
+    /// Model calls the agent may make; `Some(0)` = unlimited, `None` = the defaults'.
+    pub max_turns: Option<u32>,
     pub workdir: PathBuf,
     /// Validation errors of earlier replies in this stage, oldest first; empty on the
     /// first call. A call with one more entry than the last continues that conversation.
@@ -70,6 +72,8 @@ pub struct StageReply {
     pub cost: Cost,
     pub files_touched: Vec<String>,
     pub turns: u32,
+    /// Why the agent stopped (prompt calls: `Completed`).
+    pub stop: super::AgentStop,
     pub inference_time: Duration,
     pub tool_time: Duration,
 }
@@ -336,7 +340,7 @@ impl StageBackend {
                             provider: Some(provider),
                             max_tokens,
                             reasoning_effort: req.reasoning_effort.clone(),
-                            max_turns: self.defaults.max_turns,
+                            max_turns: req.max_turns.unwrap_or(self.defaults.max_turns),
                             loop_threshold: self.defaults.loop_threshold,
                             shell: self.defaults.shell,
                             ..AgentConfig::new(model_name)
@@ -365,6 +369,7 @@ impl StageBackend {
                     cost: out.cost,
                     files_touched: out.files_touched,
                     turns: out.turns,
+                    stop: out.stop,
                     inference_time: out.inference_time,
                     tool_time: out.tool_time,
                 })
@@ -408,6 +413,7 @@ impl StageBackend {
                     usage: r.usage,
                     files_touched: Vec::new(),
                     turns: 1,
+                    stop: super::AgentStop::Completed,
                     inference_time,
                     tool_time: Duration::ZERO,
                 })

@@ -98,6 +98,9 @@ pub struct LlmRequest {
     pub provider: Option<String>,
     pub reasoning_effort: Option<String>,
     pub max_tokens: Option<i64>,
+    /// Model calls an agent session may make (node `max_turns`); `Some(0)` = unlimited,
+    /// `None` = the backend's default.
+    pub max_turns: Option<u32>,
     pub workdir: std::path::PathBuf,
     /// Validation errors of earlier replies in this stage (structured-output repair turns),
     /// oldest first; empty on the first call.
@@ -132,9 +135,23 @@ pub struct LlmUsage {
     pub tool_time: Duration,
 }
 
+/// Why a backend call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LlmStop {
+    /// The model (or agent) gave its answer.
+    #[default]
+    Completed,
+    /// The agent used its turns (`max_turns`, or an ACP agent's `max_turn_requests`) while
+    /// it still wanted tools: its work may be unfinished.
+    TurnLimit,
+    /// The model hit its output limit.
+    MaxTokens,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LlmResponse {
     pub text: String,
+    pub stop: LlmStop,
     /// True for simulated replies: structured-output validation is skipped for them.
     pub simulated: bool,
     /// Usage of this call, when a real provider answered.
@@ -182,6 +199,7 @@ impl LlmBackend for DryRunBackend {
         let shown: String = first_line.chars().take(80).collect();
         Ok(LlmResponse {
             text: format!("[dry run] stage `{}` completed: {shown}", req.node_id),
+            stop: LlmStop::Completed,
             simulated: true,
             usage: None,
         })
