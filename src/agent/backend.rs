@@ -338,7 +338,13 @@ mod tests {
         for t in ["a", "b", "c"] {
             d.forward(&mut sink, AgentEvent::TextDelta { text: t.into() });
         }
-        d.forward(&mut sink, AgentEvent::LoopDetected { repeats: 3 });
+        d.forward(
+            &mut sink,
+            AgentEvent::LoopDetected {
+                pattern_length: 1,
+                repeats: 3,
+            },
+        );
         d.finish(&mut sink);
         let kinds: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
         let (last, before) = kinds.split_last().unwrap_or((&"", &[]));

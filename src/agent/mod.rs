@@ -7,14 +7,13 @@
 
 pub mod acp;
 pub mod backend;
+pub mod loops;
 pub mod stage;
 pub mod threads;
 pub mod tools;
 pub mod truncate;
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::VecDeque;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -41,7 +40,8 @@ pub struct AgentConfig {
     pub reasoning_effort: Option<String>,
     /// Model calls allowed per [`Session::run`]; 0 = unlimited.
     pub max_turns: u32,
-    /// Identical consecutive tool-using turns that count as a loop; 0 disables detection.
+    /// Tool-using turns a repeating pattern must cover to count as a loop (see [`loops`]);
+    /// 0 disables detection.
     pub loop_threshold: u32,
     pub shell: ShellLimits,
     /// Put project memory (AGENTS.md + the provider's file) in the system prompt.
@@ -275,7 +275,10 @@ pub enum AgentEvent {
         is_error: bool,
     },
     LoopDetected {
-        repeats: u32,
+        /// Turns in the repeating pattern (1 to 3).
+        pattern_length: usize,
+        /// Back-to-back repetitions seen.
+        repeats: usize,
     },
     TurnLimit {
         max_turns: u32,
@@ -355,7 +358,10 @@ impl AgentEvent {
             } => {
                 json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "output": output, "is_error": is_error})
             }
-            AgentEvent::LoopDetected { repeats } => json!({ "repeats": repeats }),
+            AgentEvent::LoopDetected {
+                pattern_length,
+                repeats,
+            } => json!({"pattern_length": pattern_length, "repeats": repeats}),
             AgentEvent::TurnLimit { max_turns } => json!({ "max_turns": max_turns }),
             AgentEvent::SteeringInjected { text, location } => match location {
                 Some(l) => json!({"text": text, "location": l.to_json()}),
@@ -437,8 +443,9 @@ impl AgentError {
 }
 
 /// The warning injected when a loop is detected.
-pub const LOOP_WARNING: &str = "You have made the same tool calls with the same arguments several turns in a row \
-without progress. Stop repeating them: try a different approach, or if you are done, reply with your final answer.";
+pub const LOOP_WARNING: &str = "You keep making the same tool calls with the same arguments (the same turn, or \
+the same few turns, over and over) without progress. Stop repeating them: try a different approach, or if you \
+are done, reply with your final answer.";
 
 /// One agent session: a conversation that can take several inputs.
 pub struct Session {
@@ -592,8 +599,7 @@ impl Session {
         let mut turns = 0u32;
         let mut tool_calls = 0u32;
         let mut touched: Vec<String> = Vec::new();
-        let mut last_sig: Option<u64> = None;
-        let mut repeats = 0u32;
+        let mut loops = loops::LoopDetector::new(self.config.loop_threshold);
         let mut reported_model = model_id.clone();
         let mut inference_time = std::time::Duration::ZERO;
         let mut tool_time = std::time::Duration::ZERO;
@@ -738,20 +744,12 @@ impl Session {
                 role: Role::User,
                 parts: results,
             });
-            if self.config.loop_threshold > 0 {
-                let sig = signature(&calls);
-                if last_sig == Some(sig) {
-                    repeats += 1;
-                } else {
-                    repeats = 1;
-                    last_sig = Some(sig);
-                }
-                if repeats >= self.config.loop_threshold {
-                    on_event(AgentEvent::LoopDetected { repeats });
-                    steering.push(LOOP_WARNING);
-                    repeats = 0;
-                    last_sig = None;
-                }
+            if let Some(found) = loops.push(loops::signature(&calls)) {
+                on_event(AgentEvent::LoopDetected {
+                    pattern_length: found.pattern_length,
+                    repeats: found.repeats,
+                });
+                steering.push(LOOP_WARNING);
             }
             let queued = steering.drain();
             self.inject_steering(queued, on_event);
@@ -802,36 +800,6 @@ unchanged and edit around them.";
 fn writes_marker(tool: &str, args: &Value) -> bool {
     matches!(tool, "write_file" | "edit_file" | "apply_patch")
         && args.to_string().contains(REDACTED)
-}
-
-/// A hash over a turn's calls (names and canonical arguments, in order).
-fn signature(calls: &[crate::llm::ToolCall]) -> u64 {
-    let mut h = DefaultHasher::new();
-    for c in calls {
-        c.name.hash(&mut h);
-        // serde_json with preserve_order keeps key order; canonicalise by sorting.
-        canonical(&c.arguments).hash(&mut h);
-    }
-    h.finish()
-}
-
-fn canonical(v: &Value) -> String {
-    match v {
-        Value::Object(o) => {
-            let mut keys: Vec<&String> = o.keys().collect();
-            keys.sort();
-            let inner: Vec<String> = keys
-                .into_iter()
-                .map(|k| format!("{k:?}:{}", canonical(&o[k])))
-                .collect();
-            format!("{{{}}}", inner.join(","))
-        }
-        Value::Array(a) => format!(
-            "[{}]",
-            a.iter().map(canonical).collect::<Vec<_>>().join(",")
-        ),
-        other => other.to_string(),
-    }
 }
 
 fn system_prompt(
