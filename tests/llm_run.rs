@@ -663,7 +663,87 @@ fn custom_schemas_store_the_object_at_output_node_id_for_every_provider() {
             reqs[1].body.to_string().contains("Here it is"),
             "{p}: the first reply is in the repair request"
         );
+        // A prompt stage offers no tools.
+        assert!(reqs[0].body.get("tools").is_none(), "{p}");
     }
+}
+
+#[test]
+fn a_routing_reply_routes_and_updates_the_context_for_every_provider() {
+    for p in [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Gemini,
+        Provider::Kimi,
+        Provider::OpenAiCompatible,
+    ] {
+        let answer = "I reviewed it.\n{\"outcome\": \"succeeded\", \"preferred_next_label\": \"Ship\", \"context_updates\": {\"review.score\": 9}}";
+        let server = scripted_any(p, vec![text(answer)]);
+        let env = Env::new(p, &server);
+        env.set_key(p.key_names()[0], "test-key");
+        let (code, out, err) = env.run(&format!(
+            r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  review [shape=tab, model="{model}", provider="{id}", prompt="Review and route.", output_schema=routing]
+  ship [shape=parallelogram, script="true"]
+  hold [shape=parallelogram, script="true"]
+  start -> review
+  review -> hold [label="Hold"]
+  review -> ship [label="Ship"]
+  ship -> exit; hold -> exit
+}}"#,
+            model = llm_common::model_for(p),
+            id = p.id()
+        ));
+        assert_eq!(code, 0, "{p}: {err}\n{out}");
+        assert_eq!(
+            out["path"],
+            json!(["start", "review", "ship", "exit"]),
+            "{p}"
+        );
+        assert_eq!(out["context"]["review.score"], 9, "{p}: {out}");
+        assert_eq!(server.count(), 1, "{p}: no repair turn for a valid reply");
+    }
+}
+
+#[test]
+fn two_repair_turns_continue_one_conversation_and_bill_every_call() {
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            text("{\"summary\": \"fine\", \"risk\": \"low\"}"),
+            text("Sorry: {\"summary\": \"fine\"}"),
+            text("{\"summary\": \"fine\", \"risk\": 2}"),
+        ],
+    );
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let schema = r#"{\"type\": \"object\", \"required\": [\"summary\", \"risk\"], \"properties\": {\"summary\": {\"type\": \"string\"}, \"risk\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 5}}}"#;
+    let (code, out, err) = env.run(&format!(
+        r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  assess [shape=tab, prompt="Assess.", output_schema="{schema}"]
+  start -> assess -> exit
+}}"#
+    ));
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(out["context"]["output.assess"]["risk"], 2, "{out}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let users = llm_common::user_texts(Provider::Anthropic, &reqs[1].body);
+    assert_eq!(users[0], "Assess.");
+    assert!(
+        users[1].contains("did not satisfy") && users[1].contains("/risk"),
+        "{users:?}"
+    );
+    assert_eq!(
+        llm_common::user_texts(Provider::Anthropic, &reqs[2].body).len(),
+        3
+    );
+    // The stage's usage sums the three calls.
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let done = stage_completed(&events, "assess").unwrap_or(&Value::Null);
+    assert_eq!(props(done)["usage"]["tokens"]["input"], 300, "{done}");
 }
 
 #[test]

@@ -842,36 +842,3 @@ fn system_prompt(
     }
     s
 }
-
-impl Session {
-    /// Runs `prompt` and validates the final text; failures are sent back into this same
-    /// session as corrective inputs, up to `output_retries` times (see
-    /// [`crate::llm::structured::repair_loop`]). Returns the validated value and every
-    /// run's outcome.
-    pub fn run_validated<T>(
-        &mut self,
-        model: &dyn ChatModel,
-        prompt: &str,
-        output_retries: i64,
-        validate: impl Fn(&str) -> Result<T, String>,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<
-        (crate::llm::structured::Repaired<T>, Vec<AgentOutcome>),
-        crate::llm::structured::RepairError<AgentError>,
-    > {
-        let mut outcomes = Vec::new();
-        let r = crate::llm::structured::repair_loop(
-            output_retries,
-            prompt,
-            |input| {
-                let o = self.run(model, input, cancel, on_event)?;
-                let t = o.text.clone();
-                outcomes.push(o);
-                Ok(t)
-            },
-            validate,
-        )?;
-        Ok((r, outcomes))
-    }
-}
