@@ -3,7 +3,7 @@
 //! come from `settings.toml` (`[llm.providers.<name>] base_url`, else the provider default).
 //! Used by `svc run`, `svc resume` and the server's executor. Maps stage requests, replies,
 //! `agent.*` events and errors between the engine and the agent layer (streamed text is
-//! coalesced into `agent.message.delta` events by [`Deltas`]); `backend=acp` agent
+//! coalesced into `agent.message.delta` events by `Deltas`); `backend=acp` agent
 //! stages go to the ACP client ([`super::acp::run_stage`]) instead. [`client_from_settings`]
 //! is the one place a provider client is built from settings and credentials.
 //! Must not read the process environment for keys, validate structured output, or route.
