@@ -3,7 +3,9 @@
 //! permission and fs requests answered through the sandbox, session/cancel on cancel, a
 //! killed agent that ignores cancel, an agent that dies, steering as a follow-up prompt, and
 //! a refusal. End to end: `backend=acp` nodes in `svc run` (events, files, `--dry-run`,
-//! validation refusing `output_schema`) and in the server (success, cancel stops the agent).
+//! validation refusing `output_schema`, an `acp.config` file's args and env reaching the
+//! agent, `max_turn_requests` ending the stage partially succeeded) and in the server
+//! (success, cancel stops the agent).
 
 mod server_support;
 
@@ -21,6 +23,9 @@ import sys, json, os
 LOG = sys.argv[1]
 with open(os.path.join(os.path.dirname(LOG), "agent.pid"), "w") as f:
     f.write(str(os.getpid()))
+with open(os.path.join(os.path.dirname(LOG), "agent.launch.json"), "w") as f:
+    json.dump({"argv": sys.argv[1:], "mode": os.environ.get("ACP_TEST_MODE"),
+               "anthropic_key": os.environ.get("ANTHROPIC_API_KEY")}, f)
 def log(m):
     with open(LOG, "a") as f:
         f.write(json.dumps(m) + "\n")
@@ -57,6 +62,10 @@ while True:
         if "quick" in text:
             update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "first answer"}})
             send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "end_turn"}})
+            continue
+        if "limit" in text:
+            update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "partial work"}})
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "max_turn_requests"}})
             continue
         if "refuse" in text:
             send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "refusal"}})
@@ -451,7 +460,7 @@ fn svc_run_runs_an_acp_agent_stage_in_the_working_directory() {
     let agent: Vec<&str> = on_work
         .iter()
         .filter_map(|e| e["event"].as_str())
-        .filter(|k| k.starts_with("agent."))
+        .filter(|k| k.starts_with("agent.") && *k != "agent.message.delta")
         .collect();
     assert_eq!(
         agent,
@@ -476,10 +485,99 @@ fn svc_run_runs_an_acp_agent_stage_in_the_working_directory() {
     assert_eq!(find("agent.tool.started")["tool_name"], "Write notes");
     assert_eq!(find("agent.tool.completed")["output"], "wrote notes.txt");
     assert_eq!(find("agent.message")["text"], "Writing done.");
+    // The agent's message chunks are recorded as deltas that add up to the message.
+    let streamed: String = on_work
+        .iter()
+        .filter(|e| e["event"] == "agent.message.delta")
+        .filter_map(|e| e["properties"]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "Writing done.");
     let done = find("stage.completed");
     assert_eq!(done["response"], "Writing done.");
     assert_eq!(done["files_touched"], serde_json::json!(["notes.txt"]));
     assert_eq!(done["usage"]["provider"], "acp");
+}
+
+/// Runs `flow` (written next to the agent script) with `svc run --format json`.
+fn svc_run(outer: &Path, work: &Path, flow: &str) -> (bool, Value, String) {
+    let file = outer.join("flow.dot");
+    std::fs::write(&file, flow).expect("flow");
+    let path = |p: &Path| p.to_str().unwrap_or("").to_string();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args([
+            "run",
+            &path(&file),
+            "--state-dir",
+            &path(&outer.join("state")),
+            "--workdir",
+            &path(work),
+            "--format",
+            "json",
+        ])
+        // Provider keys in svc's environment never reach an agent.
+        .env("ANTHROPIC_API_KEY", "must-not-reach-the-agent")
+        .output()
+        .expect("run svc");
+    let out = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (
+        o.status.success(),
+        out,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn svc_run_launches_the_agent_described_by_acp_config() {
+    let (outer, work, _) = setup();
+    let script = outer.path().join("agent.py");
+    let log = outer.path().join("log.jsonl");
+    std::fs::create_dir(outer.path().join("agents")).expect("mkdir");
+    let config = serde_json::json!({
+        "command": "python3",
+        "args": [script, log, "--flag", "two words", "it's"],
+        "env": {"ACP_TEST_MODE": "from acp.config"},
+    });
+    std::fs::write(outer.path().join("agents/writer.json"), config.to_string()).expect("config");
+    let (ok, out, err) = svc_run(
+        outer.path(),
+        &work,
+        r#"digraph acp {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [backend=acp, acp.config="@agents/writer.json", prompt="Write the notes."]
+  start -> work -> exit
+}"#,
+    );
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(out["context"]["response.work"], "Writing done.");
+    let launch: Value = serde_json::from_str(
+        &std::fs::read_to_string(outer.path().join("agent.launch.json")).expect("launch"),
+    )
+    .expect("json");
+    // Every argument arrived as one word, quotes and spaces intact; the env was added.
+    assert_eq!(
+        launch["argv"],
+        serde_json::json!([log, "--flag", "two words", "it's"])
+    );
+    assert_eq!(launch["mode"], "from acp.config");
+    assert_eq!(launch["anthropic_key"], Value::Null);
+    assert_eq!(log_lines(outer.path())[2]["method"], "session/prompt");
+    assert_eq!(
+        std::fs::read_to_string(work.join("notes.txt")).expect("notes.txt"),
+        "from acp\nline 2\n"
+    );
+}
+
+#[test]
+fn an_acp_agent_out_of_turn_requests_ends_the_stage_partially_succeeded() {
+    let (outer, work, cmd) = setup();
+    let (ok, out, err) = svc_run(
+        outer.path(),
+        &work,
+        &acp_flow(&cmd, "Work until the limit.", ""),
+    );
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(out["reason"], "partial_success", "{out}");
+    assert_eq!(out["context"]["response.work"], "partial work");
 }
 
 #[test]

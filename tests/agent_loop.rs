@@ -178,6 +178,35 @@ fn identical_tool_turns_are_detected_as_a_loop() {
 }
 
 #[test]
+fn alternating_tool_turns_are_detected_as_a_loop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tools(&[("a", "glob", json!({"pattern": "*.md"}))]);
+    let b = tools(&[("b", "list_dir", json!({"path": "."}))]);
+    let server = ScriptedServer::start(vec![
+        reply(P, &a, u(), false),
+        reply(P, &b, u(), false),
+        reply(P, &a, u(), false),
+        reply(P, &b, u(), false),
+        reply(P, &text("stopping"), u(), false),
+    ]);
+    let c = client(P, &server).with_streaming(false);
+    let mut s = session(dir.path(), "sonnet");
+    let mut detected = Vec::new();
+    s.run(&c, "find docs", &CancelToken::new(), &mut |e| {
+        if e.kind() == "agent.loop.detected" {
+            detected.push(e.properties());
+        }
+    })
+    .expect("run");
+    assert_eq!(detected, vec![json!({"pattern_length": 2, "repeats": 2})]);
+    let reqs = server.requests();
+    assert_eq!(
+        user_texts(P, &reqs[4].body).last().map(String::as_str),
+        Some(LOOP_WARNING)
+    );
+}
+
+#[test]
 fn loop_threshold_is_configurable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let same = tools(&[("x", "list_dir", json!({"path": "."}))]);
@@ -700,6 +729,7 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         provider: None,
         reasoning_effort: None,
         max_tokens: Some(1000),
+        max_turns: None,
         workdir: dir.path().to_path_buf(),
         feedback: vec![],
         project_memory: true,

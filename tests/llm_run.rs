@@ -32,7 +32,11 @@ struct Env {
 impl Env {
     /// A state dir whose settings point `provider` at the server (no key stored yet).
     fn new(provider: Provider, server: &ScriptedServer) -> Env {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        Env::in_dir(tempfile::tempdir().expect("tempdir"), provider, server)
+    }
+
+    /// [`Env::new`] in a given temp directory (`state/` and `work/` inside it).
+    fn in_dir(tmp: tempfile::TempDir, provider: Provider, server: &ScriptedServer) -> Env {
         let state = tmp.path().join("state");
         let work = tmp.path().join("work");
         std::fs::create_dir_all(&state).expect("mkdir");
@@ -121,6 +125,11 @@ fn props(e: &Value) -> &Value {
     }
 }
 
+/// Whether the client asked for a stream (Gemini says so in the URL, the others in the body).
+fn streamed(r: &Recorded) -> bool {
+    r.body["stream"].as_bool().unwrap_or(false) || r.url.contains(":streamGenerateContent")
+}
+
 /// A server answering with `turns` in order, in `provider`'s format (streamed when asked).
 fn scripted(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
     let usage = Usage {
@@ -129,7 +138,7 @@ fn scripted(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
         ..Usage::default()
     };
     ScriptedServer::start_with(move |n, r: &Recorded| {
-        let stream = r.body["stream"].as_bool().unwrap_or(false);
+        let stream = streamed(r);
         match turns.get(n) {
             Some(t) => reply(provider, t, usage, stream),
             None => llm_common::Reply::error(
@@ -654,7 +663,87 @@ fn custom_schemas_store_the_object_at_output_node_id_for_every_provider() {
             reqs[1].body.to_string().contains("Here it is"),
             "{p}: the first reply is in the repair request"
         );
+        // A prompt stage offers no tools.
+        assert!(reqs[0].body.get("tools").is_none(), "{p}");
     }
+}
+
+#[test]
+fn a_routing_reply_routes_and_updates_the_context_for_every_provider() {
+    for p in [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Gemini,
+        Provider::Kimi,
+        Provider::OpenAiCompatible,
+    ] {
+        let answer = "I reviewed it.\n{\"outcome\": \"succeeded\", \"preferred_next_label\": \"Ship\", \"context_updates\": {\"review.score\": 9}}";
+        let server = scripted_any(p, vec![text(answer)]);
+        let env = Env::new(p, &server);
+        env.set_key(p.key_names()[0], "test-key");
+        let (code, out, err) = env.run(&format!(
+            r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  review [shape=tab, model="{model}", provider="{id}", prompt="Review and route.", output_schema=routing]
+  ship [shape=parallelogram, script="true"]
+  hold [shape=parallelogram, script="true"]
+  start -> review
+  review -> hold [label="Hold"]
+  review -> ship [label="Ship"]
+  ship -> exit; hold -> exit
+}}"#,
+            model = llm_common::model_for(p),
+            id = p.id()
+        ));
+        assert_eq!(code, 0, "{p}: {err}\n{out}");
+        assert_eq!(
+            out["path"],
+            json!(["start", "review", "ship", "exit"]),
+            "{p}"
+        );
+        assert_eq!(out["context"]["review.score"], 9, "{p}: {out}");
+        assert_eq!(server.count(), 1, "{p}: no repair turn for a valid reply");
+    }
+}
+
+#[test]
+fn two_repair_turns_continue_one_conversation_and_bill_every_call() {
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            text("{\"summary\": \"fine\", \"risk\": \"low\"}"),
+            text("Sorry: {\"summary\": \"fine\"}"),
+            text("{\"summary\": \"fine\", \"risk\": 2}"),
+        ],
+    );
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let schema = r#"{\"type\": \"object\", \"required\": [\"summary\", \"risk\"], \"properties\": {\"summary\": {\"type\": \"string\"}, \"risk\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 5}}}"#;
+    let (code, out, err) = env.run(&format!(
+        r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  assess [shape=tab, prompt="Assess.", output_schema="{schema}"]
+  start -> assess -> exit
+}}"#
+    ));
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(out["context"]["output.assess"]["risk"], 2, "{out}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let users = llm_common::user_texts(Provider::Anthropic, &reqs[1].body);
+    assert_eq!(users[0], "Assess.");
+    assert!(
+        users[1].contains("did not satisfy") && users[1].contains("/risk"),
+        "{users:?}"
+    );
+    assert_eq!(
+        llm_common::user_texts(Provider::Anthropic, &reqs[2].body).len(),
+        3
+    );
+    // The stage's usage sums the three calls.
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let done = stage_completed(&events, "assess").unwrap_or(&Value::Null);
+    assert_eq!(props(done)["usage"]["tokens"]["input"], 300, "{done}");
 }
 
 #[test]
@@ -704,4 +793,257 @@ fn agent_stage_usage_separates_tool_time_from_inference_time() {
     let tool = usage["tool_time_ms"].as_u64().unwrap_or(0);
     assert!((300..5_000).contains(&tool), "{usage}");
     assert!(usage["inference_time_ms"].is_u64(), "{usage}");
+}
+
+const SECRET: &str = "sk-live-do-not-leak-0123456789";
+
+/// Every event of the run as text, blob references resolved by `svc events`.
+fn all_event_text(env: &Env, run_id: &str) -> String {
+    env.events(run_id)
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_command_printing_a_stored_secret_records_the_marker_not_the_value() {
+    let server = scripted(Provider::Anthropic, vec![]);
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("DEPLOY_TOKEN", SECRET);
+    env.set_key("SHORT_PIN", "4321");
+    let vault = env.state.join("secrets.json");
+    let (code, out, err) = env.run(&format!(
+        r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  leak [shape=parallelogram, script="cat '{v}'; grep -o 'sk-live[^\"]*' '{v}' | sed 's/^/token=/' >&2; echo pin 4321"]
+  start -> leak -> exit
+}}"#,
+        v = vault.display()
+    ));
+    assert_eq!(code, 0, "{err}\n{out}");
+    let run_id = out["run_id"].as_str().unwrap_or("");
+    let text = all_event_text(&env, run_id);
+    assert!(!text.contains(SECRET), "the secret leaked into events");
+    let events = env.events(run_id);
+    let cmd = events
+        .iter()
+        .find(|e| kind(e) == "command.completed")
+        .unwrap_or(&Value::Null);
+    let stdout = props(cmd)["stdout"].as_str().unwrap_or("");
+    let stderr = props(cmd)["stderr"].as_str().unwrap_or("");
+    assert!(stdout.contains("[REDACTED]"), "{cmd}");
+    assert!(stderr.contains("token=[REDACTED]"), "{cmd}");
+    // Values shorter than 8 characters are ordinary text.
+    assert!(stdout.contains("pin 4321"), "{cmd}");
+    let done = stage_completed(&events, "leak").unwrap_or(&Value::Null);
+    assert!(done.to_string().contains("[REDACTED]"), "{done}");
+    // The report printed by `svc run` hides it too.
+    assert!(!out.to_string().contains(SECRET), "{out}");
+}
+
+#[test]
+fn an_agent_reading_the_vault_records_and_sends_the_marker_not_the_value() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let vault = tmp.path().join("state").join("secrets.json");
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            tools(&[(
+                "toolu_1",
+                "shell",
+                json!({"command": format!("grep -o 'sk-live[^\"]*' '{}' | sed 's/^/the token is /'", vault.display())}),
+            )]),
+            tools(&[(
+                "toolu_2",
+                "write_file",
+                json!({"file_path": "token.txt", "content": "token: [REDACTED]\n"}),
+            )]),
+            text("done"),
+        ],
+    );
+    let env = Env::in_dir(tmp, Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    env.set_key("DEPLOY_TOKEN", SECRET);
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [prompt="Find the token"]
+  start -> work -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let run_id = out["run_id"].as_str().unwrap_or("");
+    let text = all_event_text(&env, run_id);
+    assert!(!text.contains(SECRET), "the secret leaked into events");
+    let events = env.events(run_id);
+    let shell = events
+        .iter()
+        .find(|e| kind(e) == "agent.tool.completed")
+        .unwrap_or(&Value::Null);
+    assert!(
+        props(shell)["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the token is [REDACTED]"),
+        "{shell}"
+    );
+    // The model never receives the value either.
+    let reqs = server.requests();
+    for r in &reqs {
+        assert!(!r.body.to_string().contains(SECRET), "sent to the model");
+    }
+    let results = llm_common::tool_results(Provider::Anthropic, &reqs[1].body);
+    assert!(
+        results[0].1.contains("the token is [REDACTED]"),
+        "{results:?}"
+    );
+    // Writing the marker back would replace the secret in a file: refused.
+    let results = llm_common::tool_results(Provider::Anthropic, &reqs[2].body);
+    let write = results.iter().find(|r| r.0 == "toolu_2");
+    assert!(
+        write.is_some_and(|w| w.2 && w.1.contains("secret value")),
+        "{results:?}"
+    );
+    assert!(!env.work.join("token.txt").exists());
+}
+
+/// The `agent.message.delta` texts recorded before each `agent.message`, joined, next to
+/// that message's text.
+fn deltas_per_message(events: &[Value]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut streamed = String::new();
+    for e in events {
+        match kind(e) {
+            "agent.message.delta" => streamed.push_str(props(e)["text"].as_str().unwrap_or("")),
+            "agent.message" => out.push((
+                std::mem::take(&mut streamed),
+                props(e)["text"].as_str().unwrap_or("").to_string(),
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn streamed_text_is_recorded_as_deltas_that_add_up_to_each_message() {
+    for provider in [Provider::Anthropic, Provider::OpenAi, Provider::Gemini] {
+        let long = "A final answer streamed in pieces. ".repeat(200);
+        let server = scripted(
+            provider,
+            vec![
+                Turn::Tools(
+                    "Let me write the notes first.".into(),
+                    vec![(
+                        "call_1".into(),
+                        "write_file".into(),
+                        json!({"file_path": "n.txt", "content": "x"}),
+                    )],
+                ),
+                text(&long),
+            ],
+        );
+        let env = Env::new(provider, &server);
+        env.set_key(provider.key_names()[0], "test-key");
+        let (code, out, err) = env.run(&format!(
+            r#"digraph t {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [model="{}", prompt="Write notes"]
+  start -> work -> exit
+}}"#,
+            llm_common::model_for(provider)
+        ));
+        assert_eq!(code, 0, "{provider:?}: {err}\n{out}");
+        assert!(streamed(&server.requests()[0]), "{provider:?}");
+        let events = env.events(out["run_id"].as_str().unwrap_or(""));
+        let pairs = deltas_per_message(&events);
+        assert_eq!(pairs.len(), 2, "{provider:?}: {pairs:?}");
+        for (streamed, message) in &pairs {
+            assert_eq!(streamed, message, "{provider:?}");
+        }
+        assert_eq!(pairs[1].1, long, "{provider:?}");
+        let deltas = events
+            .iter()
+            .filter(|e| kind(e) == "agent.message.delta")
+            .count();
+        assert!(deltas >= 2, "{provider:?}: {deltas}");
+        let first = events
+            .iter()
+            .find(|e| kind(e) == "agent.message.delta")
+            .unwrap_or(&Value::Null);
+        assert!(first["node_id"] == "work" || first.to_string().contains("\"work\""));
+        assert_eq!(props(first)["visit"], 1, "{first}");
+    }
+}
+
+#[test]
+fn a_streamed_prompt_reply_is_recorded_as_deltas() {
+    let server = scripted(Provider::Anthropic, vec![text("Hello from the stream")]);
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(PROMPT_FLOW);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let streamed: String = events
+        .iter()
+        .filter(|e| kind(e) == "agent.message.delta")
+        .filter_map(|e| props(e)["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "Hello from the stream");
+    // The deltas come before the stage ends.
+    let last_delta = events
+        .iter()
+        .rposition(|e| kind(e) == "agent.message.delta");
+    let done = events
+        .iter()
+        .position(|e| kind(e) == "stage.completed" && e.to_string().contains("\"ask\""));
+    assert!(last_delta < done, "{last_delta:?} {done:?}");
+}
+
+#[test]
+fn an_agent_that_calls_tools_forever_stops_at_max_turns_partially_succeeded() {
+    // Every reply asks for another tool call (a different file each time).
+    let server = ScriptedServer::start_with(|n, r: &Recorded| {
+        let turn = tools(&[(
+            &format!("toolu_{n}"),
+            "write_file",
+            json!({"file_path": format!("f{n}.txt"), "content": "x"}),
+        )]);
+        reply(Provider::Anthropic, &turn, Usage::default(), streamed(r))
+    });
+    let env = Env::new(Provider::Anthropic, &server);
+    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let (code, out, err) = env.run(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [prompt="Keep going", max_turns=3]
+  check [shape=parallelogram, script="echo limited"]
+  start -> work
+  work -> check [condition="outcome=partially_succeeded"]
+  work -> exit
+  check -> exit
+}"#,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(server.count(), 3, "three model calls, then the limit");
+    assert_eq!(out["reason"], "partial_success", "{out}");
+    assert_eq!(out["path"], json!(["start", "work", "check", "exit"]));
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let limit = events
+        .iter()
+        .find(|e| kind(e) == "agent.turn.limit")
+        .unwrap_or(&Value::Null);
+    assert_eq!(props(limit)["max_turns"], 3, "{limit}");
+    let done = stage_completed(&events, "work").unwrap_or(&Value::Null);
+    assert_eq!(props(done)["status"], "partially_succeeded", "{done}");
+    assert!(
+        props(done)["notes"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_turns=3"),
+        "{done}"
+    );
+    // The tools of the three turns ran.
+    assert!(env.work.join("f2.txt").exists());
 }

@@ -725,3 +725,36 @@ fn tokens_of_a_failed_attempt_that_was_retried_are_billed() {
     assert_eq!(u["by_model"][0]["stages"], 1);
     assert_eq!(run["billing"]["total_usd_micros"], expected, "{run}");
 }
+
+#[test]
+fn server_run_events_hide_values_stored_in_the_vault() {
+    let llm = ScriptedServer::start(vec![]);
+    let s = served(&llm);
+    let secret = "ghp_server-side-secret-0123456789";
+    store_key(&s, "GITHUB_TOKEN", secret);
+    let vault = s.path().join("secrets.json");
+    let dot = format!(
+        r#"digraph p {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  leak [shape=parallelogram, script="cat '{}'"]
+  start -> leak -> exit
+}}"#,
+        vault.display()
+    );
+    let id = run_to_end(&s, &dot);
+    let evs = events(&s, &id);
+    let all = Value::Array(evs.clone()).to_string();
+    assert!(!all.contains(secret), "the secret leaked into events");
+    let cmd = evs
+        .iter()
+        .find(|e| e["event"] == "command.completed")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(
+        cmd["properties"]["stdout"]
+            .as_str()
+            .unwrap_or("")
+            .contains("[REDACTED]"),
+        "{cmd}"
+    );
+}

@@ -2,19 +2,21 @@
 //! [`LlmClient`] whose keys come from the state directory's secret vault and whose endpoints
 //! come from `settings.toml` (`[llm.providers.<name>] base_url`, else the provider default).
 //! Used by `svc run`, `svc resume` and the server's executor. Maps stage requests, replies,
-//! `agent.*` events and errors between the engine and the agent layer; `backend=acp` agent
+//! `agent.*` events and errors between the engine and the agent layer (streamed text is
+//! coalesced into `agent.message.delta` events by `Deltas`); `backend=acp` agent
 //! stages go to the ACP client ([`super::acp::run_stage`]) instead. [`client_from_settings`]
 //! is the one place a provider client is built from settings and credentials.
 //! Must not read the process environment for keys, validate structured output, or route.
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::stage::{StageBackend, StageMode, StageRequest};
 use super::{AgentEvent, Steering};
 use crate::engine::cancel::CancelToken;
 use crate::engine::services::{
-    LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmUsage,
+    LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage,
 };
 use crate::llm::{Credentials, LlmClient, Provider};
 use crate::settings::vault::Vault;
@@ -44,6 +46,80 @@ pub fn client_from_settings(
         }
     }
     Ok(client)
+}
+
+fn llm_stop(stop: super::AgentStop) -> LlmStop {
+    match stop {
+        super::AgentStop::Completed => LlmStop::Completed,
+        super::AgentStop::TurnLimit => LlmStop::TurnLimit,
+        super::AgentStop::MaxTokens => LlmStop::MaxTokens,
+    }
+}
+
+/// A delta event is recorded once this much streamed text is pending...
+const DELTA_BYTES: usize = 2048;
+/// ...or when a fragment arrives this long after the last delta event.
+const DELTA_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Coalesces streamed text fragments into `agent.message.delta` events: one event per
+/// fragment would flood the store, none would leave live viewers without text until the
+/// turn ends. The first fragment is recorded at once; later ones when [`DELTA_BYTES`] are
+/// pending or [`DELTA_INTERVAL`] has passed since the last delta event; whatever is pending
+/// is recorded before any other event (so before `agent.message`) and when the call ends.
+/// The deltas of a turn concatenate to its text.
+#[derive(Debug, Default)]
+struct Deltas {
+    pending: String,
+    last: Option<Instant>,
+}
+
+impl Deltas {
+    /// Adds a fragment; returns the text of a delta event when one is due.
+    fn push(&mut self, text: &str, now: Instant) -> Option<String> {
+        self.pending.push_str(text);
+        let due = self.pending.len() >= DELTA_BYTES
+            || self
+                .last
+                .is_none_or(|t| now.saturating_duration_since(t) >= DELTA_INTERVAL);
+        if due {
+            self.flush(now)
+        } else {
+            None
+        }
+    }
+
+    /// Everything pending, if anything is.
+    fn flush(&mut self, now: Instant) -> Option<String> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.pending))
+    }
+
+    /// Forwards an agent event to `events`, coalescing text deltas.
+    fn forward(&mut self, events: &mut dyn FnMut(&str, serde_json::Value), ev: AgentEvent) {
+        let now = Instant::now();
+        let due = match &ev {
+            AgentEvent::TextDelta { text } => self.push(text, now),
+            _ => self.flush(now),
+        };
+        if let Some(text) = due {
+            let d = AgentEvent::TextDelta { text };
+            events(d.kind(), d.properties());
+        }
+        if !matches!(ev, AgentEvent::TextDelta { .. }) {
+            events(ev.kind(), ev.properties());
+        }
+    }
+
+    /// Records whatever is pending (the call ended).
+    fn finish(&mut self, events: &mut dyn FnMut(&str, serde_json::Value)) {
+        if let Some(text) = self.flush(Instant::now()) {
+            let d = AgentEvent::TextDelta { text };
+            events(d.kind(), d.properties());
+        }
+    }
 }
 
 /// Agent and prompt stages against real providers.
@@ -83,6 +159,12 @@ impl ProviderBackend {
         self.stage = self.stage.with_steering(s);
         self
     }
+
+    /// Hides secret values in everything sent to models and ACP agents.
+    pub fn with_redactor(mut self, r: Arc<dyn crate::engine::Redact>) -> Self {
+        self.stage = self.stage.with_redactor(r);
+        self
+    }
 }
 
 impl LlmBackend for ProviderBackend {
@@ -113,23 +195,19 @@ impl LlmBackend for ProviderBackend {
             provider,
             reasoning_effort: req.reasoning_effort.clone(),
             max_tokens: req.max_tokens,
+            max_turns: req.max_turns,
             workdir: req.workdir.clone(),
             feedback: req.feedback.clone(),
             project_memory: req.project_memory,
             preamble: req.preamble.clone(),
             thread: req.thread.clone(),
         };
-        let mut on_event = |ev: AgentEvent| {
-            // Text deltas are not recorded: one event per streamed fragment would flood the
-            // store; the full text arrives in `agent.message`.
-            if !matches!(ev, AgentEvent::TextDelta { .. }) {
-                events(ev.kind(), ev.properties());
-            }
-        };
-        let reply = self
-            .stage
-            .complete(&stage_req, cancel, &mut on_event)
-            .map_err(|e| match e.not_configured {
+        let mut deltas = Deltas::default();
+        let result = self.stage.complete(&stage_req, cancel, &mut |ev| {
+            deltas.forward(&mut *events, ev)
+        });
+        deltas.finish(events);
+        let reply = result.map_err(|e| match e.not_configured {
                 Some(p) => LlmError {
                     message: format!(
                         "no LLM provider is configured for stage `{}`: {}; store its key with `svc secrets set {} VALUE` or use --dry-run to simulate LLM stages",
@@ -146,6 +224,7 @@ impl LlmBackend for ProviderBackend {
             })?;
         Ok(LlmResponse {
             text: reply.text,
+            stop: llm_stop(reply.stop),
             simulated: false,
             usage: Some(LlmUsage {
                 provider: reply.provider.id().to_string(),
@@ -185,25 +264,29 @@ impl ProviderBackend {
             ..super::acp::AcpConfig::new(&launch.command)
         };
         let started = std::time::Instant::now();
-        let mut on_event = |ev: AgentEvent| {
-            if !matches!(ev, AgentEvent::TextDelta { .. }) {
-                events(ev.kind(), ev.properties());
-            }
-        };
-        let out = super::acp::run_stage(
+        let prompt = self.stage.redactor().redact(&req.prompt).into_owned();
+        let mut deltas = Deltas::default();
+        let result = super::acp::run_stage(
             config,
             sandbox,
-            &req.prompt,
+            &prompt,
             self.stage.steering(),
             cancel,
-            &mut on_event,
-        )
-        .map_err(|e| LlmError {
+            &mut |ev| deltas.forward(&mut *events, ev),
+        );
+        deltas.finish(events);
+        let out = result.map_err(|e| LlmError {
             message: format!("stage `{}`: {e}", req.node_id),
             retryable: e.failure_class() == "transient_infra",
         })?;
+        let stop = match out.stop_reason.as_str() {
+            "max_turn_requests" => LlmStop::TurnLimit,
+            "max_tokens" => LlmStop::MaxTokens,
+            _ => LlmStop::Completed,
+        };
         Ok(LlmResponse {
             text: out.text,
+            stop,
             simulated: false,
             usage: Some(LlmUsage {
                 provider: "acp".into(),
@@ -218,5 +301,63 @@ impl ProviderBackend {
                 tool_time: std::time::Duration::ZERO,
             }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_are_coalesced_by_size_and_time_and_concatenate_to_the_text() {
+        let t0 = Instant::now();
+        let mut d = Deltas::default();
+        // The first fragment shows at once; the next ones wait.
+        assert_eq!(d.push("Hel", t0).as_deref(), Some("Hel"));
+        assert_eq!(d.push("lo ", t0 + Duration::from_millis(10)), None);
+        assert_eq!(d.push("wor", t0 + Duration::from_millis(20)), None);
+        // 200 ms after the last delta event, the pending text goes out.
+        assert_eq!(
+            d.push("ld", t0 + DELTA_INTERVAL).as_deref(),
+            Some("lo world")
+        );
+        // 2 KiB pending goes out at once.
+        let big = "x".repeat(DELTA_BYTES);
+        let at = t0 + DELTA_INTERVAL + Duration::from_millis(1);
+        assert_eq!(d.push(&big, at).map(|t| t.len()), Some(DELTA_BYTES));
+        assert_eq!(d.push("tail", at), None);
+        assert_eq!(d.flush(at).as_deref(), Some("tail"));
+        assert_eq!(d.flush(at), None);
+    }
+
+    #[test]
+    fn pending_text_is_recorded_before_the_next_event() {
+        let mut d = Deltas::default();
+        let mut seen: Vec<(String, serde_json::Value)> = Vec::new();
+        let mut sink = |k: &str, p: serde_json::Value| seen.push((k.to_string(), p));
+        for t in ["a", "b", "c"] {
+            d.forward(&mut sink, AgentEvent::TextDelta { text: t.into() });
+        }
+        d.forward(
+            &mut sink,
+            AgentEvent::LoopDetected {
+                pattern_length: 1,
+                repeats: 3,
+            },
+        );
+        d.finish(&mut sink);
+        let kinds: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+        let (last, before) = kinds.split_last().unwrap_or((&"", &[]));
+        assert_eq!(*last, "agent.loop.detected", "{kinds:?}");
+        assert!(
+            before.iter().all(|k| *k == "agent.message.delta"),
+            "{kinds:?}"
+        );
+        let text: String = seen
+            .iter()
+            .filter(|(k, _)| k == "agent.message.delta")
+            .filter_map(|(_, p)| p["text"].as_str().map(String::from))
+            .collect();
+        assert_eq!(text, "abc");
     }
 }

@@ -1,25 +1,26 @@
 //! The agent loop (engine.md §12): a multi-turn conversation with a [`ChatModel`] whose tool
 //! calls run inside a [`Sandbox`]. Owns the session state (conversation, usage, files
-//! touched), steering injection, loop detection, the turn limit, cancellation between turns
-//! and the `agent.*` events. Must not know about stages, the store, or any provider's wire
+//! touched), steering injection, loop detection, the turn limit, cancellation between turns,
+//! hiding secret values from the model (input, tool results, steering: [`Redact`]) and the
+//! `agent.*` events. Must not know about stages, the store, or any provider's wire
 //! format; it talks to models only through [`ChatModel`].
 
 pub mod acp;
 pub mod backend;
+pub mod loops;
 pub mod stage;
 pub mod threads;
 pub mod tools;
 pub mod truncate;
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::VecDeque;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::engine::cancel::CancelToken;
+use crate::engine::redact::{NoRedaction, Redact, REDACTED};
 use crate::llm::memory::project_memory;
 use crate::llm::provider::infer_provider;
 use crate::llm::{
@@ -39,7 +40,8 @@ pub struct AgentConfig {
     pub reasoning_effort: Option<String>,
     /// Model calls allowed per [`Session::run`]; 0 = unlimited.
     pub max_turns: u32,
-    /// Identical consecutive tool-using turns that count as a loop; 0 disables detection.
+    /// Tool-using turns a repeating pattern must cover to count as a loop (see [`loops`]);
+    /// 0 disables detection.
     pub loop_threshold: u32,
     pub shell: ShellLimits,
     /// Put project memory (AGENTS.md + the provider's file) in the system prompt.
@@ -273,7 +275,10 @@ pub enum AgentEvent {
         is_error: bool,
     },
     LoopDetected {
-        repeats: u32,
+        /// Turns in the repeating pattern (1 to 3).
+        pattern_length: usize,
+        /// Back-to-back repetitions seen.
+        repeats: usize,
     },
     TurnLimit {
         max_turns: u32,
@@ -353,7 +358,10 @@ impl AgentEvent {
             } => {
                 json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "output": output, "is_error": is_error})
             }
-            AgentEvent::LoopDetected { repeats } => json!({ "repeats": repeats }),
+            AgentEvent::LoopDetected {
+                pattern_length,
+                repeats,
+            } => json!({"pattern_length": pattern_length, "repeats": repeats}),
             AgentEvent::TurnLimit { max_turns } => json!({ "max_turns": max_turns }),
             AgentEvent::SteeringInjected { text, location } => match location {
                 Some(l) => json!({"text": text, "location": l.to_json()}),
@@ -435,8 +443,9 @@ impl AgentError {
 }
 
 /// The warning injected when a loop is detected.
-pub const LOOP_WARNING: &str = "You have made the same tool calls with the same arguments several turns in a row \
-without progress. Stop repeating them: try a different approach, or if you are done, reply with your final answer.";
+pub const LOOP_WARNING: &str = "You keep making the same tool calls with the same arguments (the same turn, or \
+the same few turns, over and over) without progress. Stop repeating them: try a different approach, or if you \
+are done, reply with your final answer.";
 
 /// One agent session: a conversation that can take several inputs.
 pub struct Session {
@@ -451,6 +460,9 @@ pub struct Session {
     files_touched: Vec<String>,
     started: bool,
     steering: Steering,
+    redactor: Arc<dyn Redact>,
+    /// A secret value was hidden from the model in this session.
+    hid_secret: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -481,6 +493,8 @@ impl Session {
             files_touched: Vec::new(),
             started: false,
             steering: Steering::new(),
+            redactor: Arc::new(NoRedaction),
+            hid_secret: false,
         })
     }
 
@@ -494,6 +508,25 @@ impl Session {
     pub fn with_steering(mut self, steering: Steering) -> Self {
         self.steering = steering;
         self
+    }
+
+    /// Hides secret values in everything sent to the model: the input, tool results and
+    /// steering. Once something was hidden, a file write containing [`REDACTED`] is refused
+    /// (it would put the marker where the secret was).
+    pub fn with_redactor(mut self, redactor: Arc<dyn Redact>) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// `text` as the model may see it.
+    fn for_model(&mut self, text: String) -> String {
+        match self.redactor.redact(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(hidden) => {
+                self.hid_secret = true;
+                hidden
+            }
+        }
     }
 
     /// The session's steering queue.
@@ -556,6 +589,7 @@ impl Session {
                 model: model_id.clone(),
             });
         }
+        let input = self.for_model(input.to_string());
         self.messages.push(Message::user(input));
         let first = steering.drain();
         self.inject_steering(first, on_event);
@@ -565,8 +599,7 @@ impl Session {
         let mut turns = 0u32;
         let mut tool_calls = 0u32;
         let mut touched: Vec<String> = Vec::new();
-        let mut last_sig: Option<u64> = None;
-        let mut repeats = 0u32;
+        let mut loops = loops::LoopDetector::new(self.config.loop_threshold);
         let mut reported_model = model_id.clone();
         let mut inference_time = std::time::Duration::ZERO;
         let mut tool_time = std::time::Duration::ZERO;
@@ -673,14 +706,18 @@ impl Session {
                     arguments: c.arguments.clone(),
                 });
                 let t1 = std::time::Instant::now();
-                let out = tools::execute(
-                    &c.name,
-                    &c.arguments,
-                    &self.sandbox,
-                    &self.config.shell,
-                    self.profile,
-                    cancel,
-                );
+                let out = if self.hid_secret && writes_marker(&c.name, &c.arguments) {
+                    tools::refused(WRITES_MARKER)
+                } else {
+                    tools::execute(
+                        &c.name,
+                        &c.arguments,
+                        &self.sandbox,
+                        &self.config.shell,
+                        self.profile,
+                        cancel,
+                    )
+                };
                 tool_time += t1.elapsed();
                 for t in &out.touched {
                     if !touched.contains(t) {
@@ -699,7 +736,7 @@ impl Session {
                 results.push(Part::ToolResult {
                     id: c.id.clone(),
                     name: c.name.clone(),
-                    content: out.for_model,
+                    content: self.for_model(out.for_model),
                     is_error: out.is_error,
                 });
             }
@@ -707,20 +744,12 @@ impl Session {
                 role: Role::User,
                 parts: results,
             });
-            if self.config.loop_threshold > 0 {
-                let sig = signature(&calls);
-                if last_sig == Some(sig) {
-                    repeats += 1;
-                } else {
-                    repeats = 1;
-                    last_sig = Some(sig);
-                }
-                if repeats >= self.config.loop_threshold {
-                    on_event(AgentEvent::LoopDetected { repeats });
-                    steering.push(LOOP_WARNING);
-                    repeats = 0;
-                    last_sig = None;
-                }
+            if let Some(found) = loops.push(loops::signature(&calls)) {
+                on_event(AgentEvent::LoopDetected {
+                    pattern_length: found.pattern_length,
+                    repeats: found.repeats,
+                });
+                steering.push(LOOP_WARNING);
             }
             let queued = steering.drain();
             self.inject_steering(queued, on_event);
@@ -746,6 +775,7 @@ impl Session {
             if text.trim().is_empty() {
                 continue;
             }
+            let text = self.for_model(text);
             on_event(AgentEvent::SteeringInjected {
                 text: text.clone(),
                 location,
@@ -760,34 +790,16 @@ impl Session {
     }
 }
 
-/// A hash over a turn's calls (names and canonical arguments, in order).
-fn signature(calls: &[crate::llm::ToolCall]) -> u64 {
-    let mut h = DefaultHasher::new();
-    for c in calls {
-        c.name.hash(&mut h);
-        // serde_json with preserve_order keeps key order; canonicalise by sorting.
-        canonical(&c.arguments).hash(&mut h);
-    }
-    h.finish()
-}
+/// Why a file write is refused after a secret was hidden from the model.
+const WRITES_MARKER: &str =
+    "refused: the content contains [REDACTED], which stands for a secret value \
+hidden from you; writing it would replace the secret in the file. Leave the lines holding it \
+unchanged and edit around them.";
 
-fn canonical(v: &Value) -> String {
-    match v {
-        Value::Object(o) => {
-            let mut keys: Vec<&String> = o.keys().collect();
-            keys.sort();
-            let inner: Vec<String> = keys
-                .into_iter()
-                .map(|k| format!("{k:?}:{}", canonical(&o[k])))
-                .collect();
-            format!("{{{}}}", inner.join(","))
-        }
-        Value::Array(a) => format!(
-            "[{}]",
-            a.iter().map(canonical).collect::<Vec<_>>().join(",")
-        ),
-        other => other.to_string(),
-    }
+/// A file-writing tool call whose arguments contain the redaction marker.
+fn writes_marker(tool: &str, args: &Value) -> bool {
+    matches!(tool, "write_file" | "edit_file" | "apply_patch")
+        && args.to_string().contains(REDACTED)
 }
 
 fn system_prompt(
@@ -829,37 +841,4 @@ fn system_prompt(
         s.push_str(extra);
     }
     s
-}
-
-impl Session {
-    /// Runs `prompt` and validates the final text; failures are sent back into this same
-    /// session as corrective inputs, up to `output_retries` times (see
-    /// [`crate::llm::structured::repair_loop`]). Returns the validated value and every
-    /// run's outcome.
-    pub fn run_validated<T>(
-        &mut self,
-        model: &dyn ChatModel,
-        prompt: &str,
-        output_retries: i64,
-        validate: impl Fn(&str) -> Result<T, String>,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<
-        (crate::llm::structured::Repaired<T>, Vec<AgentOutcome>),
-        crate::llm::structured::RepairError<AgentError>,
-    > {
-        let mut outcomes = Vec::new();
-        let r = crate::llm::structured::repair_loop(
-            output_retries,
-            prompt,
-            |input| {
-                let o = self.run(model, input, cancel, on_event)?;
-                let t = o.text.clone();
-                outcomes.push(o);
-                Ok(t)
-            },
-            validate,
-        )?;
-        Ok((r, outcomes))
-    }
 }

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use super::threads::{Thread, Threads};
 use super::{AgentConfig, AgentError, AgentEvent, Session, Steering};
 use crate::engine::cancel::CancelToken;
+use crate::engine::redact::{NoRedaction, Redact};
 use crate::llm::prompt::{PromptCall, PromptSession};
 use crate::llm::provider::{default_provider, infer_provider, wire_model_id};
 use crate::llm::structured::repair_message;
@@ -44,6 +45,8 @@ pub struct StageRequest {
     pub provider: Option<String>,
     pub reasoning_effort: Option<String>,
     pub max_tokens: Option<i64>,
+    /// Model calls the agent may make; `Some(0)` = unlimited, `None` = the defaults'.
+    pub max_turns: Option<u32>,
     pub workdir: PathBuf,
     /// Validation errors of earlier replies in this stage, oldest first; empty on the
     /// first call. A call with one more entry than the last continues that conversation.
@@ -69,6 +72,8 @@ pub struct StageReply {
     pub cost: Cost,
     pub files_touched: Vec<String>,
     pub turns: u32,
+    /// Why the agent stopped (prompt calls: `Completed`).
+    pub stop: super::AgentStop,
     pub inference_time: Duration,
     pub tool_time: Duration,
 }
@@ -174,6 +179,7 @@ pub struct StageBackend {
     steering: Steering,
     kept: Mutex<Vec<Kept>>,
     threads: Threads,
+    redactor: Arc<dyn Redact>,
 }
 
 impl StageBackend {
@@ -185,6 +191,7 @@ impl StageBackend {
             steering: Steering::new(),
             kept: Mutex::new(Vec::new()),
             threads: Threads::new(),
+            redactor: Arc::new(NoRedaction),
         }
     }
 
@@ -197,6 +204,17 @@ impl StageBackend {
     pub fn with_steering(mut self, s: Steering) -> Self {
         self.steering = s;
         self
+    }
+
+    /// Hides secret values in everything sent to models (prompts, preambles, repair
+    /// feedback, tool results, steering).
+    pub fn with_redactor(mut self, r: Arc<dyn Redact>) -> Self {
+        self.redactor = r;
+        self
+    }
+
+    pub fn redactor(&self) -> &Arc<dyn Redact> {
+        &self.redactor
     }
 
     pub fn steering(&self) -> &Steering {
@@ -261,6 +279,7 @@ impl StageBackend {
             (None, Some(f)) => format!("{first}\n\n{}", repair_message(f)),
             _ => first,
         };
+        let input = self.redactor.redact(&input).into_owned();
         let from = match (previous, continued) {
             (Some(k), _) => Origin::Repair(k.conv),
             (None, Some(t)) => Origin::Thread(t),
@@ -321,12 +340,14 @@ impl StageBackend {
                             provider: Some(provider),
                             max_tokens,
                             reasoning_effort: req.reasoning_effort.clone(),
-                            max_turns: self.defaults.max_turns,
+                            max_turns: req.max_turns.unwrap_or(self.defaults.max_turns),
                             loop_threshold: self.defaults.loop_threshold,
                             shell: self.defaults.shell,
                             ..AgentConfig::new(model_name)
                         };
-                        let s = Session::new(cfg, sandbox)?.with_steering(self.steering.clone());
+                        let s = Session::new(cfg, sandbox)?
+                            .with_steering(self.steering.clone())
+                            .with_redactor(Arc::clone(&self.redactor));
                         match continued {
                             Some(t) => s.with_history(t.messages),
                             None => s,
@@ -348,6 +369,7 @@ impl StageBackend {
                     cost: out.cost,
                     files_touched: out.files_touched,
                     turns: out.turns,
+                    stop: out.stop,
                     inference_time: out.inference_time,
                     tool_time: out.tool_time,
                 })
@@ -391,6 +413,7 @@ impl StageBackend {
                     usage: r.usage,
                     files_touched: Vec::new(),
                     turns: 1,
+                    stop: super::AgentStop::Completed,
                     inference_time,
                     tool_time: Duration::ZERO,
                 })

@@ -9,9 +9,11 @@ use super::progress;
 use super::validate::render;
 use super::Format;
 use crate::agent::backend::ProviderBackend;
+use crate::engine::redact::redact_json;
 use crate::engine::{
-    DryRunBackend, Engine, LlmBackend, RunOptions, RunOutcome, RunResult, Services,
+    DryRunBackend, Engine, LlmBackend, Redact, RunOptions, RunOutcome, RunResult, Services,
 };
+use crate::settings::vault::{Vault, VaultRedactor};
 use crate::store::{self, NewRun, RunStore, WorkflowMeta};
 use crate::workflow::{self, DirFiles, Severity, Workflow};
 use serde_json::{json, Map, Value};
@@ -240,19 +242,22 @@ fn execute(
     resuming: bool,
 ) -> Result<i32, Usage> {
     let answers = parse_answers(&flags.answers)?;
+    let dir = state_dir(flags.state_dir.as_deref());
+    let redactor: Arc<dyn Redact> = Arc::new(VaultRedactor::new(Vault::in_state_dir(&dir)));
     let llm: Arc<dyn LlmBackend> = if flags.dry_run {
         Arc::new(DryRunBackend)
     } else {
-        let dir = state_dir(flags.state_dir.as_deref());
         Arc::new(
             ProviderBackend::from_state_dir(&dir)
-                .map_err(|e| Usage(format!("{}: {e}", dir.display())))?,
+                .map_err(|e| Usage(format!("{}: {e}", dir.display())))?
+                .with_redactor(Arc::clone(&redactor)),
         )
     };
     eprintln!("run {}", options.run_id);
     let mut services = Services::new(store.clone());
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
     services.llm = llm;
+    services.redactor = Arc::clone(&redactor);
     super::signals::cancel_on_signals(&services.cancel);
     let printer = (flags.format == Format::Text)
         .then(|| progress::Printer::start(store.as_ref(), &options.run_id));
@@ -264,7 +269,7 @@ fn execute(
     if let Some(p) = printer {
         p.finish();
     }
-    report(&outcome, flags.format);
+    report(&outcome, flags.format, redactor.as_ref());
     Ok(match outcome.status {
         RunResult::Succeeded => 0,
         RunResult::Failed => 1,
@@ -281,10 +286,11 @@ fn parse_answers(raw: &[String]) -> Result<Vec<(String, String)>, Usage> {
         .collect()
 }
 
-fn report(outcome: &RunOutcome, format: Format) {
+/// Prints the outcome with secret values hidden, as in the run's events.
+fn report(outcome: &RunOutcome, format: Format, redactor: &dyn Redact) {
     match format {
         Format::Json => {
-            let out = json!({
+            let mut out = json!({
                 "run_id": outcome.run_id,
                 "status": outcome.status.as_str(),
                 "reason": outcome.reason,
@@ -292,13 +298,18 @@ fn report(outcome: &RunOutcome, format: Format) {
                 "context": Value::Object(outcome.context.clone()),
                 "error": outcome.error,
             });
+            redact_json(redactor, &mut out);
             println!("{out}");
         }
         Format::Text => {
             let path = outcome.path.join(" → ");
             match &outcome.error {
                 None => eprintln!("run {} {}: {path}", outcome.run_id, outcome.status.as_str()),
-                Some(e) => eprintln!("run {} failed: {e}\n  path: {path}", outcome.run_id),
+                Some(e) => eprintln!(
+                    "run {} failed: {}\n  path: {path}",
+                    outcome.run_id,
+                    redactor.redact(e)
+                ),
             }
         }
     }

@@ -1,8 +1,10 @@
-//! Writing run events: every event goes through [`Emitter::emit`], which moves values over
-//! 100 KB into blobs (`blob://sha256/<hex>`), appends through the store and records
-//! activity for the stall watchdog.
+//! Writing run events: every event goes through [`Emitter::emit`], which hides secret values
+//! in every property string ([`Redact`]), moves values over 100 KB into blobs
+//! (`blob://sha256/<hex>`), appends through the store and records activity for the stall
+//! watchdog.
 //! Must not touch: routing or handler logic; event payloads are built by their callers.
 
+use super::redact::{redact_json, Redact};
 use crate::store::{blob_ref, parse_blob_ref, EventDraft, RunStore, StoreError, BLOB_THRESHOLD};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -63,11 +65,13 @@ pub struct Emitter {
     pub store: Arc<dyn RunStore>,
     pub run_id: String,
     pub activity: Arc<Activity>,
+    pub redactor: Arc<dyn Redact>,
 }
 
 impl Emitter {
-    /// Appends the event; returns its seq.
+    /// Appends the event with secret values hidden; returns its seq.
     pub fn emit(&self, mut draft: EventDraft) -> Result<u64, StoreError> {
+        redact_json(self.redactor.as_ref(), &mut draft.properties);
         offload_large(self.store.as_ref(), &mut draft.properties)?;
         let event = self.store.append(&self.run_id, draft)?;
         self.activity.touch();

@@ -7,7 +7,7 @@
 //! `handlers` (one module per handler family). Around them: [`routing`] (edge selection),
 //! [`context`] (keys, seeding, expansion), [`events`] (emission, blobs, activity),
 //! [`checkpoint`], [`fidelity`] (fidelity, threads, preambles), [`watchdog`], [`services`]
-//! (store, interviewer, LLM, clock, cancel).
+//! (store, interviewer, LLM, clock, redactor, cancel), [`redact`] (hiding secret values).
 
 pub mod cancel;
 pub mod checkpoint;
@@ -21,6 +21,7 @@ pub mod human;
 pub mod outcome;
 pub mod output;
 pub mod prng;
+pub mod redact;
 pub mod routing;
 pub mod run;
 pub mod services;
@@ -30,8 +31,8 @@ pub mod watchdog;
 pub use run::{Engine, RunOptions, RunOutcome, RunResult};
 pub use services::{
     Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmEvents, LlmMode,
-    LlmRequest, LlmResponse, LlmUsage, NoInterviewer, Reply, Services, SystemClock,
-    UnconfiguredBackend,
+    LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer, NoRedaction, Redact, Reply,
+    Services, SystemClock, UnconfiguredBackend,
 };
 pub use walker::FailureReason;
 

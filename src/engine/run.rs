@@ -150,6 +150,7 @@ fn interrupt_open_questions(services: &Services, run_id: &str) -> Result<(), Sto
         if let Some(stage) = q.get("stage").and_then(Value::as_str) {
             draft = draft.node(stage);
         }
+        crate::engine::redact::redact_json(services.redactor.as_ref(), &mut draft.properties);
         services.store.append(run_id, draft)?;
     }
     Ok(())
@@ -167,6 +168,7 @@ fn new_shared<'s>(options: &'s RunOptions, services: &'s Services, next_stage: u
             store: services.store.clone(),
             run_id: options.run_id.clone(),
             activity: Arc::new(Activity::new(services.clock.now())),
+            redactor: services.redactor.clone(),
         },
         stages: AtomicU64::new(next_stage),
         blocked: Mutex::new(0),

@@ -1,5 +1,6 @@
 //! What the engine needs from the outside world, as trait objects: the run store, the
-//! interviewer (human answers), the LLM backend, the clock, and the run's cancel token.
+//! interviewer (human answers), the LLM backend, the clock, the secret redactor, and the
+//! run's cancel token.
 //! Owns the traits, their error types and the small built-in implementations
 //! ([`DryRunBackend`], [`UnconfiguredBackend`], [`NoInterviewer`], [`SystemClock`]).
 //! Must not touch: the engine loop, terminals or HTTP (the CLI and server bring their own
@@ -7,6 +8,7 @@
 
 use super::cancel::CancelToken;
 use super::human::{Answer, Question};
+pub use super::redact::{NoRedaction, Redact};
 use crate::store::RunStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,19 +20,23 @@ pub struct Services {
     pub interviewer: Arc<dyn Interviewer>,
     pub llm: Arc<dyn LlmBackend>,
     pub clock: Arc<dyn Clock>,
+    /// Hides secret values in every event the run records ([`NoRedaction`] by default; the
+    /// CLI and the server feed it from the vault).
+    pub redactor: Arc<dyn Redact>,
     /// The run's token: cancelling it stops the run; pausing it holds the run between stages.
     pub cancel: CancelToken,
 }
 
 impl Services {
-    /// A store with the defaults: no interviewer, no LLM provider, the system clock and a
-    /// fresh cancel token.
+    /// A store with the defaults: no interviewer, no LLM provider, the system clock, no
+    /// redaction and a fresh cancel token.
     pub fn new(store: Arc<dyn RunStore>) -> Services {
         Services {
             store,
             interviewer: Arc::new(NoInterviewer),
             llm: Arc::new(UnconfiguredBackend),
             clock: Arc::new(SystemClock),
+            redactor: Arc::new(NoRedaction),
             cancel: CancelToken::new(),
         }
     }
@@ -92,6 +98,9 @@ pub struct LlmRequest {
     pub provider: Option<String>,
     pub reasoning_effort: Option<String>,
     pub max_tokens: Option<i64>,
+    /// Model calls an agent session may make (node `max_turns`); `Some(0)` = unlimited,
+    /// `None` = the backend's default.
+    pub max_turns: Option<u32>,
     pub workdir: std::path::PathBuf,
     /// Validation errors of earlier replies in this stage (structured-output repair turns),
     /// oldest first; empty on the first call.
@@ -126,9 +135,23 @@ pub struct LlmUsage {
     pub tool_time: Duration,
 }
 
+/// Why a backend call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LlmStop {
+    /// The model (or agent) gave its answer.
+    #[default]
+    Completed,
+    /// The agent used its turns (`max_turns`, or an ACP agent's `max_turn_requests`) while
+    /// it still wanted tools: its work may be unfinished.
+    TurnLimit,
+    /// The model hit its output limit.
+    MaxTokens,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LlmResponse {
     pub text: String,
+    pub stop: LlmStop,
     /// True for simulated replies: structured-output validation is skipped for them.
     pub simulated: bool,
     /// Usage of this call, when a real provider answered.
@@ -176,6 +199,7 @@ impl LlmBackend for DryRunBackend {
         let shown: String = first_line.chars().take(80).collect();
         Ok(LlmResponse {
             text: format!("[dry run] stage `{}` completed: {shown}", req.node_id),
+            stop: LlmStop::Completed,
             simulated: true,
             usage: None,
         })

@@ -91,6 +91,7 @@ impl LlmBackend for Scripted {
         next.unwrap_or_else(|| Ok("ok".into()))
             .map(|text| LlmResponse {
                 text,
+                stop: crate::engine::LlmStop::Completed,
                 simulated: false,
                 usage: None,
             })

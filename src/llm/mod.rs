@@ -1,8 +1,8 @@
 //! LLM providers: the compiled-in model catalog, the provider-neutral request/response
 //! model, one synchronous client per wire format (Anthropic Messages, OpenAI Responses,
 //! Gemini generateContent, OpenAI-compatible Chat Completions), error classification and
-//! retries, usage pricing and rollups, project memory, single prompt calls and the
-//! structured-output repair loop. Must not know about workflows, the engine's stage loop,
+//! retries, usage pricing and rollups, project memory, single prompt calls and the wording of
+//! structured-output repair turns. Must not know about workflows, the engine's stage loop,
 //! the store, or HTTP serving; secrets arrive only through [`Credentials`].
 
 pub mod anthropic;

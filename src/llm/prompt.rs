@@ -1,6 +1,7 @@
 //! Prompt calls (the `prompt` handler's LLM part, engine.md §6): one model call with no
 //! tools, project memory in the system message when enabled, and a conversation that can
-//! continue for structured-output repair turns. Must not know about stages or context.
+//! continue for structured-output repair turns (the engine decides when; see
+//! [`crate::engine::output`]). Must not know about stages or context.
 
 use std::path::PathBuf;
 
@@ -8,7 +9,6 @@ use super::client::ChatModel;
 use super::error::LlmError;
 use super::memory::project_memory;
 use super::provider::{infer_provider, Provider};
-use super::structured::{repair_loop, RepairError, Repaired};
 use super::types::{Message, Request, Response, StreamEvent, Usage};
 use crate::engine::cancel::CancelToken;
 
@@ -138,25 +138,4 @@ pub fn run_prompt(
 ) -> Result<Response, LlmError> {
     let mut s = PromptSession::new(model, call)?;
     s.send(&call.prompt, cancel, on_event)
-}
-
-impl PromptSession<'_> {
-    /// Sends `prompt` and validates the reply; failures are sent back into this same
-    /// conversation as corrective turns, up to `output_retries` times. Usage of every turn
-    /// is in [`PromptSession::usage`].
-    pub fn send_validated<T>(
-        &mut self,
-        prompt: &str,
-        output_retries: i64,
-        validate: impl Fn(&str) -> Result<T, String>,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(StreamEvent),
-    ) -> Result<Repaired<T>, RepairError<LlmError>> {
-        repair_loop(
-            output_retries,
-            prompt,
-            |input| self.send(input, cancel, on_event).map(|r| r.text),
-            validate,
-        )
-    }
 }

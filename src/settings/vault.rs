@@ -6,13 +6,21 @@
 //! process environment variables for them (SPEC 1.10). Values are never logged, never
 //! printed by `list`, and never part of an error message.
 //!
+//! [`VaultRedactor`] feeds the engine's redactor with every stored value, so no secret is
+//! recorded in a run's events.
+//!
 //! Owns: the vault file. Must not touch: settings, the dev token, or anything else.
 
+use crate::engine::redact::{Redact, Secrets};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 pub const VAULT_FILE: &str = "secrets.json";
 
@@ -176,6 +184,100 @@ impl Vault {
     }
 }
 
+/// Every value a secret could show up as: each value and, for a credential holding JSON,
+/// each string inside it (a tool may print one field).
+fn exposed_values(all: &BTreeMap<String, Secret>) -> Vec<String> {
+    fn leaves(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
+            serde_json::Value::Object(m) => m.values().for_each(|x| leaves(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for s in all.values() {
+        out.push(s.value.clone());
+        if s.kind == SecretType::Credential {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&s.value) {
+                leaves(&v, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// How often [`VaultRedactor`] looks for a changed vault file.
+const REDACTOR_RECHECK: Duration = Duration::from_secs(1);
+
+/// The engine's redactor over a vault: hides every stored value (see
+/// [`crate::engine::redact`] for the forms matched). The file is read when the redactor is
+/// made and again when it changes (checked at most once a second), so a secret stored while
+/// a run is going is hidden from then on. A vault that cannot be read keeps the values read
+/// before (logged).
+pub struct VaultRedactor {
+    vault: Vault,
+    state: Mutex<RedactorState>,
+}
+
+struct RedactorState {
+    checked: Instant,
+    /// (modified, length, inode) of the file last read; `None` when it did not exist.
+    stamp: Option<(Option<SystemTime>, u64, u64)>,
+    secrets: Arc<Secrets>,
+}
+
+impl VaultRedactor {
+    pub fn new(vault: Vault) -> VaultRedactor {
+        let r = VaultRedactor {
+            vault,
+            state: Mutex::new(RedactorState {
+                checked: Instant::now(),
+                stamp: None,
+                secrets: Arc::new(Secrets::default()),
+            }),
+        };
+        r.reload(&mut r.state.lock());
+        r
+    }
+
+    fn stamp(&self) -> Option<(Option<SystemTime>, u64, u64)> {
+        std::fs::metadata(&self.vault.path)
+            .ok()
+            .map(|m| (m.modified().ok(), m.len(), m.ino()))
+    }
+
+    fn reload(&self, st: &mut RedactorState) {
+        st.checked = Instant::now();
+        st.stamp = self.stamp();
+        match self.vault.load() {
+            Ok(all) => st.secrets = Arc::new(Secrets::new(exposed_values(&all))),
+            Err(e) => log::warn!("secret redaction keeps the values read before: {e}"),
+        }
+    }
+
+    fn current(&self) -> Arc<Secrets> {
+        let mut st = self.state.lock();
+        if st.checked.elapsed() >= REDACTOR_RECHECK {
+            if self.stamp() == st.stamp {
+                st.checked = Instant::now();
+            } else {
+                self.reload(&mut st);
+            }
+        }
+        Arc::clone(&st.secrets)
+    }
+}
+
+impl Redact for VaultRedactor {
+    fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.current().redact(text) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            Cow::Owned(s) => Cow::Owned(s),
+        }
+    }
+}
+
 /// API keys for LLM clients come straight from the vault (never the environment). A vault
 /// that cannot be read counts as holding no key (the provider then reports itself not
 /// configured) and is logged.
@@ -295,5 +397,29 @@ mod tests {
             }
         )
         .contains("topsecret"));
+    }
+
+    #[test]
+    fn the_redactor_hides_every_stored_value_and_follows_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Vault::in_state_dir(dir.path());
+        v.set("API_TOKEN", "tok-0123456789", SecretType::Environment)
+            .unwrap();
+        v.set(
+            "gemini",
+            r#"{"api_key": "AIza-inner-value-42"}"#,
+            SecretType::Credential,
+        )
+        .unwrap();
+        v.set("PIN", "1234", SecretType::Environment).unwrap();
+        let r = VaultRedactor::new(v.clone());
+        assert_eq!(
+            r.redact("a tok-0123456789 b AIza-inner-value-42 c 1234"),
+            "a [REDACTED] b [REDACTED] c 1234"
+        );
+        v.set("LATER", "added-after-start", SecretType::Environment)
+            .unwrap();
+        r.state.lock().checked -= REDACTOR_RECHECK;
+        assert_eq!(r.redact("x added-after-start"), "x [REDACTED]");
     }
 }

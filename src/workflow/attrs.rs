@@ -134,6 +134,8 @@ pub const SCHEMA: &[(Scope, &str, AttrType)] = &[
     (Node, "prompt", Text),
     (Node, "reasoning_effort", OneOf(&["low", "medium", "high"])),
     (Node, "max_tokens", Int),
+    // Ours (SPEC names none): model calls an API agent may make; < 1 = unlimited.
+    (Node, "max_turns", Int),
     (Node, "fidelity", AttrType::Fidelity),
     (Node, "thread_id", Text),
     (Node, "model", Text),

@@ -95,6 +95,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("acp_command_or_config", acp_command_or_config),
     ("acp_config_valid", acp_config_valid),
     ("acp_without_backend", acp_without_backend),
+    ("max_turns_ignored", max_turns_ignored),
     ("prompt_backend_api", prompt_backend_api),
     ("manager_child_workflow", manager_child_workflow),
     ("reachability", reachability),
@@ -481,6 +482,29 @@ fn acp_without_backend(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnost
             );
             out.push(warning("acp_without_backend", msg).node(wf, i));
         }
+    }
+}
+
+/// `max_turns` limits API agent sessions only; elsewhere it would be silently ignored.
+fn max_turns_ignored(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        if v.attrs.get("max_turns").is_none() {
+            continue;
+        }
+        let why = match wf.handler(i) {
+            Some(HandlerKind::Agent) if super::acp::is_acp(&v) => {
+                "an ACP agent keeps its own turn limit"
+            }
+            Some(HandlerKind::Agent) => continue,
+            Some(HandlerKind::Prompt) => "a prompt node makes one model call",
+            _ => "only agent nodes make model calls in turns",
+        };
+        let msg = format!(
+            "node `{}`: max_turns is ignored because {why}",
+            wf.node(i).id
+        );
+        out.push(warning("max_turns_ignored", msg).node(wf, i));
     }
 }
 

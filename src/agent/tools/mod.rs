@@ -277,6 +277,17 @@ pub fn execute(
     }
 }
 
+/// An error result for a call that was not run, saying `why`.
+pub fn refused(why: &str) -> ToolOutput {
+    let msg = format!("Error: {why}");
+    ToolOutput {
+        for_model: msg.clone(),
+        output: msg,
+        is_error: true,
+        touched: vec![],
+    }
+}
+
 /// The tool names offered for a profile, in [`specs`] order.
 pub fn tool_names(profile: ToolProfile) -> [&'static str; 7] {
     let edit = match profile {

@@ -58,43 +58,65 @@ fn rel(base: &Path, p: &Path) -> String {
         .replace('\\', "/")
 }
 
-/// Expands `{a,b}` alternatives (nested allowed) into plain patterns.
-fn expand_braces(p: &str) -> Vec<String> {
-    let bytes: Vec<char> = p.chars().collect();
-    let Some(open) = bytes.iter().position(|c| *c == '{') else {
-        return vec![p.to_string()];
-    };
+/// Patterns one glob may expand to through `{a,b}` alternatives (`{a,b}` ten times over is
+/// already 1,024); beyond it the call is an error result, not minutes of expansion.
+pub const MAX_BRACE_EXPANSIONS: usize = 1024;
+/// The longest glob pattern accepted, in bytes.
+pub const MAX_GLOB_PATTERN: usize = 4096;
+
+/// The first `{…}` group with at least one top-level comma: (open, commas, close).
+fn first_group(chars: &[char]) -> Option<(usize, Vec<usize>, usize)> {
+    let open = chars.iter().position(|c| *c == '{')?;
     let mut depth = 0;
-    let mut close = None;
     let mut commas = Vec::new();
-    for (i, c) in bytes.iter().enumerate().skip(open) {
+    for (i, c) in chars.iter().enumerate().skip(open) {
         match c {
             '{' => depth += 1,
             '}' => {
                 depth -= 1;
                 if depth == 0 {
-                    close = Some(i);
-                    break;
+                    return Some((open, commas, i));
                 }
             }
             ',' if depth == 1 => commas.push(i),
             _ => {}
         }
     }
-    let Some(close) = close else {
-        return vec![p.to_string()];
+    None
+}
+
+/// Expands `{a,b}` alternatives (nested allowed) into plain patterns, in order; an
+/// unbalanced `{` is literal. More than [`MAX_BRACE_EXPANSIONS`] patterns is an error.
+fn expand_braces(p: &str) -> Result<Vec<String>, ToolError> {
+    let too_many = || {
+        ToolError::BadArgs(format!(
+            "the pattern's {{a,b}} alternatives expand to more than {MAX_BRACE_EXPANSIONS} patterns; use fewer alternatives or several calls"
+        ))
     };
-    let prefix: String = bytes[..open].iter().collect();
-    let suffix: String = bytes[close + 1..].iter().collect();
-    let mut bounds = vec![open];
-    bounds.extend(&commas);
-    bounds.push(close);
     let mut out = Vec::new();
-    for w in bounds.windows(2) {
-        let alt: String = bytes[w[0] + 1..w[1]].iter().collect();
-        out.extend(expand_braces(&format!("{prefix}{alt}{suffix}")));
+    // Depth first, alternatives pushed in reverse so they come out in order. Every pattern
+    // on the stack yields at least one result, so stack + out bounds the final count.
+    let mut stack = vec![p.to_string()];
+    while let Some(cur) = stack.pop() {
+        let chars: Vec<char> = cur.chars().collect();
+        let Some((open, commas, close)) = first_group(&chars) else {
+            out.push(cur);
+            continue;
+        };
+        let prefix: String = chars[..open].iter().collect();
+        let suffix: String = chars[close + 1..].iter().collect();
+        let mut bounds = vec![open];
+        bounds.extend(&commas);
+        bounds.push(close);
+        if out.len() + stack.len() + bounds.len() - 1 > MAX_BRACE_EXPANSIONS {
+            return Err(too_many());
+        }
+        for w in bounds.windows(2).rev() {
+            let alt: String = chars[w[0] + 1..w[1]].iter().collect();
+            stack.push(format!("{prefix}{alt}{suffix}"));
+        }
     }
-    out
+    Ok(out)
 }
 
 /// Matches one path segment against a segment pattern (`*`, `?`, `[…]`).
@@ -198,10 +220,18 @@ pub struct Glob {
 }
 
 impl Glob {
-    pub fn new(pattern: &str) -> Self {
+    /// Compiles `pattern`; a pattern over [`MAX_GLOB_PATTERN`] bytes or expanding to more
+    /// than [`MAX_BRACE_EXPANSIONS`] patterns is refused.
+    pub fn new(pattern: &str) -> Result<Self, ToolError> {
         let p = pattern.trim().trim_start_matches("./");
-        Self {
-            patterns: expand_braces(p)
+        if p.len() > MAX_GLOB_PATTERN {
+            return Err(ToolError::BadArgs(format!(
+                "the pattern is {} bytes long; at most {MAX_GLOB_PATTERN} are accepted",
+                p.len()
+            )));
+        }
+        Ok(Self {
+            patterns: expand_braces(p)?
                 .into_iter()
                 .map(|p| {
                     p.split('/')
@@ -210,7 +240,7 @@ impl Glob {
                         .collect()
                 })
                 .collect(),
-        }
+        })
     }
 
     /// Matches a relative `/`-separated path.
@@ -244,7 +274,7 @@ fn base_dir(sb: &Sandbox, args: &Value) -> Result<PathBuf, ToolError> {
 pub fn glob(sb: &Sandbox, args: &Value) -> Result<String, ToolError> {
     let pattern = arg_str(args, "pattern")?.ok_or(ToolError::Missing("pattern"))?;
     let base = base_dir(sb, args)?;
-    let g = Glob::new(pattern);
+    let g = Glob::new(pattern)?;
     let name_only = g.is_name_only() && !pattern.contains("**");
     let mut hits = Vec::new();
     for f in walk_files(&base) {
@@ -274,7 +304,8 @@ pub fn grep(sb: &Sandbox, args: &Value) -> Result<String, ToolError> {
         .clamp(1, 10_000) as usize;
     let filter = arg_str(args, "glob_filter")?
         .filter(|s| !s.is_empty())
-        .map(Glob::new);
+        .map(Glob::new)
+        .transpose()?;
     let re = regex::RegexBuilder::new(pattern)
         .case_insensitive(ci)
         .size_limit(10 * 1024 * 1024)
@@ -397,20 +428,77 @@ fn list_into(dir: &Path, level: usize, depth: usize, out: &mut Vec<String>) {
 mod tests {
     use super::*;
 
+    fn glob(p: &str) -> Glob {
+        Glob::new(p).unwrap_or(Glob { patterns: vec![] })
+    }
+
+    #[test]
+    fn brace_expansion_is_capped() {
+        assert_eq!(
+            expand_braces("a{b,c{d,e}}f").unwrap(),
+            ["abf", "acdf", "acef"]
+        );
+        assert_eq!(expand_braces("a{b").unwrap(), ["a{b"]);
+        assert_eq!(expand_braces("{x}").unwrap(), ["x"]);
+        // 2^10 = 1,024 patterns is the limit; one more doubling is refused quickly.
+        let ten = "{a,b}".repeat(10);
+        assert_eq!(expand_braces(&ten).unwrap().len(), MAX_BRACE_EXPANSIONS);
+        let many = "{a,b}".repeat(40);
+        let e = expand_braces(&many)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("more than 1024 patterns"), "{e}");
+        let wide = format!("{{{}}}", vec!["x"; 2000].join(","));
+        assert!(expand_braces(&wide).is_err());
+        assert!(Glob::new(&"a".repeat(MAX_GLOB_PATTERN + 1)).is_err());
+    }
+
+    #[test]
+    fn an_exploding_glob_is_an_error_result_for_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let sb = Sandbox::new(dir.path()).unwrap();
+        let args = serde_json::json!({"pattern": "{a,b}".repeat(30)});
+        let out = super::super::execute(
+            "glob",
+            &args,
+            &sb,
+            &super::super::ShellLimits::default(),
+            crate::llm::ToolProfile::Anthropic,
+            &crate::engine::cancel::CancelToken::new(),
+        );
+        assert!(out.is_error);
+        assert!(
+            out.for_model.contains("more than 1024"),
+            "{}",
+            out.for_model
+        );
+        let grep = serde_json::json!({"pattern": "x", "glob_filter": "{a,b}".repeat(30)});
+        let out = super::super::execute(
+            "grep",
+            &grep,
+            &sb,
+            &super::super::ShellLimits::default(),
+            crate::llm::ToolProfile::Anthropic,
+            &crate::engine::cancel::CancelToken::new(),
+        );
+        assert!(out.is_error, "{}", out.for_model);
+    }
+
     #[test]
     fn glob_matching() {
-        let g = Glob::new("**/*.rs");
+        let g = glob("**/*.rs");
         assert!(g.matches("a.rs"));
         assert!(g.matches("src/x/a.rs"));
         assert!(!g.matches("src/a.rsx"));
-        let g = Glob::new("src/*.{rs,toml}");
+        let g = glob("src/*.{rs,toml}");
         assert!(g.matches("src/a.toml") && g.matches("src/b.rs"));
         assert!(!g.matches("src/x/b.rs"));
-        let g = Glob::new("file?.[a-c]");
+        let g = glob("file?.[a-c]");
         assert!(g.matches("file1.b") && !g.matches("file1.d") && !g.matches("file12.a"));
-        let g = Glob::new("src/**");
+        let g = glob("src/**");
         assert!(g.matches("src/a/b/c"));
-        let g = Glob::new("[!a]*");
+        let g = glob("[!a]*");
         assert!(g.matches("bcd") && !g.matches("abc"));
     }
 }

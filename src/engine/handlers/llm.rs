@@ -6,9 +6,10 @@
 
 use super::{HandlerResult, Interrupt, StageCtx};
 use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX, VISIT_COUNT};
+use crate::engine::failure::StageStatus;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, StructuredOutput};
-use crate::engine::services::{LlmBackend, LlmMode, LlmRequest, LlmUsage};
+use crate::engine::services::{LlmBackend, LlmMode, LlmRequest, LlmStop, LlmUsage};
 use crate::llm::{PricedUsage, Timing};
 use crate::workflow::HandlerKind;
 use serde_json::Value;
@@ -68,6 +69,9 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
                 .to_string(),
         ),
         max_tokens: v.int("max_tokens"),
+        max_turns: v
+            .int("max_turns")
+            .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
         workdir: cx.walker.options().workdir.clone(),
         feedback: Vec::new(),
         output_schema: schema_attr,
@@ -131,6 +135,13 @@ fn converse(
             spent.add(u);
         }
         let mut o = StageOutcome::succeeded();
+        if response.stop == LlmStop::TurnLimit {
+            o.status = StageStatus::PartiallySucceeded;
+            o.notes = Some(match req.max_turns.filter(|n| *n > 0) {
+                Some(n) => format!("the agent stopped at its turn limit (max_turns={n}) while it still wanted tools"),
+                None => "the agent stopped at its turn limit while it still wanted tools".into(),
+            });
+        }
         record_response(cx, &mut o, &response.text);
         let structured = match (schema, response.simulated) {
             (Some(s), false) => output::extract_structured(&response.text, s).map(Some),

@@ -181,15 +181,21 @@ impl Executor for EngineExecutor {
             files,
             ..RunOptions::new(&job.row.id, job.workdir.clone())
         };
+        let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
+        let redactor: Arc<dyn crate::engine::Redact> =
+            Arc::new(crate::settings::vault::VaultRedactor::new(vault.clone()));
         let llm = match crate::agent::backend::ProviderBackend::new(
             &self.settings.get(),
-            Arc::new(crate::settings::vault::Vault::in_state_dir(&self.state_dir)),
+            Arc::new(vault),
         ) {
-            Ok(b) => b.with_steering(job.handle.steering.clone()),
+            Ok(b) => b
+                .with_steering(job.handle.steering.clone())
+                .with_redactor(Arc::clone(&redactor)),
             Err(e) => return fail_launch(job, e.to_string()),
         };
         let mut services = Services::new(Arc::clone(&job.store));
         services.llm = Arc::new(llm);
+        services.redactor = redactor;
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
         services.cancel = job.handle.cancel.clone();
         let outcome = Engine::resume(&loaded.workflow, &options, &services);

@@ -465,6 +465,39 @@ fn acp_attributes_without_the_acp_backend_are_a_warning() {
 }
 
 #[test]
+fn max_turns_outside_api_agents_is_a_warning() {
+    assert!(fired(
+        &flow("start -> a -> exit\n a [max_turns=5]"),
+        "max_turns_ignored"
+    )
+    .is_empty());
+    for (attrs, why) in [
+        ("shape=tab, max_turns=5", "one model call"),
+        (
+            "shape=parallelogram, script=\"true\", max_turns=5",
+            "only agent nodes",
+        ),
+        (
+            "backend=acp, acp.command=\"agent\", max_turns=5",
+            "ACP agent keeps its own",
+        ),
+    ] {
+        let d = fired(
+            &flow(&format!("start -> a -> exit\n a [{attrs}]")),
+            "max_turns_ignored",
+        );
+        assert_eq!(d.len(), 1, "{attrs}");
+        assert_eq!(d[0].severity, Severity::Warning);
+        assert!(d[0].message.contains(why), "{}", d[0].message);
+    }
+    let d = fired(
+        &flow("start -> a -> exit\n a [max_turns=lots]"),
+        "attribute_type",
+    );
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
 fn manager_child_workflow_rule() {
     assert!(fired(&flow("start -> m -> exit\n m [shape=house, stack.child_dot_source=\"digraph C { start -> exit }\"]"), "manager_child_workflow").is_empty());
     assert_eq!(
