@@ -143,6 +143,15 @@ fn run_id(body: &[u8]) -> String {
     text[start..start + 26].to_string()
 }
 
+/// Client connections for /health and the create-then-start pairs (`SVC_BENCH_CONNS`,
+/// default 4), so both are measured at the same concurrency.
+fn bench_conns() -> usize {
+    std::env::var("SVC_BENCH_CONNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+}
+
 fn boot() -> (tempfile::TempDir, server::RunningServer, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let running = server::start(ServerOptions {
@@ -319,13 +328,16 @@ fn main() {
 
     // 1. /health
     let rps = if want("health") || want("start") || want("api") || want("pairs") {
-        health_rps(&addr, &token, 4, 3.0)
+        health_rps(&addr, &token, bench_conns(), 3.0)
     } else {
         0.0
     };
     let health = rps;
     if want("health") {
-        println!("health: {rps:.0} requests/s (4 keep-alive connections, 3 s)");
+        println!(
+            "health: {rps:.0} requests/s ({} keep-alive connections, 3 s)",
+            bench_conns()
+        );
     }
 
     let store = Arc::clone(&running.app.runs.store);
@@ -479,15 +491,16 @@ fn main() {
         // once, 500 times.
         let (_dir3, api, addr, token) = boot();
         let n = 2000;
+        let conns = bench_conns();
         let body =
             json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": GATED}}}).to_string();
         let t0 = Instant::now();
-        let handles: Vec<_> = (0..4)
+        let handles: Vec<_> = (0..conns)
             .map(|_| {
                 let (addr, token, body) = (addr.clone(), token.clone(), body.clone());
                 std::thread::spawn(move || {
                     let mut c = Client::new(&addr, &token);
-                    for _ in 0..n / 4 {
+                    for _ in 0..n / conns {
                         let (st, b) = c.call("POST", "/api/v1/runs", &body);
                         assert_eq!(st, 201);
                         let id = run_id(&b);
@@ -503,7 +516,7 @@ fn main() {
         let secs = t0.elapsed().as_secs_f64();
         let rps = 2.0 * n as f64 / secs;
         println!(
-            "create-then-start pairs, runs waiting on a human: {:.0} pairs/s, {rps:.0} requests/s = {:.1}% of /health (4 connections, {n} runs)",
+            "create-then-start pairs, runs waiting on a human: {:.0} pairs/s, {rps:.0} requests/s = {:.1}% of /health ({conns} connections, {n} runs)",
             n as f64 / secs,
             100.0 * rps / health
         );
