@@ -103,6 +103,28 @@ pub(crate) fn prepare_created(new: NewRun) -> Result<(Event, String, RunRow), St
     Ok((event, payload, row))
 }
 
+/// `append_decided`'s second half, for both stores: checks every draft first (a bad one
+/// appends nothing), then appends them in order through `append`, folding each committed
+/// event onto `row`.
+pub(crate) fn append_all(
+    run_id: &str,
+    row: RunRow,
+    drafts: Vec<EventDraft>,
+    mut append: impl FnMut(EventDraft) -> Result<Event, StoreError>,
+) -> Result<(RunRow, Vec<Event>), StoreError> {
+    for d in &drafts {
+        check_draft(run_id, d)?;
+    }
+    let mut row = row;
+    let mut events = Vec::with_capacity(drafts.len());
+    for d in drafts {
+        let e = append(d)?;
+        row = fold(row, &e);
+        events.push(e);
+    }
+    Ok((row, events))
+}
+
 pub(crate) fn check_draft(run_id: &str, draft: &EventDraft) -> Result<(), StoreError> {
     let bad = |reason: &str| StoreError::InvalidEvent {
         run_id: run_id.to_string(),

@@ -69,25 +69,17 @@ impl RowCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Event, RunRow};
+    use crate::store::{EventDraft, RunRow};
     use serde_json::json;
 
     fn row(id: &str, seq: u64) -> RunRow {
-        let ev = Event {
-            seq: 1,
-            id: "e".into(),
-            ts: "t".into(),
-            run_id: id.into(),
-            event: "run.created".into(),
-            properties: json!({"title": "x"}),
-            node_id: None,
-            node_label: None,
-            stage_id: None,
-            parallel_group_id: None,
-            parallel_branch_id: None,
-            actor: None,
-        };
-        let mut r = RunRow::from_created(&ev);
+        let created = EventDraft::new("run.created", json!({"title": "x"})).into_event(
+            id,
+            1,
+            String::new(),
+            String::new(),
+        );
+        let mut r = RunRow::from_created(&created);
         r.last_seq = seq;
         r
     }

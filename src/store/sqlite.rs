@@ -859,17 +859,9 @@ impl RunStore for SqliteStore {
         };
         let drafts = decide(&row);
         w.keep_row(row.clone());
-        for d in &drafts {
-            prep::check_draft(run_id, d)?;
-        }
-        let mut row = row;
-        let mut events = Vec::with_capacity(drafts.len());
-        for d in drafts {
-            let e = self.append_locked(&mut guard, run_id, d)?;
-            row = fold(row, &e);
-            events.push(e);
-        }
-        Ok((row, events))
+        prep::append_all(run_id, row, drafts, |d| {
+            self.append_locked(&mut guard, run_id, d)
+        })
     }
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
