@@ -271,17 +271,7 @@ fn sse_epoll(
             store.hub().subscriber_count()
         );
     }
-    let mut committed = Vec::new();
-    let mut append_ms = Vec::new();
-    for i in 0..events {
-        let before = Instant::now();
-        let e = store
-            .append(&row.id, EventDraft::new("bench.tick", json!({"i": i})))
-            .expect("append");
-        committed.push((e.seq, before));
-        append_ms.push(before.elapsed().as_secs_f64() * 1000.0);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (committed, mut append_ms) = append_ticks(store, &row.id, events);
     append_ms.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     println!(
         "sse: the append call itself (commit + hand-off to {subs} subscribers) p50 {:.2} ms, max {:.2} ms",
@@ -297,6 +287,32 @@ fn sse_epoll(
             EventDraft::new("run.failed", json!({"reason": "cancelled"})),
         )
         .ok();
+    latencies(&got, &committed)
+}
+
+/// Appends `events` ticks to `run_id`, 20 ms apart; returns each one's seq with the moment
+/// before its append call, and how long each call took (ms).
+fn append_ticks(
+    store: &dyn svc::store::RunStore,
+    run_id: &str,
+    events: u64,
+) -> (Vec<(u64, Instant)>, Vec<f64>) {
+    let mut committed = Vec::new();
+    let mut append_ms = Vec::new();
+    for i in 0..events {
+        let before = Instant::now();
+        let e = store
+            .append(run_id, EventDraft::new("bench.tick", json!({"i": i})))
+            .expect("append");
+        committed.push((e.seq, before));
+        append_ms.push(before.elapsed().as_secs_f64() * 1000.0);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (committed, append_ms)
+}
+
+/// Sorted latencies (ms) from each append call to each receipt of that event.
+fn latencies(got: &[(u64, Instant)], committed: &[(u64, Instant)]) -> Vec<f64> {
     let mut lat: Vec<f64> = got
         .iter()
         .filter_map(|(seq, at)| {
@@ -449,15 +465,7 @@ fn main() {
         }
         ready.wait();
         std::thread::sleep(Duration::from_millis(500));
-        let mut committed = Vec::new();
-        for i in 0..events {
-            let before = Instant::now();
-            let e = store
-                .append(&row.id, EventDraft::new("bench.tick", json!({"i": i})))
-                .expect("append");
-            committed.push((e.seq, before));
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (committed, _) = append_ticks(&*store, &row.id, events);
         store
             .append(
                 &row.id,
@@ -468,14 +476,7 @@ fn main() {
             let _ = r.join();
         }
         let got = received.lock().map(|v| v.clone()).unwrap_or_default();
-        let mut lat: Vec<f64> = got
-            .iter()
-            .filter_map(|(seq, at)| {
-                let (_, c) = committed.iter().find(|(s, _)| s == seq)?;
-                Some(at.saturating_duration_since(*c).as_secs_f64() * 1000.0)
-            })
-            .collect();
-        lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let lat = latencies(&got, &committed);
         println!(
         "sse (a client thread per subscriber): {subs} subscribers × {events} events (from seq {first_seq}): {} deliveries, latency from the append call (commit included) p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         lat.len(),

@@ -9,7 +9,7 @@ mod llm_common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use llm_common::{reply, text, tools, Recorded, ScriptedServer, Turn};
+use llm_common::{reply, streamed, text, tools, Recorded, ScriptedServer, Turn};
 use serde_json::{json, Value};
 use svc::llm::{Provider, Usage};
 
@@ -55,6 +55,13 @@ impl Env {
             state,
             work,
         }
+    }
+
+    /// [`Env::new`] with the provider's conventional key (`test-key`) in the vault.
+    fn keyed(provider: Provider, server: &ScriptedServer) -> Env {
+        let env = Env::new(provider, server);
+        env.set_key(provider.key_names()[0], "test-key");
+        env
     }
 
     fn state(&self) -> &str {
@@ -125,11 +132,6 @@ fn props(e: &Value) -> &Value {
     }
 }
 
-/// Whether the client asked for a stream (Gemini says so in the URL, the others in the body).
-fn streamed(r: &Recorded) -> bool {
-    r.body["stream"].as_bool().unwrap_or(false) || r.url.contains(":streamGenerateContent")
-}
-
 /// A server answering with `turns` in order, in `provider`'s format (streamed when asked).
 fn scripted(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
     let usage = Usage {
@@ -137,16 +139,7 @@ fn scripted(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
         output: 20,
         ..Usage::default()
     };
-    ScriptedServer::start_with(move |n, r: &Recorded| {
-        let stream = streamed(r);
-        match turns.get(n) {
-            Some(t) => reply(provider, t, usage, stream),
-            None => llm_common::Reply::error(
-                500,
-                json!({"error": {"message": "scripted server: script exhausted"}}),
-            ),
-        }
-    })
+    ScriptedServer::turns(provider, turns, usage)
 }
 
 const PROMPT_FLOW: &str = r#"digraph t {
@@ -165,8 +158,7 @@ fn stage_completed<'a>(events: &'a [Value], node: &str) -> Option<&'a Value> {
 #[test]
 fn prompt_stage_answers_from_the_provider_with_the_vault_key() {
     let server = scripted(Provider::Anthropic, vec![text("Hello from the model")]);
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(PROMPT_FLOW);
     assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(out["status"], "succeeded");
@@ -203,8 +195,7 @@ fn agent_stage_writes_files_and_records_tool_events() {
             text("I wrote notes.txt."),
         ],
     );
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -251,8 +242,7 @@ fn a_routing_directive_in_the_reply_selects_the_edge() {
         Provider::Anthropic,
         vec![text("Looks risky.\n{\"preferred_next_label\": \"reject\"}")],
     );
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -323,8 +313,7 @@ fn an_invalid_structured_reply_gets_a_repair_turn_in_the_same_conversation() {
             text("{\"preferred_next_label\": \"reject\"}"),
         ],
     );
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -407,8 +396,7 @@ fn compact_fidelity_tells_the_next_stage_what_ran_before() {
         Provider::Anthropic,
         vec![text("An old silent pond"), text("A frog jumps in.")],
     );
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t { goal="Write a haiku"
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -460,8 +448,7 @@ fn write_then_check() -> Vec<Turn> {
 #[test]
 fn full_fidelity_continues_the_conversation_of_the_thread() {
     let server = scripted(Provider::Anthropic, write_then_check());
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(&FULL_FLOW.replace("THREAD", "main"));
     assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(out["context"]["response.check"], "The notes look right.");
@@ -487,8 +474,7 @@ fn full_fidelity_continues_the_conversation_of_the_thread() {
 #[test]
 fn a_different_thread_starts_a_fresh_conversation_with_a_summary() {
     let server = scripted(Provider::Anthropic, write_then_check());
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(&FULL_FLOW.replace("THREAD", "review"));
     assert_eq!(code, 0, "{err}\n{out}");
     let reqs = server.requests();
@@ -517,8 +503,7 @@ fn a_failed_call_drops_the_thread_and_the_retry_starts_over() {
             Ok(text("Second answer")),
         ],
     );
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t { default_fidelity="full"; default_thread="main"
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -570,8 +555,7 @@ fn reasoning_effort_defaults_to_high_on_the_wire() {
 
     // Anthropic: high effort is a thinking budget of three quarters of max_tokens.
     let server = scripted(Provider::Anthropic, vec![text("Hello")]);
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(PROMPT_FLOW);
     assert_eq!(code, 0, "{err}\n{out}");
     let body = &server.requests()[0].body;
@@ -623,8 +607,7 @@ fn custom_schemas_store_the_object_at_output_node_id_for_every_provider() {
                 text("All good.\n{\"ok\": true}"),
             ],
         );
-        let env = Env::new(p, &server);
-        env.set_key(p.key_names()[0], "test-key");
+        let env = Env::keyed(p, &server);
         let dir = env.work.parent().unwrap_or(Path::new(".")).join("schemas");
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(dir.join("report.json"), REPORT_SCHEMA).expect("schema");
@@ -679,8 +662,7 @@ fn a_routing_reply_routes_and_updates_the_context_for_every_provider() {
     ] {
         let answer = "I reviewed it.\n{\"outcome\": \"succeeded\", \"preferred_next_label\": \"Ship\", \"context_updates\": {\"review.score\": 9}}";
         let server = scripted_any(p, vec![text(answer)]);
-        let env = Env::new(p, &server);
-        env.set_key(p.key_names()[0], "test-key");
+        let env = Env::keyed(p, &server);
         let (code, out, err) = env.run(&format!(
             r#"digraph t {{
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -716,8 +698,7 @@ fn two_repair_turns_continue_one_conversation_and_bill_every_call() {
             text("{\"summary\": \"fine\", \"risk\": 2}"),
         ],
     );
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let schema = r#"{\"type\": \"object\", \"required\": [\"summary\", \"risk\"], \"properties\": {\"summary\": {\"type\": \"string\"}, \"risk\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 5}}}"#;
     let (code, out, err) = env.run(&format!(
         r#"digraph t {{
@@ -749,8 +730,7 @@ fn two_repair_turns_continue_one_conversation_and_bill_every_call() {
 #[test]
 fn output_retries_zero_fails_an_llm_stage_on_the_first_invalid_reply() {
     let server = scripted(Provider::Anthropic, vec![text("{\"ok\": \"yes\"}")]);
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -777,8 +757,7 @@ fn agent_stage_usage_separates_tool_time_from_inference_time() {
             text("Slept."),
         ],
     );
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -944,8 +923,7 @@ fn streamed_text_is_recorded_as_deltas_that_add_up_to_each_message() {
                 text(&long),
             ],
         );
-        let env = Env::new(provider, &server);
-        env.set_key(provider.key_names()[0], "test-key");
+        let env = Env::keyed(provider, &server);
         let (code, out, err) = env.run(&format!(
             r#"digraph t {{
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -980,8 +958,7 @@ fn streamed_text_is_recorded_as_deltas_that_add_up_to_each_message() {
 #[test]
 fn a_streamed_prompt_reply_is_recorded_as_deltas() {
     let server = scripted(Provider::Anthropic, vec![text("Hello from the stream")]);
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(PROMPT_FLOW);
     assert_eq!(code, 0, "{err}\n{out}");
     let events = env.events(out["run_id"].as_str().unwrap_or(""));
@@ -1012,8 +989,7 @@ fn an_agent_that_calls_tools_forever_stops_at_max_turns_partially_succeeded() {
         )]);
         reply(Provider::Anthropic, &turn, Usage::default(), streamed(r))
     });
-    let env = Env::new(Provider::Anthropic, &server);
-    env.set_key("ANTHROPIC_API_KEY", "test-key");
+    let env = Env::keyed(Provider::Anthropic, &server);
     let (code, out, err) = env.run(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]

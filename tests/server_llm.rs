@@ -12,6 +12,15 @@ use serde_json::{json, Value};
 use server_support::*;
 use svc::llm::{Provider, Usage};
 
+/// The usage every scripted turn reports unless a test needs its own.
+const SMALL: Usage = Usage {
+    input: 10,
+    output: 5,
+    reasoning: 0,
+    cache_read: 0,
+    cache_write: 0,
+};
+
 /// Stores a provider key in the server's vault with `svc secrets set`, as a user would.
 fn store_key(s: &Server, name: &str, value: &str) {
     let o = std::process::Command::new(bin())
@@ -50,18 +59,7 @@ fn run_to_end(s: &Server, dot: &str) -> String {
 
 #[test]
 fn server_runs_prompt_stages_with_vault_keys() {
-    let llm = ScriptedServer::start_with(|n, r: &Recorded| {
-        let stream = r.body["stream"].as_bool().unwrap_or(false);
-        let usage = Usage {
-            input: 10,
-            output: 5,
-            ..Usage::default()
-        };
-        match n {
-            0 => reply(Provider::Anthropic, &text("served answer"), usage, stream),
-            _ => llm_common::Reply::error(500, json!({"error": {"message": "exhausted"}})),
-        }
-    });
+    let llm = ScriptedServer::turns(Provider::Anthropic, vec![text("served answer")], SMALL);
     let s = served(&llm);
 
     let dot = r#"digraph p {
@@ -145,34 +143,19 @@ const AGENT_FLOW: &str = r#"digraph steer {
 fn steering_reaches_the_running_agent_before_its_next_model_call() {
     // Turn 1 runs a shell command that waits for a flag file the test creates once it has
     // steered, so the agent is certainly running when the guidance arrives.
-    let llm = ScriptedServer::start_with(|n, r: &Recorded| {
-        let stream = r.body["stream"].as_bool().unwrap_or(false);
-        let usage = Usage {
-            input: 10,
-            output: 5,
-            ..Usage::default()
-        };
-        match n {
-            0 => reply(
-                Provider::Anthropic,
-                &tools(&[(
-                    "t1",
-                    "shell",
-                    json!({"command": "i=0; while [ ! -f go.flag ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; echo released",
-                           "timeout_ms": 180000}),
-                )]),
-                usage,
-                stream,
-            ),
-            1 => reply(
-                Provider::Anthropic,
-                &text("Fixed, as guided."),
-                usage,
-                stream,
-            ),
-            _ => llm_common::Reply::error(500, json!({"error": {"message": "exhausted"}})),
-        }
-    });
+    let llm = ScriptedServer::turns(
+        Provider::Anthropic,
+        vec![
+            tools(&[(
+                "t1",
+                "shell",
+                json!({"command": "i=0; while [ ! -f go.flag ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; echo released",
+                       "timeout_ms": 180000}),
+            )]),
+            text("Fixed, as guided."),
+        ],
+        SMALL,
+    );
     let s = served(&llm);
     let id = create(&s, AGENT_FLOW);
     start(&s, &id);

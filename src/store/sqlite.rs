@@ -252,6 +252,14 @@ fn load_row(conn: &Connection, run_id: &str) -> Result<Option<RunRow>, StoreErro
     }
 }
 
+/// The run's committed `last_seq`, `None` when it has no row: what a cached row is checked
+/// against.
+fn last_seq_on_file(conn: &Connection, run_id: &str) -> Result<Option<u64>, StoreError> {
+    conn.prepare_cached("SELECT last_seq FROM runs WHERE id = ?1")
+        .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
+        .map_err(StoreError::db("reading a run", run_id))
+}
+
 fn tombstone_of(conn: &Connection, run_id: &str) -> Result<Option<String>, StoreError> {
     conn.prepare_cached("SELECT deleted_at FROM tombstones WHERE run_id = ?1")
         .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
@@ -847,12 +855,7 @@ impl RunStore for SqliteStore {
         let w = &mut *guard;
         // The row as the file has it now: the cached one unless another process moved it on.
         let cached = w.take_row(run_id)?;
-        let on_file: Option<u64> = w
-            .conn
-            .prepare_cached("SELECT last_seq FROM runs WHERE id = ?1")
-            .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
-            .map_err(StoreError::db("reading a run", run_id))?;
-        let row = match on_file {
+        let row = match last_seq_on_file(&w.conn, run_id)? {
             None => return Err(missing(&w.conn, run_id)),
             Some(seq) if seq == cached.last_seq => cached,
             Some(_) => load_row(&w.conn, run_id)?.ok_or_else(|| missing(&w.conn, run_id))?,
@@ -866,11 +869,7 @@ impl RunStore for SqliteStore {
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         self.with_reader(|conn| {
-            let last_seq: Option<u64> = conn
-                .prepare_cached("SELECT last_seq FROM runs WHERE id = ?1")
-                .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
-                .map_err(StoreError::db("reading a run", run_id))?;
-            let Some(last_seq) = last_seq else {
+            let Some(last_seq) = last_seq_on_file(conn, run_id)? else {
                 return Ok(None);
             };
             if let Some(row) = self.rows.get_at(run_id, last_seq) {

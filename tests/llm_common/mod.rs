@@ -504,6 +504,25 @@ fn chat(turn: &Turn, u: Usage, stream: bool) -> Reply {
 }
 
 /// A client for `provider` pointed at the scripted server, with fast retries.
+/// Whether the client asked for a stream (Gemini says so in the URL, the others in the body).
+pub fn streamed(r: &Recorded) -> bool {
+    r.body["stream"].as_bool().unwrap_or(false) || r.url.contains(":streamGenerateContent")
+}
+
+impl ScriptedServer {
+    /// A server answering with `turns` in order, each reporting `usage`, in `provider`'s
+    /// format (streamed when asked); a request past the script gets a 500.
+    pub fn turns(provider: Provider, turns: Vec<Turn>, usage: Usage) -> ScriptedServer {
+        ScriptedServer::start_with(move |n, r: &Recorded| match turns.get(n) {
+            Some(t) => reply(provider, t, usage, streamed(r)),
+            None => Reply::error(
+                500,
+                serde_json::json!({"error": {"message": "scripted server: script exhausted"}}),
+            ),
+        })
+    }
+}
+
 pub fn client(provider: Provider, server: &ScriptedServer) -> svc::llm::LlmClient {
     let creds =
         svc::llm::StaticCredentials::new().with(provider.key_names()[0], &test_key(provider));
