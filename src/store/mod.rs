@@ -31,12 +31,13 @@ mod queue;
 mod rowcache;
 mod schema;
 mod sqlite;
+mod walbuf;
 
 pub use activation::{
     unpack_backup, ActivationOptions, ActivationReport, IntegrityMode, LegacyReport, BACKUP_FILE,
     LEGACY_DIR, QUICK_CHECK_MAX_BYTES,
 };
-pub use clock::{format_millis, is_canonical_ulid, new_ulid, now};
+pub use clock::{civil_from_days, format_millis, is_canonical_ulid, new_ulid, now};
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
 pub use hub::{Hub, Published, Subscription};

@@ -1,20 +1,20 @@
 //! The ids of queued and slot-holding runs, in memory, for counting them.
 //!
 //! Owns: for each status in [`TRACKED`] (`runnable`, and the statuses that hold a scheduler
-//! slot), the sorted set of run ids the SQLite store's writer has seen in it. The writer keeps
-//! it current under its lock (it knows every status change it commits) and re-reads it from
-//! the database at most every [`RELOAD_AFTER`], so a change another process made shows within
-//! that time. SQLite counts an index range by visiting every entry: with a thousand runs
-//! queued, a run's `queue_position` cost ~100 µs per request and the scheduler counted its
-//! slot holders with a read transaction on every wake; here both are a walk in memory.
+//! slot), the sorted ids of the runs the SQLite store has seen in it. The store's writer
+//! notes every status change it commits (under its lock, so in commit order); the sets are
+//! re-read from the database only when another connection (another process) has committed
+//! since, checked at most every [`RECHECK_AFTER`]. SQLite counts an index range by visiting
+//! every entry: with a thousand runs queued, a run's `queue_position` cost ~100 µs per
+//! request. Here a position is a binary search and a count is a length, under a lock of its
+//! own (counting used to take the writer's lock, and serialised with every commit).
 //! Must not touch: SQL (the store hands it the rows it reads) or scheduling decisions.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// How stale the sets may get before the store re-reads them from the database.
-pub(crate) const RELOAD_AFTER: Duration = Duration::from_secs(1);
+/// How often the store asks SQLite whether another connection changed the database.
+pub(crate) const RECHECK_AFTER: Duration = Duration::from_secs(1);
 
 /// The statuses counted in memory: the queue and the slot holders (few runs at any time,
 /// unlike `submitted` or the terminal statuses).
@@ -24,8 +24,12 @@ pub(crate) const TRACKED: [&str; 6] = [
 
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
-    ids: BTreeMap<&'static str, BTreeSet<String>>,
-    loaded_at: Option<Instant>,
+    /// Sorted ids per status. Runs join at the back (ULIDs grow) and leave at the front
+    /// (the scheduler takes the oldest), both O(1) in a deque.
+    ids: BTreeMap<&'static str, VecDeque<String>>,
+    /// When the database's `data_version` was last compared, and its value at the last load.
+    checked_at: Option<Instant>,
+    version: Option<i64>,
 }
 
 /// The tracked name equal to `status`, if it is tracked.
@@ -39,39 +43,64 @@ impl Queue {
         !statuses.is_empty() && statuses.iter().all(|s| tracked(s).is_some())
     }
 
-    /// True when the sets must be (re)read from the database before use.
-    pub(crate) fn stale(&self) -> bool {
-        self.loaded_at.is_none_or(|t| t.elapsed() >= RELOAD_AFTER)
+    /// True when the database must be asked whether others changed it before a count.
+    pub(crate) fn due(&self) -> bool {
+        self.checked_at.is_none_or(|t| t.elapsed() >= RECHECK_AFTER)
     }
 
-    /// Replaces the sets with `(id, status)` rows read from the database.
-    pub(crate) fn reload(&mut self, rows: impl IntoIterator<Item = (String, String)>) {
+    /// True when the sets reflect the database at `data_version` `version`; records the check.
+    pub(crate) fn current_at(&mut self, version: i64) -> bool {
+        self.checked_at = Some(Instant::now());
+        self.version == Some(version)
+    }
+
+    /// Replaces the sets with `(id, status)` rows read from the database at `version`.
+    pub(crate) fn reload(
+        &mut self,
+        rows: impl IntoIterator<Item = (String, String)>,
+        version: i64,
+    ) {
         self.ids.clear();
         for (id, status) in rows {
             if let Some(t) = tracked(&status) {
-                self.ids.entry(t).or_default().insert(id);
+                self.ids.entry(t).or_default().push_back(id);
             }
         }
-        self.loaded_at = Some(Instant::now());
+        for set in self.ids.values_mut() {
+            set.make_contiguous().sort_unstable();
+        }
+        self.checked_at = Some(Instant::now());
+        self.version = Some(version);
     }
 
     /// Records a committed status change of `run_id` (`None`: the run is gone).
     pub(crate) fn note(&mut self, run_id: &str, status: Option<&str>) {
-        for set in self.ids.values_mut() {
-            set.remove(run_id);
+        let into = status.and_then(tracked);
+        for (name, set) in self.ids.iter_mut() {
+            if Some(*name) == into {
+                continue;
+            }
+            if let Ok(i) = set.binary_search_by(|id| id.as_str().cmp(run_id)) {
+                set.remove(i);
+            }
         }
-        if let Some(t) = status.and_then(tracked) {
-            self.ids.entry(t).or_default().insert(run_id.to_string());
+        if let Some(t) = into {
+            let set = self.ids.entry(t).or_default();
+            if let Err(i) = set.binary_search_by(|id| id.as_str().cmp(run_id)) {
+                set.insert(i, run_id.to_string());
+            }
         }
     }
 
     /// Runs in any of `statuses` whose id sorts before `below` (all of them for `None`).
     pub(crate) fn count(&self, statuses: &[String], below: Option<&str>) -> usize {
-        let upper = below.map_or(Bound::Unbounded, Bound::Excluded);
         statuses
             .iter()
             .filter_map(|s| self.ids.get(s.as_str()))
-            .map(|set| set.range::<str, _>((Bound::Unbounded, upper)).count())
+            .map(|set| match below {
+                None => set.len(),
+                Some(b) => set.partition_point(|id| id.as_str() < b),
+            })
             .sum()
     }
 }
@@ -87,16 +116,23 @@ mod tests {
     #[test]
     fn counts_by_status_and_id_and_follows_notes() {
         let mut q = Queue::default();
-        assert!(q.stale());
-        q.reload([
-            ("B".to_string(), "runnable".to_string()),
-            ("D".to_string(), "runnable".to_string()),
-            ("E".to_string(), "succeeded".to_string()),
-        ]);
-        assert!(!q.stale());
+        assert!(q.due());
+        assert!(!q.current_at(7), "never loaded");
+        q.reload(
+            [
+                ("D".to_string(), "runnable".to_string()),
+                ("B".to_string(), "runnable".to_string()),
+                ("E".to_string(), "succeeded".to_string()),
+            ],
+            7,
+        );
+        assert!(!q.due());
+        assert!(q.current_at(7));
+        assert!(!q.current_at(8), "another connection committed");
         q.note("A", Some("runnable"));
         q.note("C", Some("runnable"));
         q.note("D", Some("starting"));
+        q.note("C", Some("runnable"));
         let runnable = names(&["runnable"]);
         assert_eq!(q.count(&runnable, None), 3);
         assert_eq!(q.count(&runnable, Some("C")), 2);

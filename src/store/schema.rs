@@ -101,15 +101,16 @@ fn ctx<T>(what: &'static str, r: rusqlite::Result<T>) -> Result<T, SchemaError> 
 
 /// Opens the writer connection: creates the file if needed, WAL, pragmas.
 pub(crate) fn open_writer(path: &Path) -> Result<Connection, SchemaError> {
-    let conn = ctx(
-        "opening",
-        Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        ),
-    )?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    // The writer gathers each commit's WAL frames into one write (`walbuf.rs`).
+    let opened = if super::walbuf::register() {
+        Connection::open_with_flags_and_vfs(path, flags, super::walbuf::VFS_NAME)
+    } else {
+        Connection::open_with_flags(path, flags)
+    };
+    let conn = ctx("opening", opened)?;
     ctx("setting busy_timeout", conn.busy_timeout(BUSY_TIMEOUT))?;
     ctx("fixing query plans", stable_plans(&conn))?;
     let mode: String = ctx(

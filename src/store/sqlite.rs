@@ -48,6 +48,8 @@ pub struct SqliteStore {
     writer: Mutex<Writer>,
     readers: Mutex<Vec<Connection>>,
     rows: Arc<RowCache>,
+    /// Queued and slot-holding run ids, noted by the writer under its lock (see `queue.rs`).
+    queue: Mutex<Queue>,
     hub: Hub,
     _checkpointer: Option<Checkpointer>,
     pub(crate) report: Option<ActivationReport>,
@@ -113,8 +115,6 @@ struct Writer {
     /// The same cache as the store's: the writer takes a row out while it folds an event
     /// onto it and puts the committed result back.
     cache: Arc<RowCache>,
-    /// Runnable run ids, for queue positions (see `queue.rs`).
-    queue: Queue,
 }
 
 /// The mutable part of a row, as stored in `runs.state`.
@@ -400,8 +400,8 @@ impl SqliteStore {
             writer: Mutex::new(Writer {
                 conn,
                 cache: Arc::clone(&rows),
-                queue: Queue::default(),
             }),
+            queue: Mutex::new(Queue::default()),
             readers: Mutex::new(Vec::new()),
             rows,
             hub: Hub::new(),
@@ -448,7 +448,7 @@ impl SqliteStore {
                 status_changed,
             )? {
                 if status_changed {
-                    w.queue.note(run_id, Some(row.status.name()));
+                    self.queue.lock().note(run_id, Some(row.status.name()));
                 }
                 w.keep_row(row);
                 return Ok(self.publish(event, payload));
@@ -460,28 +460,35 @@ impl SqliteStore {
         ))
     }
 
-    /// Queued or slot-holding runs in `statuses` (created before `below`), from the writer's
-    /// in-memory sets (`queue.rs`).
+    /// Queued or slot-holding runs in `statuses` (created before `below`), from the in-memory
+    /// sets (`queue.rs`); they are re-read when another connection has changed the database.
     fn count_tracked(&self, statuses: &[String], below: Option<&str>) -> Result<usize, StoreError> {
-        let mut guard = self.writer.lock();
-        let w = &mut *guard;
-        if w.queue.stale() {
-            let marks = vec!["?"; super::queue::TRACKED.len()].join(", ");
-            let rows = w
+        if self.queue.lock().due() {
+            // Under the writer's lock no note can land between the read and the reload.
+            let w = self.writer.lock();
+            let version: i64 = w
                 .conn
-                .prepare_cached(&format!(
-                    "SELECT id, status FROM runs WHERE status IN ({marks})"
-                ))
-                .and_then(|mut st| {
-                    st.query_map(rusqlite::params_from_iter(super::queue::TRACKED), |r| {
-                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                .query_row("PRAGMA data_version", [], |r| r.get(0))
+                .map_err(StoreError::db_global("reading the data version"))?;
+            let mut q = self.queue.lock();
+            if q.due() && !q.current_at(version) {
+                let marks = vec!["?"; super::queue::TRACKED.len()].join(", ");
+                let rows = w
+                    .conn
+                    .prepare_cached(&format!(
+                        "SELECT id, status FROM runs WHERE status IN ({marks})"
+                    ))
+                    .and_then(|mut st| {
+                        st.query_map(rusqlite::params_from_iter(super::queue::TRACKED), |r| {
+                            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                        })
+                        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
                     })
-                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                })
-                .map_err(StoreError::db_global("reading the queue"))?;
-            w.queue.reload(rows);
+                    .map_err(StoreError::db_global("reading the queue"))?;
+                q.reload(rows, version);
+            }
         }
-        Ok(w.queue.count(statuses, below))
+        Ok(self.queue.lock().count(statuses, below))
     }
 
     fn with_reader<T>(
@@ -768,6 +775,50 @@ impl SqliteStore {
         Ok(true)
     }
 
+    /// `append_decided` inside its transaction: the row as the file has it, the decision,
+    /// and each event written. Returns the folded row, the events with their stored JSON, and
+    /// whether the status (or archive flag) changed.
+    #[allow(clippy::type_complexity)]
+    fn decide_and_write(
+        w: &mut Writer,
+        run_id: &str,
+        decide: &mut dyn FnMut(&RunRow) -> Vec<EventDraft>,
+    ) -> Result<(RunRow, Vec<(Event, String)>, bool), StoreError> {
+        // The cached row unless another process moved the run on.
+        let cached = w.take_row(run_id)?;
+        let mut row = match last_seq_on_file(&w.conn, run_id)? {
+            None => return Err(missing(&w.conn, run_id)),
+            Some(seq) if seq == cached.last_seq => cached,
+            Some(_) => load_row(&w.conn, run_id)?.ok_or_else(|| missing(&w.conn, run_id))?,
+        };
+        let drafts = decide(&row);
+        for d in &drafts {
+            prep::check_draft(run_id, d)?;
+        }
+        let first = (row.status.name().to_string(), row.archived);
+        let mut minted = Vec::with_capacity(drafts.len());
+        for draft in drafts {
+            let prev_seq = row.last_seq;
+            let before = (row.status.name().to_string(), row.archived);
+            let event = prep::mint(run_id, prev_seq + 1, draft);
+            let payload = prep::encode(&event)?;
+            row = fold(row, &event);
+            let state = encode_state(&row)?;
+            let changed = before != (row.status.name().to_string(), row.archived);
+            // The write lock is held since the read above, so the row cannot have moved.
+            if !Self::append_statements(&w.conn, &event, &payload, &row, &state, prev_seq, changed)?
+            {
+                return Err(corrupt(
+                    run_id,
+                    "its row changed inside a write transaction".into(),
+                ));
+            }
+            minted.push((event, payload));
+        }
+        let changed = first != (row.status.name().to_string(), row.archived);
+        Ok((row, minted, changed))
+    }
+
     /// Hands a committed event (and its stored JSON text) to the hub's subscribers.
     fn publish(&self, event: Event, payload: String) -> Event {
         if !self.hub.has_listeners(&event.run_id) {
@@ -812,6 +863,8 @@ impl RunStore for SqliteStore {
         let run_id_owned = row.id.clone();
         let run_id = run_id_owned.as_str();
         let err = StoreError::db("creating a run", run_id);
+        // Cloned before the lock: the writer's lock is the store's one serial section.
+        let kept = row.clone();
         let mut guard = self.writer.lock();
         let w = &mut *guard;
         let tx = w
@@ -835,7 +888,7 @@ impl RunStore for SqliteStore {
             "creating a run",
         )?;
         tx.commit().map_err(&err)?;
-        w.keep_row(row.clone());
+        w.keep_row(kept);
         self.publish(event, payload);
         Ok(row)
     }
@@ -853,18 +906,38 @@ impl RunStore for SqliteStore {
     ) -> Result<(RunRow, Vec<Event>), StoreError> {
         let mut guard = self.writer.lock();
         let w = &mut *guard;
-        // The row as the file has it now: the cached one unless another process moved it on.
-        let cached = w.take_row(run_id)?;
-        let row = match last_seq_on_file(&w.conn, run_id)? {
-            None => return Err(missing(&w.conn, run_id)),
-            Some(seq) if seq == cached.last_seq => cached,
-            Some(_) => load_row(&w.conn, run_id)?.ok_or_else(|| missing(&w.conn, run_id))?,
+        let err = StoreError::db("appending an event", run_id);
+        // One write transaction: the row is read, the decision made and its events written
+        // atomically (a crash never keeps half of a plan), with one lock round.
+        w.conn
+            .prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut st| st.execute([]))
+            .map_err(&err)?;
+        let written = Self::decide_and_write(w, run_id, decide).and_then(|done| {
+            w.conn
+                .prepare_cached("COMMIT")
+                .and_then(|mut st| st.execute([]))
+                .map_err(&err)?;
+            Ok(done)
+        });
+        let (row, minted, status_changed) = match written {
+            Ok(done) => done,
+            Err(e) => {
+                if !w.conn.is_autocommit() {
+                    let _ = w.conn.execute_batch("ROLLBACK");
+                }
+                return Err(e);
+            }
         };
-        let drafts = decide(&row);
+        if status_changed {
+            self.queue.lock().note(run_id, Some(row.status.name()));
+        }
         w.keep_row(row.clone());
-        prep::append_all(run_id, row, drafts, |d| {
-            self.append_locked(&mut guard, run_id, d)
-        })
+        let events = minted
+            .into_iter()
+            .map(|(event, payload)| self.publish(event, payload))
+            .collect();
+        Ok((row, events))
     }
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
@@ -989,7 +1062,7 @@ impl RunStore for SqliteStore {
         )
         .map_err(&err)?;
         tx.commit().map_err(&err)?;
-        w.queue.note(run_id, None);
+        self.queue.lock().note(run_id, None);
         self.hub.close_run(run_id);
         Ok(())
     }
@@ -1048,7 +1121,7 @@ impl RunStore for SqliteStore {
             )?;
         }
         tx.commit().map_err(&err)?;
-        w.queue.note(run_id, Some(row.status.name()));
+        self.queue.lock().note(run_id, Some(row.status.name()));
         Ok(ImportOutcome::Imported)
     }
 
@@ -1252,6 +1325,13 @@ mod tests {
                 .unwrap(),
             1
         );
+        // A change another connection commits shows here within the recheck interval.
+        fresh
+            .append(&ids[1], EventDraft::new("run.starting", json!({})))
+            .unwrap();
+        std::thread::sleep(super::super::queue::RECHECK_AFTER + Duration::from_millis(100));
+        assert_eq!(runnable(None), 1);
+        assert_eq!(runnable(Some(&ids[2])), 0);
     }
 
     #[test]
