@@ -113,6 +113,11 @@ impl Reply {
         Reply::Full(json_response(status, value))
     }
 
+    /// A JSON response serialised from any `Serialize` value (no `Value` tree in between).
+    pub fn json_of(status: u16, value: &impl serde::Serialize) -> Reply {
+        Reply::Full(json_response(status, value))
+    }
+
     pub fn empty(status: u16) -> Reply {
         Reply::Full(rouille::Response {
             status_code: status,
@@ -139,7 +144,7 @@ impl Reply {
 }
 
 /// A JSON response with `content-type: application/json`.
-pub fn json_response(status: u16, value: &serde_json::Value) -> rouille::Response {
+pub fn json_response(status: u16, value: &impl serde::Serialize) -> rouille::Response {
     let body = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
     rouille::Response {
         status_code: status,
@@ -691,8 +696,9 @@ fn serve_one(handler: &dyn Handler, mut rq: tiny_http::Request, opts: &HttpOptio
     }
     match reply {
         Reply::Full(resp) => {
-            let r = to_tiny(resp, &request_id, unread.is_some());
-            if let Err(e) = rq.respond(r) {
+            let head_only = method.eq_ignore_ascii_case("HEAD");
+            let close = unread.is_some() || wants_close(&rq, http10);
+            if let Err(e) = respond_whole(rq, resp, &request_id, head_only, close) {
                 log::debug!("{request_id}: client went away: {e}");
             }
         }
@@ -717,13 +723,18 @@ fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
     tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
 }
 
-fn to_tiny(
-    resp: rouille::Response,
+fn to_tiny_parts(
+    status: u16,
+    resp_headers: &[(
+        std::borrow::Cow<'static, str>,
+        std::borrow::Cow<'static, str>,
+    )],
+    reader: Box<dyn Read + Send>,
+    size: Option<usize>,
     request_id: &str,
     close: bool,
 ) -> tiny_http::Response<Box<dyn Read + Send>> {
-    let mut headers: Vec<tiny_http::Header> = resp
-        .headers
+    let mut headers: Vec<tiny_http::Header> = resp_headers
         .iter()
         .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
         .filter_map(|(k, v)| header(k, v))
@@ -732,13 +743,136 @@ fn to_tiny(
     if close {
         headers.extend(header("Connection", "close"));
     }
-    let (reader, size) = resp.data.into_reader_and_size();
-    tiny_http::Response::new(
-        tiny_http::StatusCode(resp.status_code),
-        headers,
-        reader,
-        size,
-        None,
+    tiny_http::Response::new(tiny_http::StatusCode(status), headers, reader, size, None)
+}
+
+/// Bodies up to this size are answered in one `send`; larger ones (or bodies of unknown size)
+/// are streamed by tiny_http.
+const WHOLE_MAX: usize = 256 * 1024;
+
+/// True when the connection ends after this response: the client asked for it, or spoke
+/// HTTP/1.0 without keep-alive (tiny_http then stops reading the connection).
+fn wants_close(rq: &tiny_http::Request, http10: bool) -> bool {
+    let conn = rq
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Connection"))
+        .map(|h| h.value.as_str().to_ascii_lowercase());
+    match conn {
+        Some(v) if v.contains("close") => true,
+        Some(v) => http10 && !v.contains("keep-alive"),
+        None => http10,
+    }
+}
+
+/// Writes the status line, headers and body with one `write` on the connection.
+///
+/// Why: tiny_http prints the head into its 1 KiB connection buffer and then copies the
+/// body; a body larger than that buffer (a Run is about 1 KiB) left as two `send`s, and the
+/// client woke up twice. Taking the writer keeps the connection's order and keep-alive (the
+/// writer signals the connection's next request when dropped, as `respond` does).
+fn respond_whole(
+    rq: tiny_http::Request,
+    resp: rouille::Response,
+    request_id: &str,
+    head_only: bool,
+    close: bool,
+) -> io::Result<()> {
+    let status = resp.status_code;
+    let (mut reader, size) = resp.data.into_reader_and_size();
+    if size.is_none_or(|n| n > WHOLE_MAX) {
+        let r = to_tiny_parts(status, &resp.headers, reader, size, request_id, close);
+        return rq.respond(r);
+    }
+    let mut body = Vec::with_capacity(size.unwrap_or(0));
+    reader.read_to_end(&mut body)?;
+    let version = if rq.http_version() == &tiny_http::HTTPVersion(1, 0) {
+        "1.0"
+    } else {
+        "1.1"
+    };
+    let mut out = Vec::with_capacity(256 + body.len());
+    write_head(&mut out, version, status, &resp.headers, request_id, close);
+    // 1xx, 204 and 304 carry no body; HEAD gets the length without it.
+    let bodiless = matches!(status, 100..=199 | 204 | 304);
+    if !bodiless {
+        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    if !bodiless && !head_only {
+        out.extend_from_slice(&body);
+    }
+    let mut w = rq.into_writer();
+    w.write_all(&out)?;
+    w.flush()
+}
+
+/// The status line and headers (without `Content-Length` and the blank line) of a response.
+fn write_head(
+    out: &mut Vec<u8>,
+    version: &str,
+    status: u16,
+    headers: &[(
+        std::borrow::Cow<'static, str>,
+        std::borrow::Cow<'static, str>,
+    )],
+    request_id: &str,
+    close: bool,
+) {
+    use std::io::Write as _;
+    let _ = write!(
+        out,
+        "HTTP/{version} {status} {}\r\nServer: svc\r\nDate: {}\r\nx-request-id: {request_id}\r\n",
+        super::error::reason_phrase(status),
+        http_date()
+    );
+    for (k, v) in headers {
+        let clean = !k.contains(['\r', '\n']) && !v.contains(['\r', '\n']);
+        if clean && !k.eq_ignore_ascii_case("content-length") {
+            let _ = write!(out, "{k}: {v}\r\n");
+        }
+    }
+    if close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+}
+
+/// The current time as an HTTP date (`Sun, 22 Nov 2026 01:10:00 GMT`), formatted once per
+/// second per thread.
+fn http_date() -> String {
+    use std::cell::RefCell;
+    thread_local! {
+        static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            *c = (secs, format_http_date(secs));
+        }
+        c.1.clone()
+    })
+}
+
+/// IMF-fixdate (RFC 9110 section 5.6.7) of `secs` since the Unix epoch.
+fn format_http_date(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = (secs / 86_400) as i64;
+    let sod = secs % 86_400;
+    let (y, m, d) = crate::store::civil_from_days(days);
+    format!(
+        "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
     )
 }
 
@@ -943,6 +1077,19 @@ mod tests {
     }
 
     #[test]
+    fn http_dates_are_imf_fixdate() {
+        assert_eq!(format_http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(
+            format_http_date(951_782_400),
+            "Tue, 29 Feb 2000 00:00:00 GMT"
+        );
+        assert_eq!(
+            format_http_date(1_795_308_600),
+            "Sun, 22 Nov 2026 00:50:00 GMT"
+        );
+    }
+
+    #[test]
     fn query_decoding() {
         let q = parse_query("page%5Blimit%5D=5&page[offset]=10&x=a+b%21&flag");
         assert_eq!(
@@ -965,6 +1112,101 @@ mod tests {
                 panic!("boom at {}", inc.path);
             }
             Reply::json(200, &serde_json::json!({"ok": true}))
+        }
+    }
+
+    /// Answers `/N` with N bytes of `x`.
+    struct Sized;
+
+    impl Handler for Sized {
+        fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+            let n: usize = inc.path[1..].parse().unwrap_or(0);
+            Reply::Full(rouille::Response::text("x".repeat(n)))
+        }
+    }
+
+    /// Reads one response (status, head, body) by its Content-Length; `head_only` for HEAD.
+    fn read_response(
+        r: &mut std::io::BufReader<std::net::TcpStream>,
+        head_only: bool,
+    ) -> (u16, String, Vec<u8>) {
+        use std::io::BufRead;
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            assert!(
+                r.read_line(&mut line).unwrap() > 0,
+                "connection closed early"
+            );
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0);
+        let mut body = vec![0; if head_only { 0 } else { len }];
+        r.read_exact(&mut body).unwrap();
+        (head[9..12].parse().unwrap(), head, body)
+    }
+
+    #[test]
+    fn keep_alive_serves_small_large_and_head_responses_in_order() {
+        let opts = HttpOptions::default();
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Sized), opts).unwrap();
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let mut r = std::io::BufReader::new(s);
+        // Pipelined: all requests written before any response is read.
+        for (method, n) in [
+            ("GET", 10),
+            ("GET", 5000),
+            ("HEAD", 7000),
+            ("GET", 200_000),
+            ("GET", 3),
+        ] {
+            write!(w, "{method} /{n} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        }
+        for (head_only, n) in [
+            (false, 10),
+            (false, 5000),
+            (true, 7000),
+            (false, 200_000),
+            (false, 3),
+        ] {
+            let (status, head, body) = read_response(&mut r, head_only);
+            assert_eq!(status, 200);
+            assert!(head.contains(&format!("Content-Length: {n}")), "{head}");
+            assert!(head.contains("x-request-id: "), "{head}");
+            assert!(head.contains(" GMT\r\n"), "a Date header: {head}");
+            assert!(!head.contains("Connection: close"), "{head}");
+            assert_eq!(body.len(), if head_only { 0 } else { n });
+            assert!(body.iter().all(|b| *b == b'x'));
+        }
+    }
+
+    #[test]
+    fn http10_and_connection_close_end_the_connection_after_the_response() {
+        let opts = HttpOptions::default();
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Sized), opts).unwrap();
+        for req in [
+            "GET /2000 HTTP/1.0\r\n\r\n",
+            "GET /2000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ] {
+            let mut s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            let mut out = Vec::new();
+            s.read_to_end(&mut out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert!(head.contains("Connection: close"), "{head}");
+            assert_eq!(body.len(), 2000);
         }
     }
 

@@ -172,6 +172,17 @@ impl Runs {
         let _ = self.wake_tx.try_send(());
     }
 
+    /// Wakes the scheduler unless every slot is held. Why that is enough: a promotion needs
+    /// a free slot, and whatever frees one (a run ending, a delete, a cancel before the run
+    /// started, a higher limit) wakes the scheduler itself after its commit. Skipping the wake
+    /// spares a thread switch and a gate acquisition on every start while the slots are full.
+    fn wake_if_slot_free(&self) {
+        let max = self.settings.get().server.scheduler.max_concurrent_runs;
+        if self.slot_holders().map_or(true, |held| held < max) {
+            self.wake();
+        }
+    }
+
     fn scheduler_loop(self: Arc<Self>) {
         loop {
             crossbeam_channel::select! {
@@ -357,7 +368,7 @@ impl Runs {
             }
         }
         if plan.wake {
-            self.wake();
+            self.wake_if_slot_free();
         }
         Ok(row)
     }
@@ -379,9 +390,8 @@ impl Runs {
         Some(ahead + 1)
     }
 
-    /// The full Run JSON of `row`.
-    pub fn run_json(&self, row: &RunRow) -> Value {
-        let created = Value::Object(row.created_meta.clone());
+    /// The queue position and children count a Run view shows.
+    fn view_counts(&self, row: &RunRow) -> (Option<usize>, usize) {
         // Children are made by a run's own stages: one that never started has none.
         let children = if row.started_at.is_none() {
             0
@@ -393,12 +403,28 @@ impl Runs {
                 })
                 .unwrap_or(0)
         };
+        (self.queue_position(row), children)
+    }
+
+    /// The full Run JSON of `row`.
+    pub fn run_json(&self, row: &RunRow) -> Value {
+        let (queue, children) = self.view_counts(row);
         view::run_json(
             row,
-            &created,
-            self.queue_position(row),
+            &row.created_meta,
+            queue,
             children,
             &self.settings.get(),
+        )
+    }
+
+    /// A response carrying the full Run of `row`, serialised straight from the row.
+    pub fn run_reply(&self, status: u16, row: &RunRow) -> Reply {
+        let (queue, children) = self.view_counts(row);
+        let settings = self.settings.get();
+        Reply::json_of(
+            status,
+            &view::run_view(row, &row.created_meta, queue, children, &settings),
         )
     }
 }
@@ -627,7 +653,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         }),
     };
     let row = app.runs.store.create_run(new).map_err(store_error)?;
-    Ok(Reply::json(201, &app.runs.run_json(&row)))
+    Ok(app.runs.run_reply(201, &row))
 }
 
 pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
@@ -662,7 +688,7 @@ pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 
 pub fn get(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let row = app.runs.row(ctx.param("id"))?;
-    Ok(Reply::json(200, &app.runs.run_json(&row)))
+    Ok(app.runs.run_reply(200, &row))
 }
 
 pub fn delete(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
@@ -722,7 +748,7 @@ fn apply_control(
 }
 
 fn control_reply(app: &App, row: RunRow) -> Result<Reply, ApiError> {
-    Ok(Reply::json(200, &app.runs.run_json(&row)))
+    Ok(app.runs.run_reply(200, &row))
 }
 
 pub fn start(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {

@@ -5,8 +5,11 @@
 //! [`super::lifecycle::holds_slot`] like everyone else).
 
 use crate::settings::Settings;
-use crate::store::{RunRow, RunStatus};
-use serde_json::{json, Value};
+use crate::store::{Control, RunRow, RunStatus};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// Above this elapsed time a board item gets `elapsed_warning: true`.
 pub const ELAPSED_WARNING_SECS: u64 = 3600;
@@ -59,15 +62,97 @@ fn question_text(q: &Value) -> Value {
     json!({"text": q.get("question").cloned().unwrap_or(Value::Null)})
 }
 
+/// The full Run resource (SPEC 2.2), serialised straight from the row: a borrowed view, so
+/// answering a request builds no intermediate `Value` tree. Field order is the wire order.
+#[derive(Serialize)]
+pub struct RunView<'a> {
+    id: &'a str,
+    parent_id: &'a Option<String>,
+    children_count: usize,
+    title: &'a str,
+    goal: &'a str,
+    workflow: WorkflowView<'a>,
+    automation: Option<()>,
+    repository: Option<()>,
+    created_by: Cow<'a, Value>,
+    origin: Kind,
+    labels: &'a BTreeMap<String, String>,
+    lifecycle: LifecycleView<'a>,
+    sandbox: Value,
+    models: Cow<'a, Value>,
+    source_directory: &'a Option<String>,
+    timestamps: TimestampsView<'a>,
+    timing: Option<Value>,
+    billing: Option<Value>,
+    size: &'static str,
+    ask_svc: AskSvc,
+    diff: Option<()>,
+    pull_request: Option<()>,
+    current_question: Option<Value>,
+    superseded_by: &'a Option<String>,
+    retried_from: Cow<'a, Value>,
+    links: Links,
+}
+
+#[derive(Serialize)]
+struct WorkflowView<'a> {
+    slug: &'a Option<String>,
+    name: &'a Option<String>,
+    graph_name: &'a Option<String>,
+    node_count: i64,
+    edge_count: i64,
+}
+
+#[derive(Serialize)]
+struct Kind {
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct LifecycleView<'a> {
+    status: &'a RunStatus,
+    approval: &'a Option<Value>,
+    pending_control: &'a Option<Control>,
+    queue_position: Option<usize>,
+    error: Option<Message<'a>>,
+    archived: bool,
+    archived_at: &'a Option<String>,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct TimestampsView<'a> {
+    created_at: &'a str,
+    started_at: &'a Option<String>,
+    last_event_at: &'a Option<String>,
+    completed_at: &'a Option<String>,
+}
+
+#[derive(Serialize)]
+struct AskSvc {
+    available: bool,
+    unavailable_reason: &'static str,
+    default_model: Option<()>,
+}
+
+#[derive(Serialize)]
+struct Links {
+    web: Option<String>,
+}
+
 /// The full Run resource. `created` holds the `run.created` properties (created_by, origin,
 /// models, sandbox) and `queue_position` is 1-based among runnable runs.
-pub fn run_json(
-    row: &RunRow,
-    created: &Value,
+pub fn run_view<'a>(
+    row: &'a RunRow,
+    created: &'a Map<String, Value>,
     queue_position: Option<usize>,
     children_count: usize,
     settings: &Settings,
-) -> Value {
+) -> RunView<'a> {
     let w = &row.workflow;
     let u = &row.usage;
     let timing = wall_ms(row).map(|wall| {
@@ -90,53 +175,85 @@ pub fn run_json(
         }),
         _ => Value::Null,
     };
-    json!({
-        "id": row.id,
-        "parent_id": row.parent_id,
-        "children_count": children_count,
-        "title": row.title,
-        "goal": row.goal,
-        "workflow": {
-            "slug": w.slug,
-            "name": w.name,
-            "graph_name": w.graph_name,
-            "node_count": w.node_count,
-            "edge_count": w.edge_count,
+    let or = |key: &str, default: fn() -> Value| {
+        created
+            .get(key)
+            .map_or_else(|| Cow::Owned(default()), Cow::Borrowed)
+    };
+    RunView {
+        id: &row.id,
+        parent_id: &row.parent_id,
+        children_count,
+        title: &row.title,
+        goal: &row.goal,
+        workflow: WorkflowView {
+            slug: &w.slug,
+            name: &w.name,
+            graph_name: &w.graph_name,
+            node_count: w.node_count,
+            edge_count: w.edge_count,
         },
-        "automation": null,
-        "repository": null,
-        "created_by": created.get("created_by").cloned().unwrap_or_else(|| json!({"kind": "system", "system_kind": "engine"})),
-        "origin": {"kind": "api"},
-        "labels": row.labels,
-        "lifecycle": {
-            "status": row.status,
-            "approval": row.approval,
-            "pending_control": row.pending_control,
-            "queue_position": queue_position,
-            "error": row.error.as_ref().map(|m| json!({"message": m})),
-            "archived": row.archived,
-            "archived_at": row.archived_at,
+        automation: None,
+        repository: None,
+        created_by: or(
+            "created_by",
+            || json!({"kind": "system", "system_kind": "engine"}),
+        ),
+        origin: Kind { kind: "api" },
+        labels: &row.labels,
+        lifecycle: LifecycleView {
+            status: &row.status,
+            approval: &row.approval,
+            pending_control: &row.pending_control,
+            queue_position,
+            error: row.error.as_deref().map(|message| Message { message }),
+            archived: row.archived,
+            archived_at: &row.archived_at,
         },
-        "sandbox": sandbox,
-        "models": created.get("models").cloned().unwrap_or_else(|| json!([])),
-        "source_directory": row.working_dir,
-        "timestamps": {
-            "created_at": row.created_at,
-            "started_at": row.started_at,
-            "last_event_at": row.last_event_at,
-            "completed_at": row.completed_at,
+        sandbox,
+        models: or("models", || json!([])),
+        source_directory: &row.working_dir,
+        timestamps: TimestampsView {
+            created_at: &row.created_at,
+            started_at: &row.started_at,
+            last_event_at: &row.last_event_at,
+            completed_at: &row.completed_at,
         },
-        "timing": timing,
-        "billing": billing,
-        "size": crate::llm::size_bucket(u.usd_micros),
-        "ask_svc": {"available": false, "unavailable_reason": "no_sandbox", "default_model": null},
-        "diff": null,
-        "pull_request": null,
-        "current_question": row.current_question.as_ref().map(question_text),
-        "superseded_by": row.superseded_by,
-        "retried_from": created.get("retried_from").cloned().unwrap_or(Value::Null),
-        "links": {"web": settings.run_web_url(&row.id)},
-    })
+        timing,
+        billing,
+        size: crate::llm::size_bucket(u.usd_micros),
+        ask_svc: AskSvc {
+            available: false,
+            unavailable_reason: "no_sandbox",
+            default_model: None,
+        },
+        diff: None,
+        pull_request: None,
+        current_question: row.current_question.as_ref().map(question_text),
+        superseded_by: &row.superseded_by,
+        retried_from: or("retried_from", || Value::Null),
+        links: Links {
+            web: settings.run_web_url(&row.id),
+        },
+    }
+}
+
+/// [`run_view`] as a JSON value.
+pub fn run_json(
+    row: &RunRow,
+    created: &Map<String, Value>,
+    queue_position: Option<usize>,
+    children_count: usize,
+    settings: &Settings,
+) -> Value {
+    serde_json::to_value(run_view(
+        row,
+        created,
+        queue_position,
+        children_count,
+        settings,
+    ))
+    .unwrap_or(Value::Null)
 }
 
 /// The board column of a status (api.md 1.6); `None` for runs the board leaves out.
@@ -219,7 +336,7 @@ mod tests {
             inference_time_ms: 900,
             tool_time_ms: 300,
         };
-        let v = run_json(&row_with(usage, true), &Value::Null, None, 0, &settings);
+        let v = run_json(&row_with(usage, true), &Map::new(), None, 0, &settings);
         assert_eq!(
             v["timing"],
             json!({"wall_time_ms": 3500, "active_time_ms": 1200, "inference_time_ms": 900, "tool_time_ms": 300})
@@ -230,7 +347,7 @@ mod tests {
         // Not started, nothing spent: no timing, no billing, smallest size.
         let none = run_json(
             &row_with(Default::default(), false),
-            &Value::Null,
+            &Map::new(),
             None,
             0,
             &settings,
@@ -244,7 +361,7 @@ mod tests {
             records: 1,
             ..Default::default()
         };
-        let u = run_json(&row_with(unpriced, true), &Value::Null, None, 0, &settings);
+        let u = run_json(&row_with(unpriced, true), &Map::new(), None, 0, &settings);
         assert_eq!(u["billing"], json!({"total_usd_micros": null}));
         assert_eq!(u["size"], "XS");
     }
