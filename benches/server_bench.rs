@@ -152,6 +152,14 @@ fn bench_conns() -> usize {
         .unwrap_or(4)
 }
 
+/// Runs created by the `pairs` section (`SVC_BENCH_RUNS`, default 2,000).
+fn bench_runs() -> usize {
+    std::env::var("SVC_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
 fn boot() -> (tempfile::TempDir, server::RunningServer, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let running = server::start(ServerOptions {
@@ -344,7 +352,16 @@ fn main() {
 
     // 1. /health
     let rps = if want("health") || want("start") || want("api") || want("pairs") {
-        health_rps(&addr, &token, bench_conns(), 3.0)
+        // `SVC_BENCH_HEALTH_SECS=0` skips it (for syscall counts of the other sections).
+        let secs = std::env::var("SVC_BENCH_HEALTH_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3.0);
+        if secs > 0.0 {
+            health_rps(&addr, &token, bench_conns(), secs)
+        } else {
+            f64::NAN
+        }
     } else {
         0.0
     };
@@ -491,7 +508,7 @@ fn main() {
         // 2c. The same, as a client does it: each connection creates a run and starts it at
         // once, 500 times.
         let (_dir3, api, addr, token) = boot();
-        let n = 2000;
+        let n = bench_runs();
         let conns = bench_conns();
         let body =
             json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": GATED}}}).to_string();
