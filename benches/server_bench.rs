@@ -513,7 +513,9 @@ fn main() {
         let n = bench_runs();
         let conns = bench_conns();
         let health = health_rps(&addr, &token, conns, 3.0);
-        println!("health (pairs server): {health:.0} requests/s ({conns} keep-alive connections, 3 s)");
+        println!(
+            "health (pairs server): {health:.0} requests/s ({conns} keep-alive connections, 3 s)"
+        );
         let body =
             json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": GATED}}}).to_string();
         let t0 = Instant::now();

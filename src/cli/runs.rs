@@ -62,7 +62,7 @@ pub struct EventsArgs {
 }
 
 /// Export runs (all when none are named) and the blobs they reference to a directory in the
-/// portable format (runs/<id>/events.jsonl, blobs/<sha256>).
+/// portable format (`runs/<id>/events.jsonl`, `blobs/<sha256>`).
 #[derive(Debug, Clone, Args)]
 pub struct ExportArgs {
     /// State directory [default: $XDG_STATE_HOME/svc, else ~/.local/state/svc]
@@ -79,7 +79,7 @@ pub struct ExportArgs {
 /// Import a directory in the portable format, verifying every run byte for byte.
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
-    /// Directory to import (runs/<id>/events.jsonl, blobs/<sha256>)
+    /// Directory to import (runs/ID/events.jsonl, blobs/SHA256)
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
     /// State directory [default: $XDG_STATE_HOME/svc, else ~/.local/state/svc]

@@ -2,9 +2,10 @@
 //! body limits, read timeouts, panic containment and writing responses (whole or streamed).
 //!
 //! `tiny_http` accepts connections and parses requests, one pool thread per connection;
-//! every request is then handed to a handler thread from an elastic pool ([`Pool`]) so a
+//! every request is then handed to a handler thread from an elastic pool (`Pool`) so a
 //! long response (an SSE stream) never holds up another connection. Both listener kinds feed
-//! the same [`Handler`]. Responses are `rouille::Response`s (or a [`StreamReply`] for SSE).
+//! the same [`Handler`]. Responses are `rouille::Response`s, written head and body with one
+//! `write` (`respond_whole`), or a [`StreamReply`] for SSE.
 //!
 //! Guarantees for every request: a fresh `x-request-id` header (UUID v4; incoming values are
 //! ignored) that error bodies repeat; a body larger than the limit gets 413 with an error

@@ -437,6 +437,14 @@ mod tests {
             .unwrap()
     }
 
+    /// 300 rows of 8,000 bytes (2.4 MB): more than the gather limit and the page cache.
+    fn insert_big(tx: &rusqlite::Transaction<'_>, byte: u8) {
+        for _ in 0..300 {
+            tx.execute("INSERT INTO t (v) VALUES (?1)", [vec![byte; 8000]])
+                .unwrap();
+        }
+    }
+
     #[test]
     fn commits_small_and_huge_rolled_back_and_rewritten_transactions_intact() {
         let dir = tempfile::tempdir().unwrap();
@@ -452,19 +460,13 @@ mod tests {
 
         // Larger than the gather limit and than one write: spilled frames, chunked writes.
         let tx = c.transaction().unwrap();
-        for _ in 0..300 {
-            tx.execute("INSERT INTO t (v) VALUES (?1)", [vec![9u8; 8000]])
-                .unwrap();
-        }
+        insert_big(&tx, 9);
         tx.commit().unwrap();
         assert_eq!(count_and_check(&path), 350);
 
         // A spilled transaction that rolls back leaves nothing.
         let tx = c.transaction().unwrap();
-        for _ in 0..300 {
-            tx.execute("INSERT INTO t (v) VALUES (?1)", [vec![1u8; 8000]])
-                .unwrap();
-        }
+        insert_big(&tx, 1);
         tx.rollback().unwrap();
         assert_eq!(count_and_check(&path), 350);
 

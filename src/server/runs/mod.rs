@@ -11,7 +11,7 @@
 //! - Promoted runs go over a crossbeam channel to a pool of engine worker threads (grown to
 //!   the concurrency limit, never shrunk). Each live run has a [`RunHandle`]: its cancel
 //!   token (cancel/pause/unpause reach running stages), its open human questions and its
-//!   agent steering queue ([`steer`]).
+//!   agent steering queue ([`mod@steer`]).
 //! - At startup, runs found holding a slot were orphaned by the previous process: they are
 //!   failed with reason `terminated` (or `cancelled` when a cancel was pending) and can be
 //!   resumed with `start {"resume": true}` (the engine continues from the last checkpoint).

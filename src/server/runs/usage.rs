@@ -1,6 +1,6 @@
 //! `GET /api/v1/runs/{id}/usage` (SPEC 2.8): a run's stage events turned into
 //! [`StageRecord`]s, one per stage visit that reported LLM usage, and summed by
-//! [`UsageRollup`] into `{stages, totals, by_model}`.
+//! [`crate::llm::UsageRollup`] into `{stages, totals, by_model}`.
 //!
 //! Owns: reading the engine's `stage.started` / `stage.failed` / `stage.completed` events into
 //! visits (attempts of one visit summed). Must not touch: pricing or the rollup arithmetic
