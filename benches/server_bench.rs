@@ -352,7 +352,7 @@ fn main() {
     let want = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
 
     // 1. /health
-    let rps = if want("health") || want("start") || want("api") || want("pairs") {
+    let rps = if want("health") || want("start") || want("api") {
         // `SVC_BENCH_HEALTH_SECS=0` skips it (for syscall counts of the other sections).
         let secs = std::env::var("SVC_BENCH_HEALTH_SECS")
             .ok()
@@ -366,7 +366,6 @@ fn main() {
     } else {
         0.0
     };
-    let health = rps;
     if want("health") {
         println!(
             "health: {rps:.0} requests/s ({} keep-alive connections, 3 s)",
