@@ -438,15 +438,25 @@ impl SqliteStore {
             let row = fold(row, &event);
             let state = encode_state(&row)?;
             let status_changed = before != (row.status.name(), row.archived);
-            if Self::write_append(
-                &w.conn,
-                &event,
-                &payload,
-                &row,
-                &state,
-                prev_seq,
-                status_changed,
-            )? {
+            // The row update is guarded by the previous `last_seq`: `false` when the cached
+            // row was stale (nothing written), and the next attempt reloads it.
+            let written = w.write_tx(
+                "appending an event",
+                run_id,
+                |w| {
+                    Self::append_statements(
+                        &w.conn,
+                        &event,
+                        &payload,
+                        &row,
+                        &state,
+                        prev_seq,
+                        status_changed,
+                    )
+                },
+                |written| *written,
+            )?;
+            if written {
                 if status_changed {
                     self.queue.lock().note(run_id, Some(row.status.name()));
                 }
@@ -675,41 +685,6 @@ impl SqliteStore {
             .map_err(StoreError::db_global("setting max_page_count"))
     }
 
-    /// One append transaction: the row update (guarded by the previous `last_seq`) and the
-    /// event insert. `Ok(false)` when the guard failed (stale cached row; nothing written).
-    /// BEGIN/COMMIT are cached statements: this is the hot path.
-    #[allow(clippy::too_many_arguments)]
-    fn write_append(
-        conn: &Connection,
-        event: &Event,
-        payload: &str,
-        row: &RunRow,
-        state: &str,
-        prev_seq: u64,
-        status_changed: bool,
-    ) -> Result<bool, StoreError> {
-        let run_id = event.run_id.as_str();
-        let err = StoreError::db("appending an event", run_id);
-        conn.prepare_cached("BEGIN IMMEDIATE")
-            .and_then(|mut st| st.execute([]))
-            .map_err(&err)?;
-        let written =
-            Self::append_statements(conn, event, payload, row, state, prev_seq, status_changed)
-                .and_then(|written| {
-                    if written {
-                        conn.prepare_cached("COMMIT")
-                            .and_then(|mut st| st.execute([]))
-                            .map_err(&err)?;
-                    }
-                    Ok(written)
-                });
-        if !matches!(written, Ok(true)) && !conn.is_autocommit() {
-            // Nothing of this append may remain; a failed ROLLBACK leaves SQLite to roll back.
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        written
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn append_statements(
         conn: &Connection,
@@ -854,6 +829,34 @@ impl Writer {
     fn keep_row(&mut self, row: RunRow) {
         self.cache.put(row);
     }
+
+    /// Runs `body` in one `BEGIN IMMEDIATE` transaction and commits when `keep` accepts its
+    /// result; after an error or a refusal nothing of it remains. BEGIN and COMMIT are cached
+    /// statements: this is the hot path of every append.
+    fn write_tx<T>(
+        &mut self,
+        op: &'static str,
+        run_id: &str,
+        body: impl FnOnce(&mut Writer) -> Result<T, StoreError>,
+        keep: impl FnOnce(&T) -> bool,
+    ) -> Result<T, StoreError> {
+        let err = StoreError::db(op, run_id);
+        let run = |conn: &Connection, sql: &str| {
+            conn.prepare_cached(sql)
+                .and_then(|mut st| st.execute([]))
+                .map_err(&err)
+        };
+        run(&self.conn, "BEGIN IMMEDIATE")?;
+        let result = match body(self) {
+            Ok(v) if keep(&v) => run(&self.conn, "COMMIT").map(|_| v),
+            other => other,
+        };
+        if !self.conn.is_autocommit() {
+            // Nothing of it may remain; a failed ROLLBACK leaves SQLite to roll back.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        result
+    }
 }
 
 impl RunStore for SqliteStore {
@@ -906,29 +909,14 @@ impl RunStore for SqliteStore {
     ) -> Result<(RunRow, Vec<Event>), StoreError> {
         let mut guard = self.writer.lock();
         let w = &mut *guard;
-        let err = StoreError::db("appending an event", run_id);
         // One write transaction: the row is read, the decision made and its events written
         // atomically (a crash never keeps half of a plan), with one lock round.
-        w.conn
-            .prepare_cached("BEGIN IMMEDIATE")
-            .and_then(|mut st| st.execute([]))
-            .map_err(&err)?;
-        let written = Self::decide_and_write(w, run_id, decide).and_then(|done| {
-            w.conn
-                .prepare_cached("COMMIT")
-                .and_then(|mut st| st.execute([]))
-                .map_err(&err)?;
-            Ok(done)
-        });
-        let (row, minted, status_changed) = match written {
-            Ok(done) => done,
-            Err(e) => {
-                if !w.conn.is_autocommit() {
-                    let _ = w.conn.execute_batch("ROLLBACK");
-                }
-                return Err(e);
-            }
-        };
+        let (row, minted, status_changed) = w.write_tx(
+            "appending an event",
+            run_id,
+            |w| Self::decide_and_write(w, run_id, decide),
+            |_| true,
+        )?;
         if status_changed {
             self.queue.lock().note(run_id, Some(row.status.name()));
         }
