@@ -414,7 +414,8 @@ mod tests {
     use super::*;
     use crate::store::{EventDraft, MemoryStore, NewRun};
 
-    fn commit(store: &MemoryStore, run: &str, state: &mut RunState, node: &str) {
+    /// Writes `state`'s next checkpoint; true when it was a full one.
+    fn commit(store: &MemoryStore, run: &str, state: &mut RunState, node: &str) -> bool {
         let (payload, full) = state
             .checkpoint_payload(node, Some("next"), 1)
             .unwrap_or_default();
@@ -423,15 +424,20 @@ mod tests {
             .map(|e| e.seq)
             .unwrap_or(0);
         state.checkpointed(seq, full);
+        full
+    }
+
+    fn new_run(store: &MemoryStore) -> String {
+        store
+            .create_run(NewRun::default())
+            .map(|r| r.id)
+            .unwrap_or_default()
     }
 
     #[test]
     fn deltas_replay_to_the_same_state() {
         let store = MemoryStore::new();
-        let run = store
-            .create_run(NewRun::default())
-            .map(|r| r.id)
-            .unwrap_or_default();
+        let run = new_run(&store);
         let mut s = RunState::default();
         s.set("a", json!(1));
         s.visit("n0");
@@ -474,29 +480,17 @@ mod tests {
     #[test]
     fn a_large_history_is_written_in_full_rarely_and_still_restores() {
         let store = MemoryStore::new();
-        let run = store
-            .create_run(NewRun::default())
-            .map(|r| r.id)
-            .unwrap_or_default();
+        let run = new_run(&store);
         let mut s = RunState::default();
         let mut fulls = 0;
-        let step = |s: &mut RunState, i: usize, fulls: &mut usize| {
+        // A loop over five nodes: the path and completed list grow by one entry per stage.
+        let stages = 10_000;
+        for i in 0..stages {
             let id = format!("n{}", i % 5);
             s.visit(&id);
             s.complete(&id, StageStatus::Succeeded, 0);
             s.set("i", json!(i));
-            let (payload, full) = s.checkpoint_payload(&id, Some("next"), i as u64).unwrap();
-            *fulls += usize::from(full);
-            let seq = store
-                .append(&run, EventDraft::new("checkpoint.completed", payload))
-                .unwrap()
-                .seq;
-            s.checkpointed(seq, full);
-        };
-        // A loop over five nodes: the path and completed list grow by one entry per stage.
-        let stages = 10_000;
-        for i in 0..stages {
-            step(&mut s, i, &mut fulls);
+            fulls += usize::from(commit(&store, &run, &mut s, &id));
         }
         // Each delta holds ~7 entries and the state grows by 2 per stage, so the fulls come
         // at stages growing by a factor of about 7/6: ~33 of them, not one per 64 (156), and
