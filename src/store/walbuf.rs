@@ -80,6 +80,9 @@ struct WalFile {
     commit_next: bool,
 }
 
+// The real file object is placed right after a `WalFile`: keep that offset 8-aligned.
+const _: () = assert!(std::mem::size_of::<WalFile>() % 8 == 0);
+
 unsafe extern "C" fn open(
     _vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
