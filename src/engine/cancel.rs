@@ -12,12 +12,28 @@ use parking_lot::{Condvar, Mutex};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Default)]
+/// Called once when the token is cancelled (see [`CancelToken::on_cancel`]).
+pub type CancelHook = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Default)]
 struct State {
     cancelled: bool,
     paused: bool,
     reason: Option<String>,
     children: Vec<Weak<Inner>>,
+    hooks: Vec<Weak<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("cancelled", &self.cancelled)
+            .field("paused", &self.paused)
+            .field("reason", &self.reason)
+            .field("children", &self.children.len())
+            .field("hooks", &self.hooks.len())
+            .finish()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -58,21 +74,42 @@ impl CancelToken {
         child
     }
 
-    /// Requests cancellation; wakes every waiter and cancels every child.
+    /// Requests cancellation; wakes every waiter, runs every hook and cancels every child.
     pub fn cancel(&self, reason: &str) {
-        let children = {
+        let (children, hooks) = {
             let mut s = self.inner.lock.lock();
             if !s.cancelled {
                 s.cancelled = true;
                 s.reason = Some(reason.to_string());
             }
             self.inner.cv.notify_all();
-            std::mem::take(&mut s.children)
+            (
+                std::mem::take(&mut s.children),
+                std::mem::take(&mut s.hooks),
+            )
         };
+        for hook in hooks.iter().filter_map(Weak::upgrade) {
+            hook();
+        }
         let reason = self.reason().unwrap_or_else(|| reason.to_string());
         for inner in children.iter().filter_map(Weak::upgrade) {
             CancelToken { inner }.cancel(&reason);
         }
+    }
+
+    /// Runs `hook` when this token is cancelled (at once if it already is), for waits that
+    /// cannot sleep on the token itself (a channel receive). The token keeps only a weak
+    /// reference: dropping the hook unregisters it.
+    pub fn on_cancel(&self, hook: &CancelHook) {
+        {
+            let mut s = self.inner.lock.lock();
+            if !s.cancelled {
+                s.hooks.retain(|h| h.strong_count() > 0);
+                s.hooks.push(Arc::downgrade(hook));
+                return;
+            }
+        }
+        hook();
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -138,6 +175,29 @@ mod tests {
         t.cancel("user");
         assert!(h.join().unwrap_or(false));
         assert_eq!(t.reason().as_deref(), Some("user"));
+    }
+
+    #[test]
+    fn hooks_run_on_cancel_of_the_token_or_an_ancestor_and_not_once_dropped() {
+        let parent = CancelToken::new();
+        let child = parent.child();
+        let fired = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let hook = |n: &Arc<std::sync::atomic::AtomicUsize>| -> CancelHook {
+            let n = Arc::clone(n);
+            Arc::new(move || {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        let kept = hook(&fired);
+        child.on_cancel(&kept);
+        let dropped = hook(&fired);
+        child.on_cancel(&dropped);
+        drop(dropped);
+        parent.cancel("stop");
+        assert_eq!(fired.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Registered after the cancel: runs at once.
+        child.on_cancel(&kept);
+        assert_eq!(fired.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -8,12 +8,13 @@
 //! (the engine emits `interview.*`), or routing.
 
 use super::super::error::ApiError;
-use crate::engine::cancel::CancelToken;
+use crate::engine::cancel::{CancelHook, CancelToken};
 use crate::engine::human::{self, Answer, Question};
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use serde::Deserialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A live run as the server sees it while an engine thread works on it.
@@ -71,22 +72,34 @@ impl RunHandle {
             .timeout_seconds
             .filter(|s| *s > 0)
             .map(|s| Instant::now() + Duration::from_secs(s));
+        // Cancelling the stage or the run wakes the wait below at once: no polling.
+        let (woken_tx, woken_rx) = bounded::<()>(1);
+        let hook: CancelHook = Arc::new(move || {
+            let _ = woken_tx.try_send(());
+        });
+        cancel.on_cancel(&hook);
+        self.cancel.on_cancel(&hook);
         let result = loop {
             if cancel.is_cancelled() || self.cancel.is_cancelled() {
                 break Err(AskEnd::Cancelled);
             }
-            let mut wait = Duration::from_millis(100);
-            if let Some(d) = deadline {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break Err(AskEnd::Timeout);
+            let wait = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break Err(AskEnd::Timeout);
+                    }
+                    left
                 }
-                wait = wait.min(left);
-            }
-            match rx.recv_timeout(wait) {
-                Ok(a) => break Ok(a),
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => break Err(AskEnd::Cancelled),
+                None => Duration::from_secs(3600),
+            };
+            crossbeam_channel::select! {
+                recv(rx) -> a => match a {
+                    Ok(a) => break Ok(a),
+                    Err(_) => break Err(AskEnd::Cancelled),
+                },
+                recv(woken_rx) -> _ => {}
+                default(wait) => {}
             }
         };
         self.open.lock().remove(&q.id);
