@@ -336,13 +336,7 @@ fn the_agent_reports_llm_retries() {
 
 #[test]
 fn every_provider_retries_429_and_500_but_never_401() {
-    for p in [
-        Provider::Anthropic,
-        Provider::OpenAi,
-        Provider::Gemini,
-        Provider::Kimi,
-        Provider::OpenAiCompatible,
-    ] {
+    for p in PROVIDERS {
         for stream in [false, true] {
             // 429 with `retry-after-ms` (waited exactly), then 500 (backoff), then success.
             let server = ScriptedServer::start(vec![

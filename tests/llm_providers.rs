@@ -12,14 +12,6 @@ use svc::llm::prompt::PromptCall;
 use svc::llm::{cost_of, Message, Provider, Request, Speed, StreamEvent, Usage};
 use svc::sandbox::Sandbox;
 
-const PROVIDERS: [Provider; 5] = [
-    Provider::Anthropic,
-    Provider::OpenAi,
-    Provider::Gemini,
-    Provider::Kimi,
-    Provider::OpenAiCompatible,
-];
-
 fn raw_usage() -> Usage {
     // Raw provider terms: 1000 prompt tokens of which 200 cached; 300 output of which 100
     // reasoning (Gemini reports thoughts separately).

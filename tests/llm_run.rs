@@ -9,7 +9,7 @@ mod llm_common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use llm_common::{reply, streamed, text, tools, Recorded, ScriptedServer, Turn};
+use llm_common::{reply, streamed, text, tools, Recorded, ScriptedServer, Turn, PROVIDERS};
 use serde_json::{json, Value};
 use svc::llm::{Provider, Usage};
 
@@ -74,6 +74,13 @@ impl Env {
     }
 
     /// Runs `dot` (written to a file) and returns the exit code and the JSON report.
+    /// [`Env::run`], asserting the run succeeded; its JSON summary.
+    fn run_ok(&self, dot: &str) -> Value {
+        let (code, out, err) = self.run(dot);
+        assert_eq!(code, 0, "{err}\n{out}");
+        out
+    }
+
     fn run(&self, dot: &str) -> (i32, Value, String) {
         let file = self
             .work
@@ -159,8 +166,7 @@ fn stage_completed<'a>(events: &'a [Value], node: &str) -> Option<&'a Value> {
 fn prompt_stage_answers_from_the_provider_with_the_vault_key() {
     let server = scripted(Provider::Anthropic, vec![text("Hello from the model")]);
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(PROMPT_FLOW);
-    assert_eq!(code, 0, "{err}\n{out}");
+    let out = env.run_ok(PROMPT_FLOW);
     assert_eq!(out["status"], "succeeded");
     assert_eq!(out["context"]["response.ask"], "Hello from the model");
     assert_eq!(out["context"]["last_response"], "Hello from the model");
@@ -196,14 +202,13 @@ fn agent_stage_writes_files_and_records_tool_events() {
         ],
     );
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(
+    let out = env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   work [prompt="Write notes.txt"]
   start -> work -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(
         std::fs::read_to_string(env.work.join("notes.txt")).unwrap_or_default(),
         "written by the agent\n"
@@ -243,7 +248,7 @@ fn a_routing_directive_in_the_reply_selects_the_edge() {
         vec![text("Looks risky.\n{\"preferred_next_label\": \"reject\"}")],
     );
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(
+    let out = env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   review [shape=tab, prompt="Review"]
@@ -255,7 +260,6 @@ fn a_routing_directive_in_the_reply_selects_the_edge() {
   ok -> exit; no -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(
         out["path"],
         json!(["start", "review", "no", "exit"]),
@@ -281,14 +285,13 @@ fn openai_models_use_the_responses_api() {
     let server = scripted(Provider::OpenAi, vec![text("Hi from GPT")]);
     let env = Env::new(Provider::OpenAi, &server);
     env.set_key("OPENAI_API_KEY", "test-openai-key");
-    let (code, out, err) = env.run(
+    let out = env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   ask [shape=tab, model="gpt-5.4", prompt="Say hi"]
   start -> ask -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(out["context"]["response.ask"], "Hi from GPT");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
@@ -314,7 +317,7 @@ fn an_invalid_structured_reply_gets_a_repair_turn_in_the_same_conversation() {
         ],
     );
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(
+    let out = env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   review [shape=tab, prompt="Review the change", output_schema="routing"]
@@ -326,7 +329,6 @@ fn an_invalid_structured_reply_gets_a_repair_turn_in_the_same_conversation() {
   ok -> exit; no -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(
         out["path"],
         json!(["start", "review", "no", "exit"]),
@@ -397,7 +399,7 @@ fn compact_fidelity_tells_the_next_stage_what_ran_before() {
         vec![text("An old silent pond"), text("A frog jumps in.")],
     );
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(
+    env.run_ok(
         r#"digraph t { goal="Write a haiku"
   start [shape=Mdiamond]; exit [shape=Msquare]
   draft [shape=tab, prompt="Draft the haiku"]
@@ -405,7 +407,6 @@ fn compact_fidelity_tells_the_next_stage_what_ran_before() {
   start -> draft -> polish -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
     // The first stage only has the goal to go on.
@@ -449,8 +450,7 @@ fn write_then_check() -> Vec<Turn> {
 fn full_fidelity_continues_the_conversation_of_the_thread() {
     let server = scripted(Provider::Anthropic, write_then_check());
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(&FULL_FLOW.replace("THREAD", "main"));
-    assert_eq!(code, 0, "{err}\n{out}");
+    let out = env.run_ok(&FULL_FLOW.replace("THREAD", "main"));
     assert_eq!(out["context"]["response.check"], "The notes look right.");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
@@ -475,8 +475,7 @@ fn full_fidelity_continues_the_conversation_of_the_thread() {
 fn a_different_thread_starts_a_fresh_conversation_with_a_summary() {
     let server = scripted(Provider::Anthropic, write_then_check());
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(&FULL_FLOW.replace("THREAD", "review"));
-    assert_eq!(code, 0, "{err}\n{out}");
+    env.run_ok(&FULL_FLOW.replace("THREAD", "review"));
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
     let body = &reqs[2].body;
@@ -504,7 +503,7 @@ fn a_failed_call_drops_the_thread_and_the_retry_starts_over() {
         ],
     );
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(
+    env.run_ok(
         r#"digraph t { default_fidelity="full"; default_thread="main"
   start [shape=Mdiamond]; exit [shape=Msquare]
   one [shape=tab, prompt="First question"]
@@ -512,7 +511,6 @@ fn a_failed_call_drops_the_thread_and_the_retry_starts_over() {
   start -> one -> two -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
     // The failed attempt still continued the thread...
@@ -531,7 +529,7 @@ fn reasoning_effort_defaults_to_high_on_the_wire() {
     let server = scripted(Provider::OpenAi, vec![text("one"), text("two")]);
     let env = Env::new(Provider::OpenAi, &server);
     env.set_key("OPENAI_API_KEY", "test-openai-key");
-    let (code, out, err) = env.run(
+    env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   plain [shape=tab, model="gpt-5.4", prompt="Think"]
@@ -539,7 +537,6 @@ fn reasoning_effort_defaults_to_high_on_the_wire() {
   start -> plain -> light -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
     assert_eq!(
@@ -556,8 +553,7 @@ fn reasoning_effort_defaults_to_high_on_the_wire() {
     // Anthropic: high effort is a thinking budget of three quarters of max_tokens.
     let server = scripted(Provider::Anthropic, vec![text("Hello")]);
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(PROMPT_FLOW);
-    assert_eq!(code, 0, "{err}\n{out}");
+    env.run_ok(PROMPT_FLOW);
     let body = &server.requests()[0].body;
     let max = body["max_tokens"].as_u64().unwrap_or(0);
     assert!(max > 0, "{body}");
@@ -592,13 +588,7 @@ fn scripted_any(provider: Provider, turns: Vec<Turn>) -> ScriptedServer {
 
 #[test]
 fn custom_schemas_store_the_object_at_output_node_id_for_every_provider() {
-    for p in [
-        Provider::Anthropic,
-        Provider::OpenAi,
-        Provider::Gemini,
-        Provider::Kimi,
-        Provider::OpenAiCompatible,
-    ] {
+    for p in PROVIDERS {
         let server = scripted_any(
             p,
             vec![
@@ -653,13 +643,7 @@ fn custom_schemas_store_the_object_at_output_node_id_for_every_provider() {
 
 #[test]
 fn a_routing_reply_routes_and_updates_the_context_for_every_provider() {
-    for p in [
-        Provider::Anthropic,
-        Provider::OpenAi,
-        Provider::Gemini,
-        Provider::Kimi,
-        Provider::OpenAiCompatible,
-    ] {
+    for p in PROVIDERS {
         let answer = "I reviewed it.\n{\"outcome\": \"succeeded\", \"preferred_next_label\": \"Ship\", \"context_updates\": {\"review.score\": 9}}";
         let server = scripted_any(p, vec![text(answer)]);
         let env = Env::keyed(p, &server);
@@ -700,14 +684,13 @@ fn two_repair_turns_continue_one_conversation_and_bill_every_call() {
     );
     let env = Env::keyed(Provider::Anthropic, &server);
     let schema = r#"{\"type\": \"object\", \"required\": [\"summary\", \"risk\"], \"properties\": {\"summary\": {\"type\": \"string\"}, \"risk\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 5}}}"#;
-    let (code, out, err) = env.run(&format!(
+    let out = env.run_ok(&format!(
         r#"digraph t {{
   start [shape=Mdiamond]; exit [shape=Msquare]
   assess [shape=tab, prompt="Assess.", output_schema="{schema}"]
   start -> assess -> exit
 }}"#
     ));
-    assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(out["context"]["output.assess"]["risk"], 2, "{out}");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
@@ -758,14 +741,13 @@ fn agent_stage_usage_separates_tool_time_from_inference_time() {
         ],
     );
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(
+    let out = env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   work [prompt="Sleep a little"]
   start -> work -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     let events = env.events(out["run_id"].as_str().unwrap_or(""));
     let done = stage_completed(&events, "work").unwrap_or(&Value::Null);
     let usage = &props(done)["usage"];
@@ -792,7 +774,7 @@ fn a_command_printing_a_stored_secret_records_the_marker_not_the_value() {
     env.set_key("DEPLOY_TOKEN", SECRET);
     env.set_key("SHORT_PIN", "4321");
     let vault = env.state.join("secrets.json");
-    let (code, out, err) = env.run(&format!(
+    let out = env.run_ok(&format!(
         r#"digraph t {{
   start [shape=Mdiamond]; exit [shape=Msquare]
   leak [shape=parallelogram, script="cat '{v}'; grep -o 'sk-live[^\"]*' '{v}' | sed 's/^/token=/' >&2; echo pin 4321"]
@@ -800,7 +782,6 @@ fn a_command_printing_a_stored_secret_records_the_marker_not_the_value() {
 }}"#,
         v = vault.display()
     ));
-    assert_eq!(code, 0, "{err}\n{out}");
     let run_id = out["run_id"].as_str().unwrap_or("");
     let text = all_event_text(&env, run_id);
     assert!(!text.contains(SECRET), "the secret leaked into events");
@@ -844,14 +825,13 @@ fn an_agent_reading_the_vault_records_and_sends_the_marker_not_the_value() {
     let env = Env::in_dir(tmp, Provider::Anthropic, &server);
     env.set_key("ANTHROPIC_API_KEY", "test-key");
     env.set_key("DEPLOY_TOKEN", SECRET);
-    let (code, out, err) = env.run(
+    let out = env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   work [prompt="Find the token"]
   start -> work -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     let run_id = out["run_id"].as_str().unwrap_or("");
     let text = all_event_text(&env, run_id);
     assert!(!text.contains(SECRET), "the secret leaked into events");
@@ -959,8 +939,7 @@ fn streamed_text_is_recorded_as_deltas_that_add_up_to_each_message() {
 fn a_streamed_prompt_reply_is_recorded_as_deltas() {
     let server = scripted(Provider::Anthropic, vec![text("Hello from the stream")]);
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(PROMPT_FLOW);
-    assert_eq!(code, 0, "{err}\n{out}");
+    let out = env.run_ok(PROMPT_FLOW);
     let events = env.events(out["run_id"].as_str().unwrap_or(""));
     let streamed: String = events
         .iter()
@@ -990,7 +969,7 @@ fn an_agent_that_calls_tools_forever_stops_at_max_turns_partially_succeeded() {
         reply(Provider::Anthropic, &turn, Usage::default(), streamed(r))
     });
     let env = Env::keyed(Provider::Anthropic, &server);
-    let (code, out, err) = env.run(
+    let out = env.run_ok(
         r#"digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   work [prompt="Keep going", max_turns=3]
@@ -1001,7 +980,6 @@ fn an_agent_that_calls_tools_forever_stops_at_max_turns_partially_succeeded() {
   check -> exit
 }"#,
     );
-    assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(server.count(), 3, "three model calls, then the limit");
     assert_eq!(out["reason"], "partial_success", "{out}");
     assert_eq!(out["path"], json!(["start", "work", "check", "exit"]));

@@ -476,15 +476,9 @@ pub fn preamble_for(fidelity: Fidelity, h: &History<'_>, parent: Option<&str>) -
 mod tests {
     use super::*;
     use crate::engine::outcome::Failure;
-    use crate::workflow::{load, NoFiles};
     use serde_json::json;
 
-    fn wf(src: &str) -> Workflow {
-        match load(src, &NoFiles) {
-            Ok(l) => l.workflow,
-            Err(e) => panic!("{e:?}"),
-        }
-    }
+    use crate::engine::tests::workflow as wf;
 
     fn idx(w: &Workflow, id: &str) -> usize {
         w.node_index(id).unwrap_or(usize::MAX)

@@ -221,15 +221,9 @@ pub fn retry_target(wf: &Workflow, node: usize, skip_exit: bool) -> Option<Route
 mod tests {
     use super::*;
     use crate::workflow::condition::MapEnv;
-    use crate::workflow::{load, NoFiles};
     use serde_json::Map;
 
-    fn wf(src: &str) -> Workflow {
-        match load(src, &NoFiles) {
-            Ok(l) => l.workflow,
-            Err(e) => panic!("{e:?}"),
-        }
-    }
+    use crate::engine::tests::workflow as wf;
 
     fn route(
         w: &Workflow,

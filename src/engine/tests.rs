@@ -120,7 +120,8 @@ fn harness() -> Harness {
     }
 }
 
-fn workflow(src: &str) -> Workflow {
+/// A workflow parsed from DOT text (panics with the rendered diagnostics).
+pub(super) fn workflow(src: &str) -> Workflow {
     match load(src, &NoFiles) {
         Ok(l) => l.workflow,
         Err(e) => panic!("{}", e.render("test.dot")),
@@ -128,6 +129,23 @@ fn workflow(src: &str) -> Workflow {
 }
 
 impl Harness {
+    /// Runs `wf` with the run cancelled when the LLM is called for `node` (the run fails),
+    /// then resumes it with a fresh token (it succeeds). Returns both outcomes.
+    fn cancel_at_then_resume(&self, wf: &Workflow, node: &str) -> (RunOutcome, RunOutcome) {
+        *self.llm.cancel_on.lock() = Some((node.into(), self.services.cancel.clone()));
+        let first = self.run(wf);
+        assert_eq!(first.status, RunResult::Failed);
+        *self.llm.cancel_on.lock() = None;
+        let services = Services {
+            cancel: CancelToken::new(),
+            ..self.services.clone()
+        };
+        let opts = RunOptions::new(&first.run_id, std::env::temp_dir());
+        let second = Engine::resume(wf, &opts, &services);
+        assert_eq!(second.status, RunResult::Succeeded, "{:?}", second.error);
+        (first, second)
+    }
+
     fn run(&self, wf: &Workflow) -> RunOutcome {
         let row = self.store.create_run(NewRun::default());
         let id = row.map(|r| r.id).unwrap_or_default();
@@ -377,18 +395,8 @@ fn resume_continues_after_the_last_checkpoint() {
         r#"digraph R { start [shape=Mdiamond]; exit [shape=Msquare]
            start -> one -> two -> exit }"#,
     );
-    *h.llm.cancel_on.lock() = Some(("two".into(), h.services.cancel.clone()));
-    let first = h.run(&wf);
-    assert_eq!(first.status, RunResult::Failed);
+    let (first, second) = h.cancel_at_then_resume(&wf, "two");
     assert_eq!(first.reason, "cancelled");
-    *h.llm.cancel_on.lock() = None;
-    let services = Services {
-        cancel: CancelToken::new(),
-        ..h.services.clone()
-    };
-    let opts = RunOptions::new(&first.run_id, std::env::temp_dir());
-    let second = Engine::resume(&wf, &opts, &services);
-    assert_eq!(second.status, RunResult::Succeeded, "{:?}", second.error);
     assert_eq!(h.llm.calls_to("one"), 1);
     assert_eq!(h.llm.calls_to("two"), 2);
     assert_eq!(second.path, ["start", "one", "two", "exit"]);
@@ -624,17 +632,7 @@ fn resumed_runs_keep_the_history_their_preambles_show() {
            one [shape=parallelogram, script="echo first-output"]
            start -> one -> two -> exit }"#,
     );
-    *h.llm.cancel_on.lock() = Some(("two".into(), h.services.cancel.clone()));
-    let first = h.run(&wf);
-    assert_eq!(first.status, RunResult::Failed);
-    *h.llm.cancel_on.lock() = None;
-    let services = Services {
-        cancel: CancelToken::new(),
-        ..h.services.clone()
-    };
-    let opts = RunOptions::new(&first.run_id, std::env::temp_dir());
-    let second = Engine::resume(&wf, &opts, &services);
-    assert_eq!(second.status, RunResult::Succeeded, "{:?}", second.error);
+    h.cancel_at_then_resume(&wf, "two");
     let resumed = h.llm.requests_to("two").pop().and_then(|r| r.preamble);
     let p = resumed.unwrap_or_default();
     assert!(p.contains("- one (command): succeeded"), "{p}");

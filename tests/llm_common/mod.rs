@@ -181,6 +181,15 @@ pub enum Turn {
     Tools(String, Vec<(String, String, Value)>),
 }
 
+/// Every provider the LLM client speaks.
+pub const PROVIDERS: [Provider; 5] = [
+    Provider::Anthropic,
+    Provider::OpenAi,
+    Provider::Gemini,
+    Provider::Kimi,
+    Provider::OpenAiCompatible,
+];
+
 pub fn text(t: &str) -> Turn {
     Turn::Text(t.to_string())
 }
