@@ -1,5 +1,5 @@
 //! Parse + validate (`svc::workflow::load`) on generated workflows of 1,000, 10,000 and
-//! 100,000 nodes, generated at bench time by `../shared/bench/gen_big.py` (python3).
+//! 100,000 nodes, generated at bench time by `benches/gen_big.py` (a copy of the shared generator) (python3).
 //!
 //!     cargo bench --bench parse_bench
 //!
@@ -18,7 +18,7 @@ use svc::workflow::{self, NoFiles};
 const SIZES: &[(usize, usize)] = &[(1_000, 21), (10_000, 11), (100_000, 7)];
 
 fn gen_big() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/gen_big.py")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen_big.py")
 }
 
 fn generate(n: usize) -> Result<String, Box<dyn Error>> {

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-7}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(1000 10000 100000)
-GEN=../shared/bench/gen_big.py
+GEN=benches/gen_big.py
 PROG='BEG_G{printf("%d %d\n",nNodes($G),nEdges($G))}'
 
 for tool in python3 gvpr /usr/bin/time; do

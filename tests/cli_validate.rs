@@ -31,7 +31,7 @@ fn code(o: &Output) -> i32 {
 
 fn corpus(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/corpus")
+        .join("testdata/corpus")
         .join(rel)
         .display()
         .to_string()
@@ -484,7 +484,7 @@ fn garbage_input_never_panics() {
         files.push(p);
     }
     // Corpus files cut short before their closing brace, at random points.
-    let corpus_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let corpus_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus");
     let mut corpus_files: Vec<PathBuf> = Vec::new();
     for repo in std::fs::read_dir(&corpus_root)
         .expect("corpus dir")

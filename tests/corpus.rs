@@ -1,4 +1,4 @@
-//! The shared conformance corpus: every file listed in `../shared/corpus/SOURCES.md` (hidden
+//! The conformance corpus: every file listed in `testdata/corpus/SOURCES.md` (hidden
 //! `.fabro__*` files included) parses with the listed node/edge counts, and its expectation
 //! holds (`valid`: no error; `invalid`: at least one error or a parse error; `parse-only`:
 //! parses). The table is read at test time, so adding a row adds a check.
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use svc::workflow::{self, DirFiles, Loaded, Severity};
 
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus")
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -31,7 +31,7 @@ fn rows() -> Vec<Row> {
     let path = corpus_dir().join("SOURCES.md");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read {} (shared/ must sit beside the clone): {e}",
+            "cannot read {} (testdata/corpus is part of the repository): {e}",
             path.display()
         )
     });
@@ -84,6 +84,7 @@ fn files_on_disk() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     walk(&root, &root, &mut out);
     out.remove("SOURCES.md");
+    out.remove("LICENSES.md");
     out
 }
 
