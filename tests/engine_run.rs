@@ -286,6 +286,40 @@ fn text_format_shows_progress_and_the_run_id() {
     );
 }
 
+/// Text mode shows what each command printed as its stage finishes: the last lines of
+/// stdout and stderr, each line cut short, with a count of the lines left out.
+#[test]
+fn text_format_shows_each_commands_output_tail() {
+    let s = Sandbox::new();
+    let flow = s.work().join("out.dot");
+    std::fs::write(
+        &flow,
+        r#"digraph Out {
+  start [shape=Mdiamond]
+  talk [shape=parallelogram, script="for i in $(seq 1 30); do echo line-$i; done; echo oops >&2; printf 'x%.0s' $(seq 1 300)"]
+  exit [shape=Msquare]
+  start -> talk -> exit
+}"#,
+    )
+    .expect("write workflow");
+    let r = s.finish(s.command(&["run", flow.to_str().unwrap_or("")]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("│ line-29\n"), "{}", r.stderr);
+    assert!(r.stderr.contains("│ … 21 earlier lines"), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("│ line-20\n"),
+        "only the tail: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("stderr│ oops"), "{}", r.stderr);
+    let long = format!("│ {}…\n", "x".repeat(200));
+    assert!(r.stderr.contains(&long), "a long line is cut: {}", r.stderr);
+    // The output comes before the stage's own "finished" line.
+    let out_at = r.stderr.find("stderr│ oops").unwrap_or(usize::MAX);
+    let done_at = r.stderr.find("✓ talk").unwrap_or(0);
+    assert!(out_at < done_at, "{}", r.stderr);
+}
+
 #[test]
 fn stall_watchdog_cancels_quiet_runs_but_not_waits_or_questions() {
     let r = Sandbox::new().run("stall.dot", &[]);

@@ -1,5 +1,6 @@
 //! Live progress of `svc run --format text` on stderr: one line per stage start and finish
-//! (with duration), retries, routing decisions, questions, restarts and parallel branches,
+//! (with duration), the tail of each command's output, retries, routing decisions,
+//! questions, restarts and parallel branches,
 //! read from the store's post-commit event feed.
 //! Must not touch: the run (it only reads events).
 
@@ -57,6 +58,53 @@ fn secs(ms: u64) -> String {
         format!("{ms}ms")
     } else {
         format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+/// Lines of a command's output shown as its stage finishes: at most this many per stream
+/// (the last ones: a failing build says why at the end)...
+const OUTPUT_LINES: usize = 10;
+/// ...each cut to this many characters.
+const OUTPUT_LINE_CHARS: usize = 200;
+
+/// A command stage's stdout and stderr, as the tail of each (`│` and `stderr│` gutters), or
+/// None when both are empty. Output moved to a blob (over 100 KB) is named, not fetched.
+fn command_output(p: &Value, branch: &str) -> Option<String> {
+    let mut lines = Vec::new();
+    for (key, gutter) in [("stdout", "│"), ("stderr", "stderr│")] {
+        let Some(out) = p.get(key).and_then(Value::as_str) else {
+            continue;
+        };
+        if crate::store::parse_blob_ref(out).is_some() {
+            let bytes = num(p, &format!("{key}_bytes"));
+            lines.push(format!(
+                "{branch}  {gutter} ({bytes} bytes of {key}: `svc events` shows them)"
+            ));
+            continue;
+        }
+        let all: Vec<&str> = out.trim_end_matches('\n').lines().collect();
+        if all.is_empty() || (all.len() == 1 && all[0].is_empty()) {
+            continue;
+        }
+        let skipped = all.len().saturating_sub(OUTPUT_LINES);
+        if skipped > 0 {
+            lines.push(format!("{branch}  {gutter} … {skipped} earlier lines"));
+        }
+        for line in &all[skipped..] {
+            lines.push(format!(
+                "{branch}  {gutter} {}",
+                cut(line, OUTPUT_LINE_CHARS)
+            ));
+        }
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// `line` cut to `max` characters, with an ellipsis when cut.
+fn cut(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
     }
 }
 
@@ -140,6 +188,7 @@ pub fn describe(e: &Event) -> Option<String> {
             format!("  branch {} {}", text(p, "branch"), text(p, "status"))
         }
         "watchdog.timeout" => "! stall watchdog: no activity, cancelling the run".to_string(),
+        "command.completed" => return command_output(p, &branch),
         _ => return None,
     };
     Some(format!("{branch}{line}"))
