@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Seeds the fuzz corpora from the shared workflow corpus (hidden files included).
+"""Seeds the fuzz corpora from the workflow corpus in testdata/corpus (hidden files included).
 
-    python3 fuzz/seed.py            # from the repo root; shared/ sits beside the clone
+    python3 fuzz/seed.py            # from the repo root
 
 Writes fuzz/corpus/parse_dot/ (every corpus file as is), fuzz/corpus/parse_condition/
 (every condition="..." value) and fuzz/corpus/parse_stylesheet/ (every model_stylesheet
@@ -11,7 +11,7 @@ git-ignored: libFuzzer adds what it finds there.
 import hashlib, os, re, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-shared = os.path.join(here, "..", "..", "shared", "corpus")
+shared = os.path.join(here, "..", "testdata", "corpus")
 if len(sys.argv) > 1:
     shared = sys.argv[1]
 out = os.path.join(here, "corpus")
