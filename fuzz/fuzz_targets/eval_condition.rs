@@ -1,0 +1,8 @@
+//! Fuzz target `eval_condition`: the properties are in `fuzz/checks/mod.rs` (`checks::eval_condition`), shared
+//! with the stable replay test `tests/fuzz_replay.rs`.
+#![no_main]
+
+#[path = "../checks/mod.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::eval_condition(data));

@@ -1,0 +1,8 @@
+//! Fuzz target `load_dot`: the properties are in `fuzz/checks/mod.rs` (`checks::load_dot`), shared
+//! with the stable replay test `tests/fuzz_replay.rs`.
+#![no_main]
+
+#[path = "../checks/mod.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::load_dot(data));
