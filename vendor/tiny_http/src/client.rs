@@ -6,6 +6,11 @@ use std::io::{BufReader, BufWriter, ErrorKind, Read};
 
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::limits::Limits;
+use crate::util::deadline::Deadline;
 
 use crate::common::{HTTPVersion, Method};
 use crate::util::RefinedTcpStream;
@@ -34,6 +39,15 @@ pub struct ClientConnection {
 
     // true if the connection goes through SSL
     secure: bool,
+
+    /// svc patch: the bounds this connection is read under.
+    limits: Arc<Limits>,
+    /// svc patch: the read deadline of the socket's read half.
+    deadline: Arc<Deadline>,
+    /// svc patch: raised when a request's body was left unread (`Limits::close_on_unread_body`).
+    abandoned: Arc<AtomicBool>,
+    /// svc patch: no request has been read yet.
+    first: bool,
 }
 
 /// Error that can happen when reading a request.
@@ -44,16 +58,33 @@ enum ReadError {
     /// the client sent an unrecognized `Expect` header
     ExpectationFailed(HTTPVersion),
     ReadIoError(IoError),
+    /// svc patch: the request line and headers exceed `Limits::max_head_bytes` or
+    /// `Limits::max_headers`
+    HeadTooLarge,
+    /// svc patch: the previous request's body was left unread; the connection cannot go on
+    Abandoned,
 }
 
 impl ClientConnection {
     /// Creates a new `ClientConnection` that takes ownership of the `TcpStream`.
-    pub fn new(
+    ///
+    /// svc patch: read under `limits` (was `new(write_socket, read_socket)`).
+    pub(crate) fn with_limits(
         write_socket: RefinedTcpStream,
         mut read_socket: RefinedTcpStream,
+        limits: Arc<Limits>,
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
         let secure = read_socket.secure();
+        let deadline = Arc::new(Deadline::new());
+        let timed = limits.head_timeout.is_some()
+            || limits.idle_timeout.is_some()
+            || limits.body_timeout.is_some();
+        let read_socket = if timed {
+            read_socket.with_deadline(Arc::clone(&deadline))
+        } else {
+            read_socket
+        };
 
         let mut source = SequentialReaderBuilder::new(BufReader::with_capacity(1024, read_socket));
         let first_header = source.next().unwrap();
@@ -65,6 +96,22 @@ impl ClientConnection {
             next_header_source: first_header,
             no_more_requests: false,
             secure,
+            limits,
+            deadline,
+            abandoned: Arc::new(AtomicBool::new(false)),
+            first: true,
+        }
+    }
+
+    /// svc patch: writes tiny_http's own error response (see `Limits::error_response`); the
+    /// caller then closes the connection.
+    fn respond_error(&mut self, status: u16, version: HTTPVersion) {
+        if let Some(mut writer) = self.sink.next() {
+            let response = self.limits.error(status);
+            response
+                .raw_print(&mut writer, version, &[], false, None)
+                .ok();
+            std::io::Write::flush(&mut writer).ok();
         }
     }
 
@@ -77,7 +124,8 @@ impl ClientConnection {
     ///
     /// Reads until `CRLF` is reached. The next read will start
     ///  at the first byte of the new line.
-    fn read_next_line(&mut self) -> IoResult<AsciiString> {
+    /// svc patch: reads at most `budget` bytes (and takes them off it).
+    fn read_next_line(&mut self, budget: &mut usize) -> Result<AsciiString, ReadError> {
         let mut buf = Vec::new();
         let mut prev_byte_was_cr = false;
 
@@ -85,14 +133,27 @@ impl ClientConnection {
             let byte = self.next_header_source.by_ref().bytes().next();
 
             let byte = match byte {
-                Some(b) => b?,
-                None => return Err(IoError::new(ErrorKind::ConnectionAborted, "Unexpected EOF")),
+                Some(b) => b.map_err(ReadError::ReadIoError)?,
+                None => {
+                    return Err(ReadError::ReadIoError(IoError::new(
+                        ErrorKind::ConnectionAborted,
+                        "Unexpected EOF",
+                    )))
+                }
             };
+            if *budget == 0 {
+                return Err(ReadError::HeadTooLarge);
+            }
+            *budget -= 1;
 
             if byte == b'\n' && prev_byte_was_cr {
                 buf.pop(); // removing the '\r'
-                return AsciiString::from_ascii(buf)
-                    .map_err(|_| IoError::new(ErrorKind::InvalidInput, "Header is not in ASCII"));
+                return AsciiString::from_ascii(buf).map_err(|_| {
+                    ReadError::ReadIoError(IoError::new(
+                        ErrorKind::InvalidInput,
+                        "Header is not in ASCII",
+                    ))
+                });
             }
 
             prev_byte_was_cr = byte == b'\r';
@@ -104,10 +165,28 @@ impl ClientConnection {
     /// Reads a request from the stream.
     /// Blocks until the header has been read.
     fn read(&mut self) -> Result<Request, ReadError> {
+        // svc patch: wait until the previous request's body is finished with; when it was left
+        // unread the next request cannot be found, so the connection ends.
+        self.next_header_source
+            .wait_turn()
+            .map_err(ReadError::ReadIoError)?;
+        if self.abandoned.load(Ordering::SeqCst) {
+            return Err(ReadError::Abandoned);
+        }
+        let idle = if self.first {
+            self.limits.head_timeout
+        } else {
+            self.limits.idle_timeout
+        };
+        self.first = false;
+        self.deadline.idle(idle, self.limits.head_timeout);
+        let mut budget = self.limits.max_head_bytes.unwrap_or(usize::MAX);
+        let max_headers = self.limits.max_headers.unwrap_or(usize::MAX);
+
         let (method, path, version, headers) = {
             // reading the request line
             let (method, path, version) = {
-                let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                let line = self.read_next_line(&mut budget)?;
 
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
@@ -118,11 +197,14 @@ impl ClientConnection {
             let headers = {
                 let mut headers = Vec::new();
                 loop {
-                    let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                    let line = self.read_next_line(&mut budget)?;
 
                     if line.is_empty() {
                         break;
                     };
+                    if headers.len() >= max_headers {
+                        return Err(ReadError::HeadTooLarge);
+                    }
                     headers.push(match FromStr::from_str(line.as_str().trim()) {
                         // TODO: remove this conversion
                         Ok(h) => h,
@@ -134,6 +216,14 @@ impl ClientConnection {
             };
 
             (method, path, version, headers)
+        };
+
+        // svc patch: the body (read by the application) has its own time
+        self.deadline.within(self.limits.body_timeout);
+        let abandoned = if self.limits.close_on_unread_body {
+            Some(Arc::clone(&self.abandoned))
+        } else {
+            None
         };
 
         // building the writer for the request
@@ -153,6 +243,7 @@ impl ClientConnection {
             *self.remote_addr.as_ref().unwrap(),
             data_source,
             writer,
+            abandoned,
         )
         .map_err(|e| {
             use crate::request;
@@ -186,37 +277,37 @@ impl Iterator for ClientConnection {
         loop {
             let rq = match self.read() {
                 Err(ReadError::WrongRequestLine) => {
-                    let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(400));
-                    response
-                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
-                        .ok();
+                    self.respond_error(400, HTTPVersion(1, 1));
                     return None; // we don't know where the next request would start,
                                  // se we have to close
                 }
 
                 Err(ReadError::WrongHeader(ver)) => {
-                    let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(400));
-                    response.raw_print(writer, ver, &[], false, None).ok();
+                    self.respond_error(400, ver);
                     return None; // we don't know where the next request would start,
                                  // se we have to close
                 }
 
+                // svc patch: a head over the limits
+                Err(ReadError::HeadTooLarge) => {
+                    self.respond_error(431, HTTPVersion(1, 1));
+                    return None;
+                }
+
+                Err(ReadError::Abandoned) => return None,
+
                 Err(ReadError::ReadIoError(ref err)) if err.kind() == ErrorKind::TimedOut => {
-                    // request timeout
-                    let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(408));
-                    response
-                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
-                        .ok();
+                    // svc patch: a kept-alive connection that stays silent is closed without
+                    // an answer; a request that started and did not finish gets 408
+                    if self.deadline.is_idle() {
+                        return None;
+                    }
+                    self.respond_error(408, HTTPVersion(1, 1));
                     return None; // closing the connection
                 }
 
                 Err(ReadError::ExpectationFailed(ver)) => {
-                    let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(417));
-                    response.raw_print(writer, ver, &[], true, None).ok();
+                    self.respond_error(417, ver);
                     return None; // TODO: should be recoverable, but needs handling in case of body
                 }
 

@@ -99,8 +99,8 @@ use std::io::Error as IoError;
 use std::io::ErrorKind as IoErrorKind;
 use std::io::Result as IoResult;
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
@@ -112,6 +112,7 @@ use util::MessagesQueue;
 
 pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
 pub use connection::{ConfigListenAddr, ListenAddr, Listener};
+pub use limits::{ErrorResponder, Limits};
 pub use request::{ReadWrite, Request};
 pub use response::{Response, ResponseBox};
 pub use test::TestRequest;
@@ -119,6 +120,7 @@ pub use test::TestRequest;
 mod client;
 mod common;
 mod connection;
+mod limits;
 mod request;
 mod response;
 mod ssl;
@@ -243,7 +245,18 @@ impl Server {
         listener: L,
         ssl_config: Option<SslConfig>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        Self::from_listener_with_limits(listener, ssl_config, Limits::default())
+    }
+
+    /// svc patch: like [`Server::from_listener`], with bounds on what clients can make the
+    /// server hold (see [`Limits`]).
+    pub fn from_listener_with_limits<L: Into<Listener>>(
+        listener: L,
+        ssl_config: Option<SslConfig>,
+        limits: Limits,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = listener.into();
+        let limits = Arc::new(limits);
         // building the "close" variable
         let close_trigger = Arc::new(AtomicBool::new(false));
 
@@ -289,12 +302,24 @@ impl Server {
             // a tasks pool is used to dispatch the connections into threads
             let tasks_pool = util::TaskPool::new();
 
+            // svc patch: connections open (both halves of their socket alive)
+            let open = Arc::new(AtomicUsize::new(0));
+            let mut backoff = ACCEPT_BACKOFF_MIN;
+
             log::debug!("Running accept thread");
             while !inside_close_trigger.load(Relaxed) {
                 let new_client = match server.accept() {
                     Ok((sock, _)) => {
                         use util::RefinedTcpStream;
-                        let (read_closable, write_closable) = match ssl {
+                        // svc patch: beyond the cap, answered here and closed: no thread
+                        if limits
+                            .max_connections
+                            .map_or(false, |max| open.load(SeqCst) >= max)
+                        {
+                            refuse(sock, &limits);
+                            continue;
+                        }
+                        let pair = match ssl {
                             None => RefinedTcpStream::new(sock),
                             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
                             Some(ref ssl) => {
@@ -310,8 +335,26 @@ impl Server {
                             #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
                             Some(ref _ssl) => unreachable!(),
                         };
+                        // svc patch: a socket that cannot be duplicated (EMFILE) is dropped
+                        // (closed) instead of panicking the accept thread
+                        let (read_closable, write_closable) = match pair {
+                            Ok(pair) => pair,
+                            Err(e) => {
+                                log::error!("Cannot duplicate a client socket: {}", e);
+                                thread::sleep(backoff);
+                                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                                continue;
+                            }
+                        };
+                        let slot: Arc<dyn Send + Sync> = Arc::new(OpenSlot::new(&open));
+                        let read_closable = read_closable.with_slot(Arc::clone(&slot));
+                        let write_closable = write_closable.with_slot(slot);
 
-                        Ok(ClientConnection::new(write_closable, read_closable))
+                        Ok(ClientConnection::with_limits(
+                            write_closable,
+                            read_closable,
+                            Arc::clone(&limits),
+                        ))
                     }
                     Err(e) => Err(e),
                 };
@@ -338,12 +381,21 @@ impl Server {
                         }));
                     }
 
+                    // svc patch: the accept thread never ends on an error (it used to push the
+                    // error and stop accepting for good). Transient errors are retried at once;
+                    // others (EMFILE, ENFILE, ENOBUFS, ENOMEM...) after a growing pause, so the
+                    // server accepts again as soon as the resource frees up.
                     Err(e) => {
-                        log::error!("Error accepting new client: {}", e);
-                        inside_messages.push(e.into());
-                        break;
+                        if accept_error_is_transient(&e) {
+                            continue;
+                        }
+                        log::error!("Error accepting new client: {} (retrying in {:?})", e, backoff);
+                        thread::sleep(backoff);
+                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                        continue;
                     }
                 }
+                backoff = ACCEPT_BACKOFF_MIN;
             }
             log::debug!("Terminating accept thread");
         });
@@ -409,6 +461,52 @@ impl Server {
     pub fn unblock(&self) {
         self.messages.unblock();
     }
+}
+
+/// svc patch: pauses after an accept error that is not transient.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(200);
+
+/// svc patch: accept errors that say nothing about the server's resources.
+fn accept_error_is_transient(e: &IoError) -> bool {
+    matches!(
+        e.kind(),
+        IoErrorKind::WouldBlock
+            | IoErrorKind::TimedOut
+            | IoErrorKind::Interrupted
+            | IoErrorKind::ConnectionAborted
+            | IoErrorKind::ConnectionReset
+    )
+}
+
+/// svc patch: one open connection, counted until both halves of its socket are dropped.
+struct OpenSlot(Arc<AtomicUsize>);
+
+impl OpenSlot {
+    fn new(open: &Arc<AtomicUsize>) -> OpenSlot {
+        open.fetch_add(1, SeqCst);
+        OpenSlot(Arc::clone(open))
+    }
+}
+
+impl Drop for OpenSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+/// svc patch: answers a connection over `Limits::max_connections` with 503 from the accept
+/// thread: whatever request bytes already arrived are read (so closing sends FIN, not RST,
+/// and the client sees the answer), one non-blocking write, then the socket is closed.
+fn refuse(mut sock: Connection, limits: &Limits) {
+    use std::io::{Read, Write};
+    if sock.set_nonblocking(true).is_err() {
+        return;
+    }
+    let mut discard = [0u8; 4096];
+    let _ = sock.read(&mut discard);
+    let _ = sock.write(&limits.error_bytes(503));
+    let _ = sock.shutdown(Shutdown::Write);
 }
 
 impl Iterator for IncomingRequests<'_> {

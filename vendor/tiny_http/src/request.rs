@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 use std::sync::mpsc::Sender;
 
-use crate::util::{EqualReader, FusedReader};
+use crate::util::{EqualReader, FusedReader, UntilEnd};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
 use chunked_transfer::Decoder;
 
@@ -135,6 +137,7 @@ pub fn new_request<R, W>(
     remote_addr: Option<SocketAddr>,
     mut source_data: R,
     writer: W,
+    abandoned: Option<Arc<AtomicBool>>,
 ) -> Result<Request, RequestCreationError>
 where
     R: Read + Send + 'static,
@@ -213,12 +216,17 @@ where
             Box::new(Cursor::new(buffer)) as Box<dyn Read + Send + 'static>
         } else {
             let (data_reader, _) = EqualReader::new(source_data, content_length); // TODO:
+            let data_reader = data_reader.abandon_into(abandoned);
             Box::new(FusedReader::new(data_reader)) as Box<dyn Read + Send + 'static>
         }
     } else if transfer_encoding.is_some() {
         // if a transfer-encoding was specified, then "chunked" is ALWAYS applied
         // over the message (RFC2616 #3.6)
-        Box::new(FusedReader::new(Decoder::new(source_data))) as Box<dyn Read + Send + 'static>
+        let decoder = FusedReader::new(Decoder::new(source_data));
+        match abandoned {
+            Some(flag) => Box::new(UntilEnd::new(decoder, flag)) as Box<dyn Read + Send + 'static>,
+            None => Box::new(decoder) as Box<dyn Read + Send + 'static>,
+        }
     } else {
         // if we have neither a Content-Length nor a Transfer-Encoding,
         // assuming that we have no data

@@ -1,7 +1,45 @@
 use std::io::Read;
 use std::io::Result as IoResult;
 use std::sync::mpsc::channel;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+
+/// svc patch: raises `flag` when dropped before its reader reached the end (a chunked body
+/// the application did not read to the end; the connection then closes).
+pub struct UntilEnd<R: Read> {
+    reader: R,
+    ended: bool,
+    flag: Arc<AtomicBool>,
+}
+
+impl<R: Read> UntilEnd<R> {
+    pub fn new(reader: R, flag: Arc<AtomicBool>) -> Self {
+        UntilEnd {
+            reader,
+            ended: false,
+            flag,
+        }
+    }
+}
+
+impl<R: Read> Read for UntilEnd<R> {
+    fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
+        let n = self.reader.read(buf)?;
+        if n == 0 && !buf.is_empty() {
+            self.ended = true;
+        }
+        Ok(n)
+    }
+}
+
+impl<R: Read> Drop for UntilEnd<R> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
 
 /// A `Reader` that reads exactly the number of bytes from a sub-reader.
 ///
@@ -15,6 +53,9 @@ where
     reader: R,
     size: usize,
     last_read_signal: Sender<IoResult<()>>,
+    /// svc patch: when set, an unread rest is not drained on drop; the flag is raised instead
+    /// (the connection then closes).
+    abandoned: Option<Arc<AtomicBool>>,
 }
 
 impl<R> EqualReader<R>
@@ -28,9 +69,16 @@ where
             reader,
             size,
             last_read_signal: tx,
+            abandoned: None,
         };
 
         (r, rx)
+    }
+
+    /// svc patch: see the `abandoned` field.
+    pub fn abandon_into(mut self, flag: Option<Arc<AtomicBool>>) -> Self {
+        self.abandoned = flag;
+        self
     }
 }
 
@@ -65,11 +113,19 @@ where
 {
     fn drop(&mut self) {
         let mut remaining_to_read = self.size;
+        if remaining_to_read > 0 {
+            if let Some(flag) = &self.abandoned {
+                flag.store(true, Ordering::SeqCst);
+                return;
+            }
+        }
 
+        // svc patch: a fixed buffer; this was `vec![0; remaining_to_read]` per read, which
+        // allocates whatever a client declared.
+        let mut buf = vec![0; remaining_to_read.min(8 * 1024)];
         while remaining_to_read > 0 {
-            let mut buf = vec![0; remaining_to_read];
-
-            match self.reader.read(&mut buf) {
+            let want = remaining_to_read.min(buf.len());
+            match self.reader.read(&mut buf[..want]) {
                 Err(e) => {
                     self.last_read_signal.send(Err(e)).ok();
                     break;

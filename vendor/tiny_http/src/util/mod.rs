@@ -1,5 +1,5 @@
 pub use self::custom_stream::CustomStream;
-pub use self::equal_reader::EqualReader;
+pub use self::equal_reader::{EqualReader, UntilEnd};
 pub use self::fused_reader::FusedReader;
 pub use self::messages_queue::MessagesQueue;
 pub use self::refined_tcp_stream::RefinedTcpStream;
@@ -10,6 +10,7 @@ pub use self::task_pool::TaskPool;
 use std::str::FromStr;
 
 mod custom_stream;
+pub(crate) mod deadline;
 mod equal_reader;
 mod fused_reader;
 mod messages_queue;

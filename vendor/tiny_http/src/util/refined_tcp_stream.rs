@@ -1,6 +1,10 @@
 use std::io::Result as IoResult;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::util::deadline::Deadline;
 
 use crate::connection::Connection;
 #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
@@ -12,12 +16,22 @@ pub(crate) enum Stream {
     Https(SslStream),
 }
 
-impl Clone for Stream {
-    fn clone(&self) -> Self {
+impl Stream {
+    /// svc patch: was `Clone`, which panicked (inside the accept thread) when the descriptor
+    /// could not be duplicated (EMFILE).
+    fn try_clone(&self) -> IoResult<Self> {
         match self {
-            Stream::Http(tcp_stream) => Stream::Http(tcp_stream.try_clone().unwrap()),
+            Stream::Http(tcp_stream) => tcp_stream.try_clone().map(Stream::Http),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(ssl_stream) => Stream::Https(ssl_stream.clone()),
+            Stream::Https(ssl_stream) => Ok(Stream::Https(ssl_stream.clone())),
+        }
+    }
+
+    fn set_read_timeout(&self, d: Option<Duration>) -> IoResult<()> {
+        match self {
+            Stream::Http(tcp_stream) => tcp_stream.set_read_timeout(d),
+            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
+            Stream::Https(_) => Ok(()),
         }
     }
 }
@@ -86,30 +100,55 @@ pub struct RefinedTcpStream {
     stream: Stream,
     close_read: bool,
     close_write: bool,
+    /// svc patch: the read half's deadline, asked before every read.
+    deadline: Option<Arc<Deadline>>,
+    /// svc patch: a read timeout is set on the socket.
+    timeout_set: bool,
+    /// svc patch: held by both halves; the connection counts as open until both are dropped.
+    _slot: Option<Arc<dyn Send + Sync>>,
 }
 
 impl RefinedTcpStream {
-    pub(crate) fn new<S>(stream: S) -> (RefinedTcpStream, RefinedTcpStream)
+    /// svc patch: fails instead of panicking when the socket cannot be duplicated.
+    pub(crate) fn new<S>(stream: S) -> IoResult<(RefinedTcpStream, RefinedTcpStream)>
     where
         S: Into<Stream>,
     {
         let stream: Stream = stream.into();
 
-        let (read, write) = (stream.clone(), stream);
+        let (read, write) = (stream.try_clone()?, stream);
 
         let read = RefinedTcpStream {
             stream: read,
             close_read: true,
             close_write: false,
+            deadline: None,
+            timeout_set: false,
+            _slot: None,
         };
 
         let write = RefinedTcpStream {
             stream: write,
             close_read: false,
             close_write: true,
+            deadline: None,
+            timeout_set: false,
+            _slot: None,
         };
 
-        (read, write)
+        Ok((read, write))
+    }
+
+    /// svc patch: reads fail with `TimedOut` once `deadline` says so.
+    pub(crate) fn with_deadline(mut self, deadline: Arc<Deadline>) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// svc patch: keeps `slot` alive as long as this half.
+    pub(crate) fn with_slot(mut self, slot: Arc<dyn Send + Sync>) -> Self {
+        self._slot = Some(slot);
+        self
     }
 
     /// Returns true if this struct wraps around a secure connection.
@@ -137,7 +176,26 @@ impl Drop for RefinedTcpStream {
 
 impl Read for RefinedTcpStream {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
-        self.stream.read(buf)
+        let deadline = match &self.deadline {
+            None => return self.stream.read(buf),
+            Some(d) => d,
+        };
+        let timeout = deadline.before_read()?;
+        if timeout.is_some() || self.timeout_set {
+            self.stream.set_read_timeout(timeout)?;
+            self.timeout_set = timeout.is_some();
+        }
+        match self.stream.read(buf) {
+            Ok(n) => {
+                deadline.after_read(n);
+                Ok(n)
+            }
+            // SO_RCVTIMEO expiring is EAGAIN on Unix.
+            Err(e) if timeout.is_some() && e.kind() == std::io::ErrorKind::WouldBlock => Err(
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "read deadline passed"),
+            ),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -110,6 +110,20 @@ impl<W: Write + Send> Iterator for SequentialWriterBuilder<W> {
     }
 }
 
+impl<R: Read + Send> SequentialReader<R> {
+    /// svc patch: blocks until the previous reader of the sequence has been dropped (the
+    /// previous request's body is finished with), without reading.
+    pub fn wait_turn(&mut self) -> IoResult<()> {
+        if let SequentialReaderInner::Waiting(ref mut recv) = self.inner {
+            let reader = recv.recv().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "reader lost")
+            })?;
+            self.inner = SequentialReaderInner::MyTurn(reader);
+        }
+        Ok(())
+    }
+}
+
 impl<R: Read + Send> Read for SequentialReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         let mut reader = match self.inner {
