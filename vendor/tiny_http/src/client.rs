@@ -107,10 +107,8 @@ impl ClientConnection {
     /// caller then closes the connection.
     fn respond_error(&mut self, status: u16, version: HTTPVersion) {
         if let Some(mut writer) = self.sink.next() {
-            let response = self.limits.error(status);
-            response
-                .raw_print(&mut writer, version, &[], false, None)
-                .ok();
+            let bytes = self.limits.error_bytes(status, version);
+            std::io::Write::write_all(&mut writer, &bytes).ok();
             std::io::Write::flush(&mut writer).ok();
         }
     }

@@ -505,7 +505,7 @@ fn refuse(mut sock: Connection, limits: &Limits) {
     }
     let mut discard = [0u8; 4096];
     let _ = sock.read(&mut discard);
-    let _ = sock.write(&limits.error_bytes(503));
+    let _ = sock.write(&limits.error_bytes(503, HTTPVersion(1, 1)));
     let _ = sock.shutdown(Shutdown::Write);
 }
 

@@ -7,7 +7,7 @@ use std::io::Cursor;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Header, Response, StatusCode};
+use crate::{HTTPVersion, Response, StatusCode};
 
 /// Renders the responses tiny_http writes by itself (400, 408, 413, 417, 431, 503, 505), so
 /// they can carry the application's error body and headers.
@@ -55,24 +55,19 @@ impl fmt::Debug for Limits {
 }
 
 impl Limits {
-    /// The bytes of a complete error response with `status`, ending the connection.
-    pub(crate) fn error_bytes(&self, status: u16) -> Vec<u8> {
-        let mut out = Vec::with_capacity(512);
-        self.error(status)
-            .raw_print(&mut out, crate::HTTPVersion(1, 1), &[], false, None)
-            .ok();
-        out
-    }
-
-    /// The error response with `status` (with `Connection: close`: the caller closes).
-    pub(crate) fn error(&self, status: u16) -> Response<Cursor<Vec<u8>>> {
-        let r = match &self.error_response {
+    /// The bytes of a complete error response with `status`, with `Connection: close` (the
+    /// caller closes the connection; `Response` refuses a `Connection` header, so it is put
+    /// in after the status line).
+    pub(crate) fn error_bytes(&self, status: u16, version: HTTPVersion) -> Vec<u8> {
+        let response = match &self.error_response {
             Some(f) => f(StatusCode(status)),
             None => Response::from_data(Vec::new()).with_status_code(StatusCode(status)),
         };
-        match Header::from_bytes(&b"Connection"[..], &b"close"[..]) {
-            Ok(h) => r.with_header(h),
-            Err(()) => r,
+        let mut out = Vec::with_capacity(512);
+        response.raw_print(&mut out, version, &[], false, None).ok();
+        if let Some(eol) = out.windows(2).position(|w| w == b"\r\n") {
+            out.splice(eol + 2..eol + 2, b"Connection: close\r\n".iter().copied());
         }
+        out
     }
 }
