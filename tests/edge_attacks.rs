@@ -48,7 +48,7 @@ fn raise_own_nofile() -> u64 {
         rl.rlim_cur = rl.rlim_max.min(1 << 20);
         libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
     }
-    rl.rlim_max as u64
+    rl.rlim_max
 }
 
 /// Everything the peer sends until it closes, fails or stays silent for the read timeout.
@@ -431,7 +431,10 @@ fn descriptor_exhaustion_is_survived_and_health_answers_once_descriptors_free_up
     let during = health(&addr, Duration::from_secs(2));
     std::thread::sleep(Duration::from_secs(1));
     let (max_fds, stats) = sampler.finish(&s);
-    assert!(max_fds >= 250, "the attack did not exhaust descriptors ({max_fds})");
+    assert!(
+        max_fds >= 250,
+        "the attack did not exhaust descriptors ({max_fds})"
+    );
     drop(held);
     let back_in = health_again(&addr, Duration::from_secs(30));
     // And again: the listener keeps surviving.

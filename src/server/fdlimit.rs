@@ -38,11 +38,11 @@ pub fn raise_soft_limit() -> io::Result<u64> {
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
             let e = io::Error::last_os_error();
             log::warn!("cannot raise the descriptor limit to {want}: {e}");
-            return Ok(rl.rlim_cur as u64);
+            return Ok(rl.rlim_cur);
         }
-        return Ok(want as u64);
+        return Ok(want);
     }
-    Ok(rl.rlim_cur as u64)
+    Ok(rl.rlim_cur)
 }
 
 /// The connection cap for a soft descriptor limit of `soft`: a quarter of the descriptors (at
@@ -81,7 +81,7 @@ mod tests {
             0
         );
         let now = raise_soft_limit().unwrap();
-        assert!(now >= before.rlim_cur as u64);
-        assert!(now <= before.rlim_max as u64);
+        assert!(now >= before.rlim_cur);
+        assert!(now <= before.rlim_max);
     }
 }

@@ -130,8 +130,9 @@ impl HttpOptions {
 fn edge_error(opts: &HttpOptions, status: u16) -> tiny_http::Response<io::Cursor<Vec<u8>>> {
     let err = match status {
         400 => ApiError::bad_request("Malformed HTTP request line or header."),
-        408 => ApiError::new(408, "The request was not received in time.")
-            .with_code("request_timeout"),
+        408 => {
+            ApiError::new(408, "The request was not received in time.").with_code("request_timeout")
+        }
         417 => ApiError::new(417, "Only `Expect: 100-continue` is supported.")
             .with_code("expectation_failed"),
         431 => ApiError::new(
@@ -427,7 +428,7 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The bound socket; each generation of tiny_http gets a duplicate of it.
+/// The bound socket; tiny_http gets a duplicate of it.
 enum Bound {
     Tcp(std::net::TcpListener),
     /// The listener and the public path it answers on.
@@ -438,7 +439,9 @@ impl Bound {
     fn server(&self, opts: &HttpOptions) -> io::Result<tiny_http::Server> {
         let limits = opts.limits();
         let r = match self {
-            Bound::Tcp(l) => tiny_http::Server::from_listener_with_limits(l.try_clone()?, None, limits),
+            Bound::Tcp(l) => {
+                tiny_http::Server::from_listener_with_limits(l.try_clone()?, None, limits)
+            }
             Bound::Unix(l, _) => {
                 tiny_http::Server::from_listener_with_limits(l.try_clone()?, None, limits)
             }
@@ -490,8 +493,8 @@ impl HttpServer {
             Listen::Unix(path) => {
                 prepare_unix_path(path)?;
                 // Bound under a private name, then hard-linked to the public path: tiny_http
-                // removes its listener's path when a generation is dropped, and that must
-                // never be the public one.
+                // removes its listener's path when it is dropped, and that must never be the
+                // public one.
                 let mut rnd = [0u8; 6];
                 ids::fill_random(&mut rnd)?;
                 let private = path.with_file_name(format!(".svc-{}.sock", ids::hex(&rnd)));
@@ -500,7 +503,7 @@ impl HttpServer {
                 let linked = std::fs::hard_link(&private, path);
                 let _ = std::fs::remove_file(&private);
                 linked?;
-                set_timeouts(l.as_raw_fd(), opts)?;
+                set_write_timeout(l.as_raw_fd(), opts)?;
                 set_backlog(l.as_raw_fd());
                 (
                     Bound::Unix(l, path.clone()),
@@ -510,7 +513,7 @@ impl HttpServer {
             }
             Listen::Tcp(addr) => {
                 let l = std::net::TcpListener::bind(addr.as_str())?;
-                set_timeouts(l.as_raw_fd(), opts)?;
+                set_write_timeout(l.as_raw_fd(), opts)?;
                 // Linux copies TCP_NODELAY to accepted sockets: without it a response written
                 // in two segments waits for the client's delayed ACK (40 ms).
                 set_nodelay(l.as_raw_fd())?;
@@ -619,25 +622,24 @@ fn set_mode_0600(path: &Path) {
 
 /// `SO_SNDTIMEO` on the listening socket; accepted sockets inherit it. (Reads are bounded by
 /// tiny_http's deadlines: `SO_RCVTIMEO` here would also bound `accept`.)
-fn set_timeouts(fd: i32, opts: &HttpOptions) -> io::Result<()> {
-    for (opt, d) in [(libc::SO_SNDTIMEO, opts.write_timeout)] {
-        let tv = libc::timeval {
-            tv_sec: d.as_secs() as libc::time_t,
-            tv_usec: d.subsec_micros() as libc::suseconds_t,
-        };
-        // SAFETY: `tv` is a valid timeval and the length matches it.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+fn set_write_timeout(fd: i32, opts: &HttpOptions) -> io::Result<()> {
+    let d = opts.write_timeout;
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: `tv` is a valid timeval and the length matches it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
@@ -1136,6 +1138,68 @@ mod tests {
             let n: usize = inc.path[1..].parse().unwrap_or(0);
             Reply::Full(rouille::Response::text("x".repeat(n)))
         }
+    }
+
+    /// `/echo` answers with the body's length; any other path ignores the body.
+    struct Echo;
+
+    impl Handler for Echo {
+        fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+            if inc.path == "/echo" {
+                return match inc.body() {
+                    Ok(b) => Reply::Full(rouille::Response::text(b.len().to_string())),
+                    Err(e) => Reply::error(&e, &inc.request_id),
+                };
+            }
+            Reply::Full(rouille::Response::text("ignored"))
+        }
+    }
+
+    #[test]
+    fn read_bodies_keep_the_connection_and_an_unread_body_closes_it() {
+        let opts = HttpOptions::default();
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Echo), opts).unwrap();
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let mut r = std::io::BufReader::new(s);
+        let big = "y".repeat(100_000);
+        write!(
+            w,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{big}",
+            big.len()
+        )
+        .unwrap();
+        let (status, head, body) = read_response(&mut r, false);
+        assert_eq!((status, body.as_slice()), (200, &b"100000"[..]), "{head}");
+        assert!(!head.contains("Connection: close"), "{head}");
+        write!(
+            w,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        )
+        .unwrap();
+        let (status, head, body) = read_response(&mut r, false);
+        assert_eq!((status, body.as_slice()), (200, &b"5"[..]), "{head}");
+        // A body the handler leaves unread is not drained: the connection ends.
+        write!(
+            w,
+            "POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 50000\r\n\r\n{}",
+            "z".repeat(2000)
+        )
+        .unwrap();
+        let (status, head, _) = read_response(&mut r, false);
+        assert_eq!(status, 200);
+        assert!(head.contains("Connection: close"), "{head}");
+        let mut rest = Vec::new();
+        if let Err(e) = r.read_to_end(&mut rest) {
+            let open = matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            );
+            assert!(!open, "the connection was left open: {e}");
+        }
+        assert!(rest.is_empty());
     }
 
     /// Reads one response (status, head, body) by its Content-Length; `head_only` for HEAD.

@@ -107,8 +107,8 @@ impl Server {
             unsafe {
                 cmd.pre_exec(move || {
                     let rl = libc::rlimit {
-                        rlim_cur: n as libc::rlim_t,
-                        rlim_max: n as libc::rlim_t,
+                        rlim_cur: n,
+                        rlim_max: n,
                     };
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
                         return Err(std::io::Error::last_os_error());

@@ -389,7 +389,11 @@ impl Server {
                         if accept_error_is_transient(&e) {
                             continue;
                         }
-                        log::error!("Error accepting new client: {} (retrying in {:?})", e, backoff);
+                        log::error!(
+                            "Error accepting new client: {} (retrying in {:?})",
+                            e,
+                            backoff
+                        );
                         thread::sleep(backoff);
                         backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                         continue;

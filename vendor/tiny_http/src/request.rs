@@ -8,10 +8,10 @@ use std::str::FromStr;
 use std::sync::mpsc::Sender;
 
 use crate::util::{EqualReader, FusedReader, UntilEnd};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
 use chunked_transfer::Decoder;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// Represents an HTTP request made by a client.
 ///
