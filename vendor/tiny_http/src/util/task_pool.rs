@@ -80,7 +80,9 @@ impl TaskPool {
     fn add_thread(&self, initial_fn: Option<Box<dyn FnMut() + Send>>) {
         let sharing = self.sharing.clone();
 
-        thread::spawn(move || {
+        // svc patch: `thread::spawn` panicked (in the accept thread) when no thread could be
+        // created; now the task, and with it the connection, is dropped.
+        let spawned = thread::Builder::new().spawn(move || {
             let sharing = sharing;
             let _active_guard = Registration::new(&sharing.active_tasks);
 
@@ -124,6 +126,9 @@ impl TaskPool {
                 task();
             }
         });
+        if let Err(e) = spawned {
+            log::error!("Cannot start a connection thread: {}", e);
+        }
     }
 }
 
