@@ -572,6 +572,11 @@ provider = "local"
             "[llm.providers.antropic]\nbase_url = \"http://127.0.0.1:9000\"",
             "_version = 2",
             "not toml [",
+            "[server.http]\nhead_timeout_secs = 0",
+            "[server.http]\nidle_timeout_secs = 0",
+            "[server.http]\nmax_head_bytes = 100",
+            "[server.http]\nmax_headers = 2",
+            "[server.http]\nmax_conections = 10",
         ] {
             assert!(Settings::parse(bad).is_err(), "accepted: {bad}");
         }
