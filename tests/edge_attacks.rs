@@ -268,6 +268,28 @@ fn huge_heads_get_431_without_memory_growth() {
     let _ = c.write_all(line.as_bytes());
     assert_edge_error(&read_until_close(&mut c), 431);
 
+    // A chunked body (with a token, so it is read) whose chunk-size line never ends.
+    let mut c = connect(&addr);
+    let head = format!(
+        "POST /api/v1/workflow-versions HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+        s.auth()
+    );
+    c.write_all(head.as_bytes()).expect("write");
+    let zeros = vec![b'0'; 64 * 1024];
+    for _ in 0..(100 << 20) / zeros.len() {
+        if c.write_all(&zeros).is_err() {
+            break;
+        }
+    }
+    let (_, v) = assert_edge_error(&read_until_close(&mut c), 400);
+    assert!(
+        v["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("request body"),
+        "{v}"
+    );
+
     let back_in = health_again(&addr, Duration::from_secs(30));
     let (max_fds, stats) = sampler.finish(&s);
     assert_memory_bounded(&stats);
@@ -277,7 +299,7 @@ fn huge_heads_get_431_without_memory_growth() {
         "peak RSS grew by {growth} KiB for heads cut off at 64 KiB"
     );
     println!(
-        "edge figure: huge headers | sent one 100 MiB header, ten 1 MiB headers, 200 headers, a 70 KB request line | answered 431 + Connection: close ({got_431} of 11 oversize heads read back before the reset; all others 431) | peak RSS {} KiB (before {} KiB, growth {growth} KiB), descriptors {} at most (idle {}) | /health 200 {back_in:?} after",
+        "edge figure: huge headers | sent one 100 MiB header, ten 1 MiB headers, 200 headers, a 70 KB request line, and (with a token) a chunked body whose size line runs up to 100 MiB | answered 431 + Connection: close ({got_431} of 11 oversize heads read back before the reset; all others 431), the chunked body 400 + Connection: close | peak RSS {} KiB (before {} KiB, growth {growth} KiB), descriptors {} at most (idle {}) | /health 200 {back_in:?} after",
         stats.hwm_kib, base.hwm_kib, max_fds, base.fds
     );
 }

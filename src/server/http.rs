@@ -362,12 +362,13 @@ impl Incoming<'_> {
         parse_json(body)
     }
 
-    fn unread_body_len(&self) -> Option<usize> {
+    /// True when the request had a body and it was not read to its end (never read, or
+    /// reading it failed: too large, too slow, malformed chunks).
+    fn body_left_unread(&self) -> bool {
         if self.body_touched {
-            None
-        } else {
-            self.content_length.filter(|n| *n > 0)
+            return self.body.is_none();
         }
+        self.content_length.is_some_and(|n| n > 0) || self.header("transfer-encoding").is_some()
     }
 }
 
@@ -729,7 +730,7 @@ fn serve_one(handler: &dyn Handler, mut rq: tiny_http::Request, opts: &HttpOptio
                 )
             }
         };
-        let unread = inc.unread_body_len();
+        let unread = inc.body_left_unread();
         (reply, unread)
     };
     log::debug!("{request_id} {method} {url} -> {}", reply.status());
@@ -739,9 +740,7 @@ fn serve_one(handler: &dyn Handler, mut rq: tiny_http::Request, opts: &HttpOptio
             let head_only = method.eq_ignore_ascii_case("HEAD");
             // A body left unread (whole or in part) ends the connection: tiny_http closes it
             // instead of draining.
-            let close = unread.is_some()
-                || matches!(resp.status_code, 408 | 413)
-                || wants_close(&rq, http10);
+            let close = unread || wants_close(&rq, http10);
             if let Err(e) = respond_whole(rq, resp, &request_id, head_only, close) {
                 log::debug!("{request_id}: client went away: {e}");
             }

@@ -5,6 +5,13 @@ use std::io::ErrorKind;
 use std::io::Read;
 use std::io::Result as IoResult;
 
+/// svc patch: bytes of a chunk size (hex digits and whitespace) accepted before the
+/// extensions or the line's end; a `usize` needs 16 digits.
+const MAX_CHUNK_SIZE_LINE: usize = 64;
+
+/// svc patch: bytes of chunk extensions accepted on one chunk-size line.
+const MAX_CHUNK_EXTENSIONS: usize = 4096;
+
 /// Reads HTTP chunks and sends back real data.
 ///
 /// # Example
@@ -80,11 +87,17 @@ where
                 break;
             }
 
+            // svc patch: the size line was read into a Vec without limit.
+            if chunk_size_bytes.len() >= MAX_CHUNK_SIZE_LINE {
+                return Err(IoError::new(ErrorKind::InvalidInput, DecoderError));
+            }
             chunk_size_bytes.push(byte);
         }
 
         // Ignore extensions for now
         if has_ext {
+            // svc patch: extensions were skipped without limit.
+            let mut skipped = 0;
             loop {
                 let byte = match self.source.by_ref().bytes().next() {
                     Some(b) => b?,
@@ -92,6 +105,10 @@ where
                 };
                 if byte == b'\r' {
                     break;
+                }
+                skipped += 1;
+                if skipped > MAX_CHUNK_EXTENSIONS {
+                    return Err(IoError::new(ErrorKind::InvalidInput, DecoderError));
                 }
             }
         }
