@@ -168,7 +168,7 @@ fn assert_memory_bounded(stats: &ProcStats) {
 
 #[test]
 fn oversize_declared_bodies_are_refused_and_their_descriptors_released() {
-    raise_own_nofile();
+    let hard = raise_own_nofile();
     let s = Server::start();
     let addr = addr(&s);
     assert_eq!(health(&addr, Duration::from_secs(10)), Some(200));
@@ -176,8 +176,8 @@ fn oversize_declared_bodies_are_refused_and_their_descriptors_released() {
     let sampler = Sampler::start(&s);
     let started = Instant::now();
     // 1,000 requests declaring 1 GiB or 1 TB, without a token; the client keeps every socket
-    // open and reads only every other answer.
-    let n = 1000;
+    // open and reads only every other answer. (300 when this process may not hold 1,000.)
+    let n = if hard >= 2048 { 1000 } else { 300 };
     let mut held = Vec::with_capacity(n);
     let mut answered = 0;
     for i in 0..n {
