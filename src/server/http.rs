@@ -1201,6 +1201,42 @@ mod tests {
         assert!(rest.is_empty());
     }
 
+    #[test]
+    fn silent_connections_are_closed_without_an_answer_and_partial_heads_get_408() {
+        let opts = HttpOptions {
+            head_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            ..HttpOptions::default()
+        };
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Sized), opts).unwrap();
+        let rest = |s: std::net::TcpStream| {
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut r = std::io::BufReader::new(s);
+            let mut out = Vec::new();
+            r.read_to_end(&mut out).expect("closed by the server");
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        // Kept alive after one request, then silent.
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut w = s.try_clone().unwrap();
+        write!(w, "GET /3 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let text = rest(s);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(!text.contains("408"), "{text}");
+        // Never a byte.
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        assert_eq!(rest(s), "");
+        // Half a head.
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut w = s.try_clone().unwrap();
+        write!(w, "GET /3 HTTP/1.1\r\nHost:").unwrap();
+        let text = rest(s);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("Connection: close"), "{text}");
+        assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
+    }
+
     /// Reads one response (status, head, body) by its Content-Length; `head_only` for HEAD.
     fn read_response(
         r: &mut std::io::BufReader<std::net::TcpStream>,
