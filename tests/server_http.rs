@@ -93,11 +93,11 @@ fn body_limit_read_timeout_and_stale_socket() {
     });
     assert_eq!(u.raw("GET", "/health", &[], None).status, 200);
     drop(u);
-    // Limits and read timeouts (TCP: accepted TCP sockets inherit the listener's timeouts;
-    // the Unix socket is owner-only, mode 0600).
+    // Limits and read timeouts (the Unix socket is owner-only, mode 0600). The edge's attack
+    // tests are in edge_attacks.rs.
     let s = Server::with(Opts {
         settings: Some(
-            "[server.http]\nmax_body_bytes = 2048\nread_timeout_secs = 1\n[server.auth]\nmethods = [\"dev-token\"]\n",
+            "[server.http]\nmax_body_bytes = 2048\nread_timeout_secs = 1\nhead_timeout_secs = 1\n[server.auth]\nmethods = [\"dev-token\"]\n",
         ),
         ..Opts::default()
     });
@@ -105,7 +105,7 @@ fn body_limit_read_timeout_and_stale_socket() {
     let r = s.post("/api/v1/workflow-versions", &big);
     let b = assert_error(&r, 413);
     assert!(b["errors"][0]["detail"].as_str().unwrap().contains("2048"));
-    // Declared beyond the limit but drainable: answered at once, connection kept usable.
+    // Declared beyond the limit: answered at once, before the body is read.
     let mut c = s.connect();
     c.write_all(
         format!(
@@ -117,8 +117,8 @@ fn body_limit_read_timeout_and_stale_socket() {
     .unwrap();
     let mut r = std::io::BufReader::new(c);
     assert_error(&read_response(&mut r), 413);
-    // Declared absurdly large and never sent: still answered (the connection is abandoned,
-    // never drained), and the server keeps serving.
+    // Declared absurdly large and never sent: still answered (the connection is closed, never
+    // drained), and the server keeps serving.
     let mut c = std::net::TcpStream::connect(match &s.addr {
         Addr::Tcp(a) => a.as_str(),
         Addr::Unix(_) => unreachable!(),
@@ -149,7 +149,7 @@ fn body_limit_read_timeout_and_stale_socket() {
     assert!(text.contains("\"status\":\"413\""), "{text}");
     assert_eq!(s.raw("GET", "/health", &[], None).status, 200);
 
-    // A client that stops mid-headers is cut off by the read timeout.
+    // A client that stops mid-headers is cut off by the head timeout.
     let mut c = s.connect();
     c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
     let started = Instant::now();

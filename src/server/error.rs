@@ -135,11 +135,14 @@ pub fn reason_phrase(status: u16) -> &'static str {
         411 => "Length Required",
         413 => "Payload Too Large",
         415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
         422 => "Unprocessable Entity",
+        431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
         _ => "Error",
     }
 }

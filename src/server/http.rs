@@ -9,12 +9,17 @@
 //!
 //! Guarantees for every request: a fresh `x-request-id` header (UUID v4; incoming values are
 //! ignored) that error bodies repeat; a body larger than the limit gets 413 with an error
-//! body; a handler panic becomes 500 with an error body and the server keeps serving; a client
-//! that stalls while sending is cut off by the socket read timeout (408).
+//! body; a handler panic becomes 500 with an error body and the server keeps serving.
 //!
-//! Read timeouts are socket options (`SO_RCVTIMEO`/`SO_SNDTIMEO`) set on the listening socket,
-//! which Linux copies to every accepted socket; tiny_http answers a timed-out header read with
-//! 408 and closes the connection.
+//! The edge is bounded ([`HttpOptions`], applied by our patched tiny_http, see
+//! `vendor/tiny_http/PATCHES.md`): request line and headers (431), time to receive a head
+//! (408) and a body (408), idle keep-alive time (closed silently), open connections (503 with
+//! `Retry-After`, written by the accept thread, no thread per refused client). A declared body
+//! over the limit is answered 413 before the handler runs and the connection is closed
+//! without reading it; any body a handler leaves unread closes its connection the same way.
+//! The accept loop survives every accept error, descriptor exhaustion included (it pauses and
+//! resumes). Writes are bounded by `SO_SNDTIMEO`, set on the listening socket and inherited
+//! by accepted ones.
 //!
 //! Owns: sockets and the HTTP wire format. Must not touch: routing decisions, auth, or any
 //! resource (those live in the [`Handler`]).
@@ -30,18 +35,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A body whose declared length is above this and was not read is never drained.
-///
-/// tiny_http drains an unread body when the request is dropped, allocating the whole
-/// remaining length at once (`vec![0; remaining]`, re-made per read). Below this size that
-/// allocation is lazily zeroed memory of which only what one read fills is touched, and the
-/// read timeout bounds a slow sender; above it the allocation itself could fail and abort
-/// the process. Such a request is answered (status and error body, no length: the head is
-/// written by tiny_http's upgrade path, which drops `Content-Length`) and its connection is
-/// abandoned: the connection's thread and socket stay parked. Only a client that declares a
-/// body of more than 256 MiB gets there.
-const DRAIN_MAX: usize = 256 * 1024 * 1024;
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,22 +73,102 @@ impl std::fmt::Display for Listen {
     }
 }
 
-/// Limits applied to every request.
+/// Limits applied to every connection and request (docs/decisions.md, "HTTP edge").
 #[derive(Debug, Clone, Copy)]
 pub struct HttpOptions {
+    /// Request body bytes; a larger declared body gets 413 before it is read.
     pub max_body_bytes: usize,
+    /// Request line and headers together (431 beyond).
+    pub max_head_bytes: usize,
+    /// Header lines (431 beyond).
+    pub max_headers: usize,
+    /// Time to receive a request head from its first byte (408 beyond).
+    pub head_timeout: Duration,
+    /// Time to receive a request body from the end of its head (408 beyond).
     pub read_timeout: Duration,
+    /// Time one write to a client may block.
     pub write_timeout: Duration,
+    /// Time a kept-alive connection may stay silent between requests.
+    pub idle_timeout: Duration,
+    /// Open connections at most (503 beyond).
+    pub max_connections: usize,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
             max_body_bytes: 8 * 1024 * 1024,
+            max_head_bytes: 64 * 1024,
+            max_headers: 100,
+            head_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
+}
+
+impl HttpOptions {
+    /// The bounds our patched tiny_http applies while reading connections.
+    fn limits(&self) -> tiny_http::Limits {
+        let opts = *self;
+        tiny_http::Limits {
+            max_head_bytes: Some(self.max_head_bytes),
+            max_headers: Some(self.max_headers),
+            head_timeout: Some(self.head_timeout),
+            idle_timeout: Some(self.idle_timeout),
+            body_timeout: Some(self.read_timeout),
+            max_connections: Some(self.max_connections),
+            close_on_unread_body: true,
+            error_response: Some(Arc::new(move |status| edge_error(&opts, status.0))),
+        }
+    }
+}
+
+/// The responses tiny_http writes by itself, in the API's error shape with a request id.
+fn edge_error(opts: &HttpOptions, status: u16) -> tiny_http::Response<io::Cursor<Vec<u8>>> {
+    let err = match status {
+        400 => ApiError::bad_request("Malformed HTTP request line or header."),
+        408 => {
+            ApiError::new(408, "The request was not received in time.").with_code("request_timeout")
+        }
+        417 => ApiError::new(417, "Only `Expect: 100-continue` is supported.")
+            .with_code("expectation_failed"),
+        431 => ApiError::new(
+            431,
+            format!(
+                "The request line and headers exceed the limit of {} bytes or {} headers.",
+                opts.max_head_bytes, opts.max_headers
+            ),
+        )
+        .with_code("header_too_large"),
+        503 => ApiError::unavailable(format!(
+            "The server has {} connections open, its limit; retry later.",
+            opts.max_connections
+        ))
+        .with_header("Retry-After", "1".into()),
+        _ => ApiError::new(status, "The request could not be read."),
+    };
+    let request_id = ids::request_id();
+    let body = serde_json::to_vec(&err.body(&request_id)).unwrap_or_default();
+    let mut headers: Vec<tiny_http::Header> = [
+        ("Content-Type", "application/json"),
+        ("Server", "svc"),
+        ("x-request-id", request_id.as_str()),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| header(k, v))
+    .collect();
+    headers.extend(err.headers.iter().filter_map(|(k, v)| header(k, v)));
+    let len = body.len();
+    tiny_http::Response::new(
+        tiny_http::StatusCode(status),
+        headers,
+        io::Cursor::new(body),
+        Some(len),
+        None,
+    )
 }
 
 /// What the application does with a request.
@@ -289,12 +362,13 @@ impl Incoming<'_> {
         parse_json(body)
     }
 
-    fn unread_body_len(&self) -> Option<usize> {
+    /// True when the request had a body and it was not read to its end (never read, or
+    /// reading it failed: too large, too slow, malformed chunks).
+    fn body_left_unread(&self) -> bool {
         if self.body_touched {
-            None
-        } else {
-            self.content_length.filter(|n| *n > 0)
+            return self.body.is_none();
         }
+        self.content_length.is_some_and(|n| n > 0) || self.header("transfer-encoding").is_some()
     }
 }
 
@@ -355,7 +429,7 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The bound socket; each generation of tiny_http gets a duplicate of it.
+/// The bound socket; tiny_http gets a duplicate of it.
 enum Bound {
     Tcp(std::net::TcpListener),
     /// The listener and the public path it answers on.
@@ -363,10 +437,15 @@ enum Bound {
 }
 
 impl Bound {
-    fn server(&self) -> io::Result<tiny_http::Server> {
+    fn server(&self, opts: &HttpOptions) -> io::Result<tiny_http::Server> {
+        let limits = opts.limits();
         let r = match self {
-            Bound::Tcp(l) => tiny_http::Server::from_listener(l.try_clone()?, None),
-            Bound::Unix(l, _) => tiny_http::Server::from_listener(l.try_clone()?, None),
+            Bound::Tcp(l) => {
+                tiny_http::Server::from_listener_with_limits(l.try_clone()?, None, limits)
+            }
+            Bound::Unix(l, _) => {
+                tiny_http::Server::from_listener_with_limits(l.try_clone()?, None, limits)
+            }
         };
         r.map_err(io::Error::other)
     }
@@ -397,13 +476,8 @@ impl Bound {
 
 /// A bound listener, serving until dropped or [`HttpServer::shutdown`].
 ///
-/// The socket timeouts that bound slow clients also bound `accept(2)` on the listening
-/// socket, and tiny_http's accept thread ends at the first accept error (a timeout while
-/// idle, or EMFILE). So the server runs in generations: when a generation's accept thread
-/// ends, a new `tiny_http::Server` is made over a duplicate of the same socket at once, and
-/// the old generation keeps dispatching its open connections' requests until it has been
-/// quiet for twice the read timeout (by then the timeouts have closed its idle connections),
-/// then it is dropped.
+/// tiny_http gets a duplicate of the bound socket (the Unix socket's public path must outlive
+/// tiny_http, which deletes its listener's path when dropped).
 pub struct HttpServer {
     bound: Arc<Bound>,
     listen: Listen,
@@ -420,8 +494,8 @@ impl HttpServer {
             Listen::Unix(path) => {
                 prepare_unix_path(path)?;
                 // Bound under a private name, then hard-linked to the public path: tiny_http
-                // removes its listener's path when a generation is dropped, and that must
-                // never be the public one.
+                // removes its listener's path when it is dropped, and that must never be the
+                // public one.
                 let mut rnd = [0u8; 6];
                 ids::fill_random(&mut rnd)?;
                 let private = path.with_file_name(format!(".svc-{}.sock", ids::hex(&rnd)));
@@ -430,7 +504,7 @@ impl HttpServer {
                 let linked = std::fs::hard_link(&private, path);
                 let _ = std::fs::remove_file(&private);
                 linked?;
-                set_timeouts(l.as_raw_fd(), opts)?;
+                set_write_timeout(l.as_raw_fd(), opts)?;
                 set_backlog(l.as_raw_fd());
                 (
                     Bound::Unix(l, path.clone()),
@@ -440,7 +514,7 @@ impl HttpServer {
             }
             Listen::Tcp(addr) => {
                 let l = std::net::TcpListener::bind(addr.as_str())?;
-                set_timeouts(l.as_raw_fd(), opts)?;
+                set_write_timeout(l.as_raw_fd(), opts)?;
                 // Linux copies TCP_NODELAY to accepted sockets: without it a response written
                 // in two segments waits for the client's delayed ACK (40 ms).
                 set_nodelay(l.as_raw_fd())?;
@@ -469,15 +543,13 @@ impl HttpServer {
 
     /// Starts accepting and dispatching.
     pub fn serve(&self, handler: Arc<dyn Handler>, opts: HttpOptions) -> io::Result<()> {
-        let gen = Generation {
-            bound: Arc::clone(&self.bound),
-            handler,
-            pool: Arc::new(Pool::new(4)),
-            opts,
-            stop: Arc::clone(&self.stop),
-        };
-        let server = gen.bound.server()?;
-        gen.spawn(server)
+        let server = self.bound.server(&opts)?;
+        let bound = Arc::clone(&self.bound);
+        let stop = Arc::clone(&self.stop);
+        std::thread::Builder::new()
+            .name("http-dispatch".into())
+            .spawn(move || dispatch(server, handler, opts, bound, stop))?;
+        Ok(())
     }
 
     /// Stops accepting (in-flight requests finish).
@@ -486,69 +558,31 @@ impl HttpServer {
     }
 }
 
-#[derive(Clone)]
-struct Generation {
-    bound: Arc<Bound>,
+/// Hands every request tiny_http reads to a pool thread, until stopped and quiet for a second.
+fn dispatch(
+    server: tiny_http::Server,
     handler: Arc<dyn Handler>,
-    pool: Arc<Pool>,
     opts: HttpOptions,
+    bound: Arc<Bound>,
     stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Generation {
-    fn spawn(&self, server: tiny_http::Server) -> io::Result<()> {
-        let me = self.clone();
-        std::thread::Builder::new()
-            .name("http-dispatch".into())
-            .spawn(move || me.run(server))?;
-        Ok(())
-    }
-
-    fn run(self, server: tiny_http::Server) {
-        use std::sync::atomic::Ordering;
-        let mut accepting = true;
-        let mut last = std::time::Instant::now();
-        let quiet = self.opts.read_timeout * 2 + Duration::from_secs(1);
-        loop {
-            match server.recv_timeout(Duration::from_secs(1)) {
-                Ok(Some(rq)) => {
-                    last = std::time::Instant::now();
-                    let h = Arc::clone(&self.handler);
-                    let opts = self.opts;
-                    let bound = Arc::clone(&self.bound);
-                    self.pool
-                        .execute(Box::new(move || serve_one(&*h, rq, &opts, &bound)));
+) {
+    let pool = Pool::new(4);
+    loop {
+        match server.recv_timeout(Duration::from_secs(1)) {
+            Ok(Some(rq)) => {
+                let h = Arc::clone(&handler);
+                let bound = Arc::clone(&bound);
+                pool.execute(Box::new(move || serve_one(&*h, rq, &opts, &bound)));
+            }
+            Ok(None) => {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
                 }
-                Ok(None) => {
-                    if !accepting && last.elapsed() > quiet {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    if !accepting {
-                        continue;
-                    }
-                    accepting = false;
-                    if self.stop.load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    if !matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) {
-                        log::warn!("accept failed: {e}; retrying");
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    loop {
-                        match self.bound.server().and_then(|s| self.spawn(s)) {
-                            Ok(()) => break,
-                            Err(e) => {
-                                log::error!("cannot restart the listener: {e}");
-                                std::thread::sleep(Duration::from_secs(1));
-                            }
-                        }
-                    }
-                }
+            }
+            // The patched accept loop reports no errors; should one come, keep serving.
+            Err(e) => {
+                log::warn!("http: {e}");
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
@@ -587,28 +621,26 @@ fn set_mode_0600(path: &Path) {
     }
 }
 
-fn set_timeouts(fd: i32, opts: &HttpOptions) -> io::Result<()> {
-    for (opt, d) in [
-        (libc::SO_RCVTIMEO, opts.read_timeout),
-        (libc::SO_SNDTIMEO, opts.write_timeout),
-    ] {
-        let tv = libc::timeval {
-            tv_sec: d.as_secs() as libc::time_t,
-            tv_usec: d.subsec_micros() as libc::suseconds_t,
-        };
-        // SAFETY: `tv` is a valid timeval and the length matches it.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+/// `SO_SNDTIMEO` on the listening socket; accepted sockets inherit it. (Reads are bounded by
+/// tiny_http's deadlines: `SO_RCVTIMEO` here would also bound `accept`.)
+fn set_write_timeout(fd: i32, opts: &HttpOptions) -> io::Result<()> {
+    let d = opts.write_timeout;
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: `tv` is a valid timeval and the length matches it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
@@ -659,6 +691,20 @@ fn serve_one(handler: &dyn Handler, mut rq: tiny_http::Request, opts: &HttpOptio
     let content_length = rq.body_length();
     let path = percent_decode(raw_path);
 
+    if content_length.is_some_and(|n| n > opts.max_body_bytes) {
+        // Refused before the handler (and auth) runs; the body is never read and the
+        // connection closes after the answer.
+        let reply = Reply::error(&too_large(opts.max_body_bytes), &request_id);
+        log::debug!("{request_id} {method} {url} -> 413 (declared {content_length:?})");
+        if let Reply::Full(resp) = reply {
+            let head_only = method.eq_ignore_ascii_case("HEAD");
+            if let Err(e) = respond_whole(rq, resp, &request_id, head_only, true) {
+                log::debug!("{request_id}: client went away: {e}");
+            }
+        }
+        return;
+    }
+
     let (reply, unread) = {
         let mut inc = Incoming {
             request_id: request_id.clone(),
@@ -684,21 +730,17 @@ fn serve_one(handler: &dyn Handler, mut rq: tiny_http::Request, opts: &HttpOptio
                 )
             }
         };
-        let unread = inc.unread_body_len();
+        let unread = inc.body_left_unread();
         (reply, unread)
     };
     log::debug!("{request_id} {method} {url} -> {}", reply.status());
 
-    if unread.is_some_and(|n| n > DRAIN_MAX) {
-        // Dropping the request would make tiny_http allocate the whole declared length to
-        // drain it. Answer, then abandon the connection (its reader thread parks for good).
-        abandon_with(rq, reply, &request_id);
-        return;
-    }
     match reply {
         Reply::Full(resp) => {
             let head_only = method.eq_ignore_ascii_case("HEAD");
-            let close = unread.is_some() || wants_close(&rq, http10);
+            // A body left unread (whole or in part) ends the connection: tiny_http closes it
+            // instead of draining.
+            let close = unread || wants_close(&rq, http10);
             if let Err(e) = respond_whole(rq, resp, &request_id, head_only, close) {
                 log::debug!("{request_id}: client went away: {e}");
             }
@@ -875,35 +917,6 @@ fn format_http_date(secs: u64) -> String {
         sod % 3600 / 60,
         sod % 60
     )
-}
-
-fn abandon_with(rq: tiny_http::Request, reply: Reply, request_id: &str) {
-    let (status, hdrs, body) = match reply {
-        Reply::Full(resp) => {
-            let mut body = Vec::new();
-            let status = resp.status_code;
-            let hdrs = resp.headers.clone();
-            let (mut r, _) = resp.data.into_reader_and_size();
-            let _ = r.read_to_end(&mut body);
-            (status, hdrs, body)
-        }
-        Reply::Stream(_) => (500, Vec::new(), Vec::new()),
-    };
-    let mut headers: Vec<tiny_http::Header> =
-        hdrs.iter().filter_map(|(k, v)| header(k, v)).collect();
-    headers.extend(header("x-request-id", request_id));
-    headers.extend(header("Content-Length", &body.len().to_string()));
-    let r = tiny_http::Response::new(
-        tiny_http::StatusCode(status),
-        headers,
-        io::empty(),
-        Some(0),
-        None,
-    );
-    let mut stream = rq.upgrade("close", r);
-    let _ = stream.write_all(&body);
-    let _ = stream.flush();
-    std::mem::forget(stream);
 }
 
 fn stream(rq: tiny_http::Request, s: StreamReply, request_id: &str, http10: bool) {
@@ -1124,6 +1137,104 @@ mod tests {
             let n: usize = inc.path[1..].parse().unwrap_or(0);
             Reply::Full(rouille::Response::text("x".repeat(n)))
         }
+    }
+
+    /// `/echo` answers with the body's length; any other path ignores the body.
+    struct Echo;
+
+    impl Handler for Echo {
+        fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+            if inc.path == "/echo" {
+                return match inc.body() {
+                    Ok(b) => Reply::Full(rouille::Response::text(b.len().to_string())),
+                    Err(e) => Reply::error(&e, &inc.request_id),
+                };
+            }
+            Reply::Full(rouille::Response::text("ignored"))
+        }
+    }
+
+    #[test]
+    fn read_bodies_keep_the_connection_and_an_unread_body_closes_it() {
+        let opts = HttpOptions::default();
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Echo), opts).unwrap();
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let mut r = std::io::BufReader::new(s);
+        let big = "y".repeat(100_000);
+        write!(
+            w,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{big}",
+            big.len()
+        )
+        .unwrap();
+        let (status, head, body) = read_response(&mut r, false);
+        assert_eq!((status, body.as_slice()), (200, &b"100000"[..]), "{head}");
+        assert!(!head.contains("Connection: close"), "{head}");
+        write!(
+            w,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        )
+        .unwrap();
+        let (status, head, body) = read_response(&mut r, false);
+        assert_eq!((status, body.as_slice()), (200, &b"5"[..]), "{head}");
+        // A body the handler leaves unread is not drained: the connection ends.
+        write!(
+            w,
+            "POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 50000\r\n\r\n{}",
+            "z".repeat(2000)
+        )
+        .unwrap();
+        let (status, head, _) = read_response(&mut r, false);
+        assert_eq!(status, 200);
+        assert!(head.contains("Connection: close"), "{head}");
+        let mut rest = Vec::new();
+        if let Err(e) = r.read_to_end(&mut rest) {
+            let open = matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            );
+            assert!(!open, "the connection was left open: {e}");
+        }
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn silent_connections_are_closed_without_an_answer_and_partial_heads_get_408() {
+        let opts = HttpOptions {
+            head_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            ..HttpOptions::default()
+        };
+        let server = HttpServer::bind(&Listen::Tcp("127.0.0.1:0".into()), &opts).unwrap();
+        server.serve(Arc::new(Sized), opts).unwrap();
+        let rest = |s: std::net::TcpStream| {
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut r = std::io::BufReader::new(s);
+            let mut out = Vec::new();
+            r.read_to_end(&mut out).expect("closed by the server");
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        // Kept alive after one request, then silent.
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut w = s.try_clone().unwrap();
+        write!(w, "GET /3 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let text = rest(s);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(!text.contains("408"), "{text}");
+        // Never a byte.
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        assert_eq!(rest(s), "");
+        // Half a head.
+        let s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut w = s.try_clone().unwrap();
+        write!(w, "GET /3 HTTP/1.1\r\nHost:").unwrap();
+        let text = rest(s);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("Connection: close"), "{text}");
+        assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
     }
 
     /// Reads one response (status, head, body) by its Content-Length; `head_only` for HEAD.

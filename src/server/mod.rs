@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod demo;
 pub mod error;
+pub mod fdlimit;
 pub mod http;
 pub mod ids;
 pub mod models;
@@ -237,11 +238,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         .listen
         .clone()
         .unwrap_or_else(|| listen_of(&initial, &opts.state_dir));
-    let http_opts = HttpOptions {
-        max_body_bytes: initial.server.http.max_body_bytes,
-        read_timeout: Duration::from_secs(initial.server.http.read_timeout_secs),
-        write_timeout: Duration::from_secs(initial.server.http.read_timeout_secs),
-    };
+    let http_opts = http_options(&initial.server.http);
     let handle = SettingsHandle::new(initial);
     handle.on_change(|old, new| {
         if old.server.listen != new.server.listen || old.server.http != new.server.http {
@@ -285,6 +282,31 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         dev_token,
         _watcher: watcher,
     })
+}
+
+/// The edge's limits from `[server.http]`. Raises the soft descriptor limit to the hard one
+/// first; a `max_connections` of 0 is derived from it.
+fn http_options(h: &settings::HttpSettings) -> HttpOptions {
+    let soft = fdlimit::raise_soft_limit().unwrap_or_else(|e| {
+        log::warn!("cannot read the descriptor limit: {e}");
+        1024
+    });
+    let max_connections = if h.max_connections > 0 {
+        h.max_connections
+    } else {
+        fdlimit::connection_cap(soft)
+    };
+    log::info!("descriptor limit {soft}; at most {max_connections} connections");
+    HttpOptions {
+        max_body_bytes: h.max_body_bytes,
+        max_head_bytes: h.max_head_bytes,
+        max_headers: h.max_headers,
+        head_timeout: Duration::from_secs(h.head_timeout_secs),
+        read_timeout: Duration::from_secs(h.read_timeout_secs),
+        write_timeout: Duration::from_secs(h.read_timeout_secs),
+        idle_timeout: Duration::from_secs(h.idle_timeout_secs),
+        max_connections,
+    }
 }
 
 /// The executor worker threads run promoted runs with.

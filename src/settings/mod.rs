@@ -149,12 +149,25 @@ impl Default for SchedulerSettings {
     }
 }
 
-/// `[server.http]` (ours): request limits. Fixed at startup.
+/// `[server.http]` (ours): connection and request limits. Fixed at startup. What each bounds
+/// is in docs/decisions.md ("HTTP edge").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSettings {
+    /// Request body bytes (413 beyond, before the body is read).
     pub max_body_bytes: usize,
+    /// Time to receive a request body, and the time one write to a client may block.
     pub read_timeout_secs: u64,
+    /// Request line and headers together, in bytes (431 beyond).
+    pub max_head_bytes: usize,
+    /// Header lines per request (431 beyond).
+    pub max_headers: usize,
+    /// Time to receive a request head from its first byte (408 beyond).
+    pub head_timeout_secs: u64,
+    /// Time a kept-alive connection may stay silent between requests (then closed).
+    pub idle_timeout_secs: u64,
+    /// Open connections at most (503 beyond); 0 derives it from the descriptor limit.
+    pub max_connections: usize,
 }
 
 impl Default for HttpSettings {
@@ -162,6 +175,11 @@ impl Default for HttpSettings {
         HttpSettings {
             max_body_bytes: 8 * 1024 * 1024,
             read_timeout_secs: 30,
+            max_head_bytes: 64 * 1024,
+            max_headers: 100,
+            head_timeout_secs: 10,
+            idle_timeout_secs: 30,
+            max_connections: 0,
         }
     }
 }
@@ -263,8 +281,21 @@ impl Settings {
         if self.server.http.max_body_bytes < 1024 {
             return bad("server.http.max_body_bytes must be at least 1024".into());
         }
-        if self.server.http.read_timeout_secs == 0 {
-            return bad("server.http.read_timeout_secs must be at least 1".into());
+        let h = &self.server.http;
+        for (key, secs) in [
+            ("read_timeout_secs", h.read_timeout_secs),
+            ("head_timeout_secs", h.head_timeout_secs),
+            ("idle_timeout_secs", h.idle_timeout_secs),
+        ] {
+            if secs == 0 {
+                return bad(format!("server.http.{key} must be at least 1"));
+            }
+        }
+        if h.max_head_bytes < 1024 {
+            return bad("server.http.max_head_bytes must be at least 1024".into());
+        }
+        if h.max_headers < 8 {
+            return bad("server.http.max_headers must be at least 8".into());
         }
         let urls = [
             ("server.api.url", self.server.api.url.as_deref()),
@@ -541,6 +572,11 @@ provider = "local"
             "[llm.providers.antropic]\nbase_url = \"http://127.0.0.1:9000\"",
             "_version = 2",
             "not toml [",
+            "[server.http]\nhead_timeout_secs = 0",
+            "[server.http]\nidle_timeout_secs = 0",
+            "[server.http]\nmax_head_bytes = 100",
+            "[server.http]\nmax_headers = 2",
+            "[server.http]\nmax_conections = 10",
         ] {
             assert!(Settings::parse(bad).is_err(), "accepted: {bad}");
         }

@@ -50,6 +50,8 @@ pub struct Opts<'a> {
     pub settings: Option<&'a str>,
     pub dev: bool,
     pub dir: Option<tempfile::TempDir>,
+    /// Start the server under this descriptor limit (soft and hard), as `ulimit -n` would.
+    pub nofile: Option<u64>,
 }
 
 impl Default for Opts<'_> {
@@ -59,6 +61,7 @@ impl Default for Opts<'_> {
             settings: None,
             dev: true,
             dir: None,
+            nofile: None,
         }
     }
 }
@@ -97,6 +100,22 @@ impl Server {
             .stderr(stderr);
         if o.dev {
             cmd.arg("--dev");
+        }
+        if let Some(n) = o.nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let rl = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let mut child = cmd.spawn().expect("spawn svc");
         let stdout = child.stdout.take().expect("stdout");
@@ -241,6 +260,12 @@ impl Server {
         }
     }
 
+    /// The server's open descriptors, peak and current resident memory (KiB) and threads, from
+    /// /proc.
+    pub fn proc_stats(&self) -> ProcStats {
+        proc_stats(self.child.id())
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
@@ -250,6 +275,35 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcStats {
+    pub fds: usize,
+    pub hwm_kib: u64,
+    pub rss_kib: u64,
+    pub threads: u64,
+}
+
+pub fn proc_stats(pid: u32) -> ProcStats {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    ProcStats {
+        fds,
+        hwm_kib: field("VmHWM:"),
+        rss_kib: field("VmRSS:"),
+        threads: field("Threads:"),
     }
 }
 
