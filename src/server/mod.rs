@@ -6,8 +6,9 @@
 //! [`routes`] (the list of routes), [`auth`], [`system`] (discovery), [`openapi`],
 //! [`versions`], [`models`], [`demo`], [`error`], [`ids`].
 //!
-//! Startup order (SPEC 1.11): settings → dev token → store activation → recovery of runs
-//! interrupted by the last stop → scheduler and workers → routes/listener. Nothing is
+//! Startup order (SPEC 1.11): settings → dev token → store activation → sweep of the last
+//! process's stage processes → recovery of runs interrupted by the last stop (resumed) →
+//! scheduler and workers → routes/listener. Nothing is
 //! served before the store is active.
 //!
 //! Owns: the HTTP API and the server process's wiring. Must not touch: DOT parsing (it calls
@@ -256,10 +257,26 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         opts.state_dir.clone(),
         Arc::clone(&versions),
     );
-    let failed = runs.recover().map_err(|e| state_err(&e))?;
-    if failed > 0 {
+    // Stage processes the previous server left (its descendants outlive a kill -9 of it)
+    // are stopped before any run resumes, so no stage ever runs twice at once.
+    let procs_dir = opts.state_dir.join(PROCS_DIR);
+    let swept =
+        crate::procs::sweep(&procs_dir, Duration::from_secs(10)).map_err(|e| state_err(&e))?;
+    if !swept.killed.is_empty() {
         log::warn!(
-            "{failed} run(s) were active when the server last stopped; marked failed (terminated)"
+            "stopped {} stage process group(s) left by the previous server: {:?}",
+            swept.killed.len(),
+            swept.killed
+        );
+    }
+    crate::procs::install(&procs_dir).map_err(|e| state_err(&e))?;
+    let resume = handle.get().server.recovery.resume_interrupted;
+    let recovered = runs.recover(resume).map_err(|e| state_err(&e))?;
+    if recovered != runs::Recovered::default() {
+        log::warn!(
+            "runs active when the server last stopped: {} resumed, {} failed",
+            recovered.resumed,
+            recovered.failed
         );
     }
     runs.start_scheduler().map_err(|e| state_err(&e))?;
@@ -286,6 +303,9 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         _watcher: watcher,
     })
 }
+
+/// Records of live stage process groups, under the state directory (see `procs`).
+pub const PROCS_DIR: &str = "procs";
 
 /// The executor worker threads run promoted runs with.
 pub fn executor(state_dir: &Path, settings: SettingsHandle) -> Arc<dyn runs::exec::Executor> {

@@ -12,10 +12,14 @@
 //!   the concurrency limit, never shrunk). Each live run has a [`RunHandle`]: its cancel
 //!   token (cancel/pause/unpause reach running stages), its open human questions and its
 //!   agent steering queue ([`mod@steer`]).
-//! - At startup, runs found holding a slot were orphaned by the previous process: they are
-//!   failed with reason `terminated` (or `cancelled` when a cancel was pending) and can be
-//!   resumed with `start {"resume": true}` (the engine continues from the last checkpoint).
-//!   Runnable runs stay queued across restarts.
+//! - At startup, runs found holding a slot were orphaned by the previous process (crash,
+//!   kill -9): each gets `run.interrupted`, then, unless `[server.recovery]
+//!   resume_interrupted = false`, `run.starting` and a worker that resumes it from its last
+//!   checkpoint (the stage in flight runs again from its start; a paused run resumes paused),
+//!   before the scheduler promotes any queued run. Otherwise, or with a cancel pending, it is
+//!   failed with reason `terminated` (`cancelled`) and can be resumed with
+//!   `start {"resume": true}`. Runnable runs stay queued, in order, across restarts. The
+//!   server sweeps the previous process's stage processes (`procs::sweep`) before this.
 //!
 //! - [`usage`] serves `GET /runs/{id}/usage` from the run's stage events.
 //!
@@ -52,6 +56,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What [`Runs::recover`] did with the runs the previous process left active.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    pub resumed: usize,
+    pub failed: usize,
+}
 
 /// The runs service: store, live runs, scheduler and workers.
 pub struct Runs {
@@ -130,26 +141,52 @@ impl Runs {
         runs
     }
 
-    /// Fails runs left holding a slot by a previous process (see the module docs).
-    /// Returns how many were failed.
-    pub fn recover(&self) -> Result<usize, StoreError> {
+    /// Deals with runs left holding a slot by a previous process (see the module docs):
+    /// with `resume` they are resumed from their last checkpoint (oldest first, before the
+    /// scheduler promotes anything queued), else failed with reason `terminated`. A run with a
+    /// pending cancel, or one being removed, is failed either way.
+    pub fn recover(&self, resume: bool) -> Result<Recovered, StoreError> {
         let rows = self.store.query_runs(&RunQuery {
             statuses: lifecycle::SLOT_STATUSES
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            oldest_first: true,
             limit: 1_000_000,
             ..RunQuery::default()
         })?;
+        let mut done = Recovered::default();
+        let mut launches = Vec::new();
         for row in &rows {
-            self.store.append(&row.id, lifecycle::terminated(row))?;
+            let plan = lifecycle::interrupted(row, resume);
+            for draft in plan.events {
+                self.store.append(&row.id, draft)?;
+            }
+            if !plan.resume {
+                log::warn!(
+                    "run {} was {} when the server stopped: failed",
+                    row.id,
+                    row.status.name()
+                );
+                done.failed += 1;
+                continue;
+            }
             log::warn!(
-                "run {} was {} when the server stopped: failed (terminated)",
+                "run {} was {} when the server stopped: resuming it from its last checkpoint",
                 row.id,
                 row.status.name()
             );
+            if let Some(fresh) = self.store.get_run(&row.id)? {
+                launches.push((fresh, plan.paused));
+            }
         }
-        Ok(rows.len())
+        let max = self.settings.get().server.scheduler.max_concurrent_runs;
+        let workers = max.max(launches.len());
+        for (row, paused) in launches {
+            done.resumed += 1;
+            self.launch_with(row, workers, true, paused);
+        }
+        Ok(done)
     }
 
     /// Starts the scheduler thread.
@@ -240,7 +277,16 @@ impl Runs {
     }
 
     fn launch(&self, row: RunRow, max: usize) {
+        self.launch_with(row, max, false, false)
+    }
+
+    /// Hands a `starting` run to a worker (growing the pool to `max`). `recovery`: it was
+    /// interrupted by the last stop; `paused`: it was paused then, and resumes paused.
+    fn launch_with(&self, row: RunRow, max: usize, recovery: bool, paused: bool) {
         let handle = Arc::new(RunHandle::new());
+        if paused {
+            handle.cancel.pause();
+        }
         self.active
             .lock()
             .insert(row.id.clone(), Arc::clone(&handle));
@@ -279,6 +325,7 @@ impl Runs {
             handle,
             workdir,
             store: Arc::clone(&self.gated),
+            recovery,
         };
         if let Err(e) = self.jobs_tx.send(job) {
             log::error!("cannot dispatch a run: {e}");
@@ -946,6 +993,62 @@ mod tests {
         assert_eq!(
             runs.run_json(&submitted)["lifecycle"]["queue_position"],
             Value::Null
+        );
+    }
+
+    #[test]
+    fn an_interrupted_run_that_cannot_resume_fails_saying_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn RunStore> = Arc::new(MemoryStore::new());
+        let settings = SettingsHandle::new(Settings::default());
+        let runs = Runs::new(
+            Arc::clone(&store),
+            crate::server::executor(dir.path(), settings.clone()),
+            settings,
+            dir.path().to_path_buf(),
+            Arc::new(VersionStore::in_memory().unwrap()),
+        );
+        let row = store
+            .create_run(NewRun {
+                title: "broken".into(),
+                workflow: WorkflowMeta {
+                    source: "digraph { start -> ".into(),
+                    ..WorkflowMeta::default()
+                },
+                ..NewRun::default()
+            })
+            .unwrap();
+        for kind in ["run.queued", "run.starting", "run.running"] {
+            store
+                .append(&row.id, EventDraft::new(kind, json!({})))
+                .unwrap();
+        }
+        let done = runs.recover(true).unwrap();
+        assert_eq!(
+            done,
+            Recovered {
+                resumed: 1,
+                failed: 0
+            }
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let row = loop {
+            let r = store.get_run(&row.id).unwrap().unwrap();
+            if r.status.is_terminal() || std::time::Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(
+            row.status,
+            RunStatus::Failed {
+                reason: "resume_failed".into()
+            }
+        );
+        let error = row.error.unwrap_or_default();
+        assert!(
+            error.contains("cannot be resumed") && error.contains("does not parse"),
+            "{error}"
         );
     }
 }
