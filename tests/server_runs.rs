@@ -676,3 +676,43 @@ fn a_burst_of_subscribers_is_served_in_full() {
     drop(conns);
     s.post(&format!("/api/v1/runs/{id}/cancel"), "");
 }
+
+#[test]
+fn state_files_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        umask: Some(0),
+        ..Opts::default()
+    });
+    let id = create(&s, &command("echo data > out.txt"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_status(&s, &id, "succeeded", 20);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let root = s.path().to_path_buf();
+    assert_eq!(mode(&root), 0o700, "state directory");
+    for name in ["svc.db", "svc.db-wal", "svc.db-shm", "dev-token"] {
+        assert_eq!(mode(&root.join(name)), 0o600, "{name}");
+    }
+    for name in ["scratch", "procs"] {
+        assert_eq!(mode(&root.join(name)), 0o700, "{name}");
+    }
+    assert_eq!(
+        mode(&root.join("scratch").join(&id)),
+        0o700,
+        "the run's directory"
+    );
+    // Every regular file the server wrote at the top of the state directory is private.
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_file() && !name.starts_with("stderr-") {
+            assert_eq!(mode(&entry.path()), 0o600, "{name}");
+        }
+    }
+}

@@ -50,18 +50,9 @@ pub fn isolate(cmd: &mut Command) -> &mut Command {
 /// Where this process records its stage process groups (the server calls it once at start;
 /// `svc run` records nothing). Creates the directory (0700).
 pub fn install(dir: &Path) -> io::Result<()> {
-    create_private_dir(dir)?;
+    crate::perms::private_dir(dir)?;
     let _ = RECORDS.set(dir.to_path_buf());
     Ok(())
-}
-
-fn create_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 /// The record of one live process group; dropping it forgets the group once it is empty

@@ -221,7 +221,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         path: opts.state_dir.clone(),
         message: e.to_string(),
     };
-    create_private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
+    crate::perms::private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
     let dev_token = if initial.has_auth(settings::AuthMethod::DevToken) {
         Some(auth::load_or_create_dev_token(&opts.state_dir)?)
     } else {
@@ -313,15 +313,4 @@ pub fn executor(state_dir: &Path, settings: SettingsHandle) -> Arc<dyn runs::exe
         state_dir: state_dir.to_path_buf(),
         settings,
     })
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
 }

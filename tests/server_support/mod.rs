@@ -50,6 +50,8 @@ pub struct Opts<'a> {
     pub settings: Option<&'a str>,
     pub dev: bool,
     pub dir: Option<tempfile::TempDir>,
+    /// The server's umask (default: inherited).
+    pub umask: Option<u32>,
 }
 
 impl Default for Opts<'_> {
@@ -59,6 +61,7 @@ impl Default for Opts<'_> {
             settings: None,
             dev: true,
             dir: None,
+            umask: None,
         }
     }
 }
@@ -97,6 +100,16 @@ impl Server {
             .stderr(stderr);
         if o.dev {
             cmd.arg("--dev");
+        }
+        if let Some(mask) = o.umask {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: umask is async-signal-safe and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::umask(mask as libc::mode_t);
+                    Ok(())
+                });
+            }
         }
         let mut child = cmd.spawn().expect("spawn svc");
         let stdout = child.stdout.take().expect("stdout");

@@ -296,7 +296,10 @@ impl Runs {
             .as_deref()
             .and_then(|id| self.versions.get(id).ok().flatten());
         let workdir = self.state_dir.join("scratch").join(&row.id);
-        if let Err(e) = std::fs::create_dir_all(&workdir) {
+        // Run data: private to the owner (`scratch` and each run's directory 0700).
+        if let Err(e) = crate::perms::private_dir(&workdir)
+            .and_then(|()| crate::perms::private_dir(&self.state_dir.join("scratch")))
+        {
             log::warn!("run {}: cannot create {}: {e}", row.id, workdir.display());
         }
         while self.workers.load(Ordering::SeqCst) < max {
