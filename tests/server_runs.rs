@@ -716,3 +716,32 @@ fn state_files_are_private_whatever_the_umask() {
         }
     }
 }
+
+#[test]
+fn bodies_that_are_not_objects_are_refused() {
+    let s = Server::start();
+    let id = create(&s, HELLO)["id"].as_str().unwrap().to_string();
+    for (route, body) in [
+        ("start", "[]"),
+        ("start", "[true]"),
+        ("approve", "[]"),
+        ("approve", "\"yes\""),
+        ("approve", "1"),
+        ("approve", "null"),
+        ("deny", "[]"),
+        ("deny", "[\"no\"]"),
+    ] {
+        let r = s.post(&format!("/api/v1/runs/{id}/{route}"), body);
+        let e = assert_error(&r, 400);
+        assert!(
+            e["errors"][0]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("JSON object") || d.contains("Malformed JSON")),
+            "{route} {body}: {e}"
+        );
+    }
+    assert_error(&s.post("/api/v1/runs", "[]"), 400);
+    // The run was never started by the refused bodies.
+    assert_eq!(status(&s, &id)["kind"], "submitted");
+    assert_error(&s.post("/api/v1/runs/not-a-ulid/start", "{}"), 400);
+}

@@ -831,10 +831,8 @@ pub fn unarchive(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 }
 
 pub fn approve(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let _: Value = ctx
-        .inc
-        .json_or_default::<Option<Value>>()?
-        .unwrap_or(Value::Null);
+    // No fields are defined, but a body must still be an object.
+    let _: Map<String, Value> = ctx.inc.json_or_default()?;
     let actor = actor_of(ctx);
     let row = app
         .runs
