@@ -11,8 +11,18 @@ cd "$(dirname "$0")/.."
 SEED=${SCHEMATHESIS_SEED:-20261125}
 EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-50}
 
-if ! command -v st >/dev/null 2>&1; then
-  python3 -m pip install --quiet 'schemathesis>=4,<5'
+# Pinned, so a given seed generates the same cases. An installed `st` of that version is used
+# as it is; otherwise a private virtualenv (Debian's system Python refuses `pip install`).
+VERSION=4.32.5
+if command -v st >/dev/null 2>&1 && st --version 2>/dev/null | grep -q "version $VERSION\$"; then
+  ST=st
+else
+  venv=${SVC_SCHEMATHESIS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/svc-schemathesis-$VERSION}
+  if [ ! -x "$venv/bin/st" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "schemathesis==$VERSION"
+  fi
+  ST="$venv/bin/st"
 fi
 
 cargo build --quiet --bin svc
@@ -41,11 +51,11 @@ if [ -z "$url" ]; then
 fi
 token=$(tr -d '\n' <"$state/dev-token")
 
-st run "$url/api/v1/openapi.json" \
+"$ST" run "$url/api/v1/openapi.json" \
   --url "$url" \
   --header "Authorization: Bearer $token" \
   --exclude-path-regex '/attach$|/files$|/preview$|/sandboxes' \
-  --phases examples,coverage,fuzzing \
+  --phases examples,coverage,fuzzing,stateful \
   --checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
   --seed "$SEED" \
   --max-examples "$EXAMPLES" \

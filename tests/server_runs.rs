@@ -718,7 +718,7 @@ fn state_files_are_private_whatever_the_umask() {
 }
 
 #[test]
-fn bodies_that_are_not_objects_are_refused() {
+fn bodies_that_are_not_objects_and_odd_booleans_are_refused() {
     let s = Server::start();
     let id = create(&s, HELLO)["id"].as_str().unwrap().to_string();
     for (route, body) in [
@@ -744,4 +744,11 @@ fn bodies_that_are_not_objects_are_refused() {
     // The run was never started by the refused bodies.
     assert_eq!(status(&s, &id)["kind"], "submitted");
     assert_error(&s.post("/api/v1/runs/not-a-ulid/start", "{}"), 400);
+    // Boolean query parameters are true or false, nothing else.
+    assert_error(&s.get("/api/v1/runs?include_archived=yes"), 400);
+    assert_error(
+        &s.call("DELETE", &format!("/api/v1/runs/{id}?force=1"), None),
+        400,
+    );
+    assert_eq!(s.get("/api/v1/runs?include_archived=false").status, 200);
 }

@@ -157,17 +157,17 @@ fn operations() -> Vec<Op> {
             ]),
         op("get", "/api/v1/runs", "Runs", "List runs (board items), newest first")
             .paging()
-            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs.")
-            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging parameter.")]),
+            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs (`true` or `false`; anything else is 400).")
+            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging or include_archived parameter.")]),
         op("get", "/runs", "Runs", "Alias of GET /api/v1/runs")
             .paging()
-            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs.")
-            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging parameter.")]),
+            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs (`true` or `false`; anything else is 400).")
+            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging or include_archived parameter.")]),
         op("get", "/api/v1/runs/{id}", "Runs", "One run").id().resp(vec![run(), err("400", "Malformed run id."), nf()]),
         op("delete", "/api/v1/runs/{id}", "Runs", "Delete a run (tombstoned)")
             .id()
-            .param("force", "query", json!({"type": "boolean", "default": false}), "Delete even while active (cancels it).")
-            .resp(vec![no_content("204", "Deleted."), nf(), err("409", "The run is active; use force=true.")]),
+            .param("force", "query", json!({"type": "boolean", "default": false}), "Delete even while active (cancels it). `true` or `false`; anything else is 400.")
+            .resp(vec![no_content("204", "Deleted."), err("400", "Malformed run id or force value."), nf(), err("409", "The run is active; use force=true.")]),
         op("post", "/api/v1/runs/{id}/start", "Runs", "Queue a submitted run, or resume a failed one")
             .id()
             .body(r("StartRequest"), false)
@@ -254,6 +254,55 @@ fn operations() -> Vec<Op> {
     ]
 }
 
+/// OpenAPI links from a created run (`201` of `POST /api/v1/runs`) to every operation on
+/// `/api/v1/runs/{id}...` (and its unprefixed aliases), and from a registered workflow version
+/// to reading it back, so clients and stateful testers can follow the ids they got.
+fn link_created_runs(paths: &mut Map<String, Value>) {
+    let runs = links_to(paths, |p| {
+        p.starts_with("/api/v1/runs/{id}") || p.starts_with("/runs/{id}")
+    });
+    let versions = links_to(paths, |p| p == "/api/v1/workflow-versions/{id}");
+    for (path, codes, links) in [
+        ("/api/v1/runs", &["201"][..], runs),
+        ("/api/v1/workflow-versions", &["200", "201"][..], versions),
+    ] {
+        for code in codes {
+            if let Some(resp) = paths
+                .get_mut(path)
+                .and_then(|item| item.get_mut("post"))
+                .and_then(|op| op["responses"].get_mut(*code))
+            {
+                resp["links"] = Value::Object(links.clone());
+            }
+        }
+    }
+}
+
+/// One link per operation whose path `wanted` accepts, passing the response's `id`.
+fn links_to(paths: &Map<String, Value>, wanted: impl Fn(&str) -> bool) -> Map<String, Value> {
+    let mut links = Map::new();
+    for (path, item) in paths.iter() {
+        if !wanted(path) {
+            continue;
+        }
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let Some(id) = op["operationId"].as_str() else {
+                continue;
+            };
+            let name: String = format!("{method}_{path}")
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+                .join("_");
+            links.insert(
+                name,
+                json!({"operationId": id, "parameters": {"id": "$response.body#/id"}}),
+            );
+        }
+    }
+    links
+}
+
 fn steer_responses() -> Vec<(String, Value)> {
     vec![
         ok(
@@ -333,6 +382,8 @@ fn schemas() -> Value {
             "type": "object",
             "additionalProperties": false,
             "description": "Exactly one of workflow or workflow_version_id.",
+            "oneOf": [{"required": ["workflow"]}, {"required": ["workflow_version_id"]}],
+            "examples": [{"title": "hello", "workflow": {"entrypoint": "main.dot", "files": {"main.dot": "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"}}}],
             "properties": {
                 "workflow": r("WorkflowPackage"),
                 "workflow_version_id": {"type": "string"},
@@ -624,6 +675,7 @@ fn build() -> Value {
         let entry = paths.entry(o.path.to_string()).or_insert_with(|| json!({}));
         entry[o.method] = operation;
     }
+    link_created_runs(&mut paths);
     json!({
         "openapi": "3.1.0",
         "info": {

@@ -511,6 +511,17 @@ pub fn page(ctx: &Ctx<'_, '_>) -> Result<(usize, usize), ApiError> {
     Ok((limit, offset))
 }
 
+/// A boolean query parameter: `true` or `false` (absent means false); anything else is 400.
+fn bool_query(ctx: &Ctx<'_, '_>, name: &str) -> Result<bool, ApiError> {
+    match ctx.inc.query(name).as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "Query parameter {name} must be true or false, not `{other}`."
+        ))),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ModelReq {
@@ -708,7 +719,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 
 pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let (limit, offset) = page(ctx)?;
-    let include_archived = ctx.inc.query("include_archived").as_deref() == Some("true");
+    let include_archived = bool_query(ctx, "include_archived")?;
     let rows = app
         .runs
         .store
@@ -744,7 +755,7 @@ pub fn get(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 pub fn delete(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let id = ctx.param("id").to_string();
     check_id(&id)?;
-    let force = ctx.inc.query("force").as_deref() == Some("true");
+    let force = bool_query(ctx, "force")?;
     let runs = &app.runs;
     {
         let _g = runs.gate.lock();
