@@ -249,7 +249,7 @@ mod tests {
         while stat(pid).is_some_and(|s| s.state != 'Z') && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(stat(pid).map_or(true, |s| s.state == 'Z'), "child survived");
+        assert!(stat(pid).is_none_or(|s| s.state == 'Z'), "child survived");
         // reap it
         // SAFETY: waiting for our own child.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
