@@ -26,7 +26,7 @@ else
 fi
 
 cargo build --quiet --bin svc
-state=$(mktemp -d)
+state=$(mktemp -d -t svc-schemathesis.XXXXXX)
 out="$state/stdout.log"
 ./target/debug/svc server start --dev --state-dir "$state" --listen 127.0.0.1:0 \
   >"$out" 2>"$state/stderr.log" &

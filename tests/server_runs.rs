@@ -751,4 +751,9 @@ fn bodies_that_are_not_objects_and_odd_booleans_are_refused() {
         400,
     );
     assert_eq!(s.get("/api/v1/runs?include_archived=false").status, 200);
+    // Paging integers beyond 64 bits are clamped like any other out-of-range value.
+    let huge = s
+        .get("/api/v1/runs?page[limit]=-99999999999999999999999&page[offset]=99999999999999999999");
+    assert_eq!(huge.status, 200, "{}", huge.text());
+    assert_error(&s.get("/api/v1/runs?page[limit]=1e3"), 400);
 }

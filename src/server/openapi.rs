@@ -362,8 +362,8 @@ fn schemas() -> Value {
             "required": ["entrypoint", "files"],
             "additionalProperties": false,
             "properties": {
-                "entrypoint": {"type": "string", "description": "Path of the workflow file inside the package."},
-                "files": {"type": "object", "maxProperties": 512, "additionalProperties": {"type": "string"}},
+                "entrypoint": {"type": "string", "minLength": 1, "description": "Path of the workflow file inside the package (one of `files`)."},
+                "files": {"type": "object", "minProperties": 1, "maxProperties": 512, "additionalProperties": {"type": "string"}},
                 "dependencies": {"type": "array", "maxItems": 512, "items": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
             }
         },
@@ -391,11 +391,11 @@ fn schemas() -> Value {
                 "title": {"type": "string"},
                 "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                 "inputs": {"type": "object"},
-                "model": {"type": "object", "required": ["name"], "properties": {"provider": {"type": "string"}, "name": {"type": "string"}}},
-                "sandbox": {"type": "object", "required": ["provider"], "properties": {
+                "model": {"type": "object", "required": ["name"], "additionalProperties": false, "properties": {"provider": nullable("string"), "name": {"type": "string", "minLength": 1, "pattern": "\\S"}}},
+                "sandbox": {"type": "object", "required": ["provider"], "additionalProperties": false, "properties": {
                     "provider": {"enum": ["local", "container", "hosted"]},
-                    "image": {"type": "string"},
-                    "snapshot": {"type": "string"}
+                    "image": nullable("string"),
+                    "snapshot": nullable("string")
                 }}
             }
         },

@@ -498,17 +498,33 @@ fn actor_of(ctx: &Ctx<'_, '_>) -> Value {
 
 /// `page[limit]` (default 20, clamped 1-100) and `page[offset]` (default 0, min 0, max 1e6).
 pub fn page(ctx: &Ctx<'_, '_>) -> Result<(usize, usize), ApiError> {
-    let int = |name: &str| -> Result<Option<i64>, ApiError> {
-        match ctx.inc.query(name) {
-            None => Ok(None),
-            Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("Query parameter {name} must be an integer."))
-            }),
-        }
-    };
+    let int = |name: &str| int_query(ctx, name);
     let limit = int("page[limit]")?.unwrap_or(20).clamp(1, 100) as usize;
     let offset = int("page[offset]")?.unwrap_or(0).clamp(0, 1_000_000) as usize;
     Ok((limit, offset))
+}
+
+/// An integer query parameter; integers beyond i64 saturate (every integer parameter is
+/// clamped to a small range anyway), anything else is 400.
+pub fn int_query(ctx: &Ctx<'_, '_>, name: &str) -> Result<Option<i64>, ApiError> {
+    let Some(v) = ctx.inc.query(name) else {
+        return Ok(None);
+    };
+    let v = v.trim();
+    if let Ok(n) = v.parse::<i64>() {
+        return Ok(Some(n));
+    }
+    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(Some(if v.starts_with('-') {
+            i64::MIN
+        } else {
+            i64::MAX
+        }));
+    }
+    Err(ApiError::bad_request(format!(
+        "Query parameter {name} must be an integer."
+    )))
 }
 
 /// A boolean query parameter: `true` or `false` (absent means false); anything else is 400.
@@ -906,14 +922,7 @@ pub fn answer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 pub fn events(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let id = ctx.param("id").to_string();
     app.runs.row(&id)?;
-    let int = |name: &str| -> Result<Option<i64>, ApiError> {
-        match ctx.inc.query(name) {
-            None => Ok(None),
-            Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("Query parameter {name} must be an integer."))
-            }),
-        }
-    };
+    let int = |name: &str| int_query(ctx, name);
     let since = int("since_seq")?.unwrap_or(1).max(1) as u64;
     let limit = int("limit")?.unwrap_or(100).clamp(1, 1000) as usize;
     let mut evs = app
