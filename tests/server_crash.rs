@@ -36,10 +36,10 @@ const SETTINGS: &str = "[server.scheduler]\nmax_concurrent_runs = 4\n";
 fn stage_script(node: &str) -> String {
     format!(
         "exec 9>>stage.lock\n\
-         flock -n 9 || echo \"overlap {node}\" >> overlaps\n\
-         echo \"start {node}\" >> markers\n\
+         flock -n 9 || echo \"overlap {node} $$ $(date +%s.%N)\" >> overlaps\n\
+         echo \"start {node} $$ $(date +%s.%N)\" >> markers\n\
          sleep 0.2 & wait\n\
-         echo \"end {node}\" >> markers\n"
+         echo \"end {node} $$ $(date +%s.%N)\" >> markers\n"
     )
 }
 
@@ -260,12 +260,23 @@ fn sigkill_under_load_loses_nothing_and_interrupted_runs_finish_by_themselves() 
         let workdir = s.path().join("scratch").join(id);
         if let Ok(text) = std::fs::read_to_string(workdir.join("overlaps")) {
             figures.overlaps += text.lines().count();
-            eprintln!("run {id}: stages overlapped: {text}");
+            let markers = std::fs::read_to_string(workdir.join("markers")).unwrap_or_default();
+            let kinds: Vec<String> = evs
+                .iter()
+                .map(|e| format!("{} {} {}", e["event"], e["node_id"], e["ts"]))
+                .collect();
+            eprintln!(
+                "run {id}: stages overlapped: {text}\nmarkers:\n{markers}\nevents:\n{}",
+                kinds.join("\n")
+            );
         }
         if st["kind"] == "succeeded" {
             let markers = std::fs::read_to_string(workdir.join("markers")).unwrap_or_default();
             assert!(
-                markers.ends_with(&format!("end s{STAGES}\n")),
+                markers
+                    .lines()
+                    .last()
+                    .is_some_and(|l| l.starts_with(&format!("end s{STAGES} "))),
                 "run {id} succeeded without its last stage: {markers}"
             );
         }

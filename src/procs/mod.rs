@@ -6,9 +6,10 @@
 //!   (`PR_SET_PDEATHSIG`). The kernel ties that signal to the forking *thread*, so every
 //!   caller forks from the thread that then waits for the child (the stage's own thread),
 //!   never from a short-lived helper thread.
-//! - PDEATHSIG reaches only the direct child. Its descendants stay in its group, and
-//!   [`track`] records the group (`<dir>/<pgid>` holding the leader's start time) while it
-//!   has members, in the directory [`install`] names (the server's `<state-dir>/procs`).
+//! - PDEATHSIG reaches only the direct child. Its descendants stay in its group, which the
+//!   child itself records between fork and exec (`<dir>/<pgid>` holding its start time, in
+//!   the directory [`install`] names: the server's `<state-dir>/procs`), so nothing runs
+//!   unrecorded; [`track`] keeps the record while the group has members.
 //!   [`sweep`] at the next start SIGKILLs every recorded group still alive. The start time
 //!   guards against pid reuse: a live leader whose start time differs is someone else's
 //!   process and is left alone; a group whose leader is gone still holds its id (Linux never
@@ -26,12 +27,22 @@ use std::time::{Duration, Instant};
 
 static RECORDS: OnceLock<PathBuf> = OnceLock::new();
 
-/// Own process group, and SIGKILL when the forking thread dies. Call on every stage spawn.
+/// Own process group, SIGKILL when the forking thread dies, and (once [`install`]ed) the
+/// group's record, written by the child itself before it runs anything. Call on every stage
+/// spawn, then [`track`] the child.
 pub fn isolate(cmd: &mut Command) -> &mut Command {
+    isolate_into(cmd, RECORDS.get().map(PathBuf::as_path))
+}
+
+fn isolate_into<'c>(cmd: &'c mut Command, records: Option<&Path>) -> &'c mut Command {
     let parent = std::process::id();
+    // Everything the child needs is prepared here: after fork it may not allocate.
+    let records =
+        records.and_then(|dir| std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok());
     cmd.process_group(0);
     // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (prctl, getppid) and allocates nothing.
+    // async-signal-safe functions (prctl, getppid, getpid, open, read, write, close) on stack
+    // buffers; it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -41,10 +52,90 @@ pub fn isolate(cmd: &mut Command) -> &mut Command {
             if libc::getppid() as u32 != parent {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
+            // Recorded before exec, so no stage process ever runs unrecorded: a server killed
+            // right after the fork still leaves a record for the next start's sweep.
+            if let Some(dir) = &records {
+                child_record(dir.as_bytes());
+            }
             Ok(())
         });
     }
     cmd
+}
+
+/// In the forked child: writes `<dir>/<pid>` holding this process's start time. Best effort
+/// (a failure leaves the stage unrecorded, not stopped). Only syscalls on stack buffers.
+fn child_record(dir: &[u8]) {
+    let mut path = [0u8; 4096];
+    let mut digits = [0u8; 24];
+    // SAFETY: getpid never fails.
+    let pid = unsafe { libc::getpid() } as u64;
+    let pid_digits = itoa(pid, &mut digits);
+    let len = dir.len() + 1 + pid_digits.len();
+    if len >= path.len() {
+        return;
+    }
+    path[..dir.len()].copy_from_slice(dir);
+    path[dir.len()] = b'/';
+    path[dir.len() + 1..len].copy_from_slice(pid_digits);
+    let mut stat = [0u8; 1024];
+    let Some(start) = read_self_start(&mut stat) else {
+        return;
+    };
+    // SAFETY: `path` is NUL-terminated (zeroed beyond `len`); the buffers outlive the calls.
+    unsafe {
+        let fd = libc::open(
+            path.as_ptr().cast(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        );
+        if fd >= 0 {
+            libc::write(fd, start.as_ptr().cast(), start.len());
+            libc::close(fd);
+        }
+    }
+}
+
+/// The start-time field of `/proc/self/stat`, as its digits inside `buf`.
+fn read_self_start(buf: &mut [u8]) -> Option<&[u8]> {
+    // SAFETY: a NUL-terminated literal path; `buf` outlives the read.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    stat_field(text, 22)
+}
+
+/// Field `n` (1-based, as in proc(5)) of a stat line; the command name (field 2) may hold
+/// spaces and parentheses, so fields are counted after its last `)`.
+fn stat_field(text: &[u8], n: usize) -> Option<&[u8]> {
+    let close = text.iter().rposition(|b| *b == b')')?;
+    text[close + 1..]
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .nth(n.checked_sub(3)?)
+}
+
+/// Decimal digits of `v` at the end of `buf`.
+fn itoa(mut v: u64, buf: &mut [u8; 24]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
 }
 
 /// Where this process records its stage process groups (the server calls it once at start;
@@ -79,24 +170,15 @@ impl Drop for Tracked {
     }
 }
 
-/// Records the group of a child started with [`isolate`] (it leads its group). A failure to
-/// record is logged, never fatal: the stage still runs, PDEATHSIG still covers its leader.
+/// The record of a child started with [`isolate`] (it leads its group and wrote its record
+/// itself, when records are [`install`]ed); forgotten once the group is empty.
 pub fn track(child: &Child) -> Tracked {
     let pgid = child.id() as libc::pid_t;
-    let path = RECORDS.get().and_then(|dir| {
-        let start = start_time(pgid)?;
-        let path = dir.join(pgid.to_string());
-        match write_private(&path, &start.to_string()) {
-            Ok(()) => Some(path),
-            Err(e) => {
-                log::warn!("cannot record process group {pgid}: {e}");
-                None
-            }
-        }
-    });
+    let path = RECORDS.get().map(|dir| dir.join(pgid.to_string()));
     Tracked { pgid, path }
 }
 
+#[cfg(test)]
 fn write_private(path: &Path, text: &str) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -195,17 +277,16 @@ struct Stat {
 
 /// `/proc/<pid>/stat`: state (field 3), process group (5) and start time (22).
 fn stat(pid: libc::pid_t) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let field = |n| std::str::from_utf8(stat_field(&text, n)?).ok();
     Some(Stat {
-        state: fields.first()?.chars().next()?,
-        pgrp: fields.get(2)?.parse().ok()?,
-        start: fields.get(19)?.parse().ok()?,
+        state: field(3)?.chars().next()?,
+        pgrp: field(5)?.parse().ok()?,
+        start: field(22)?.parse().ok()?,
     })
 }
 
+#[cfg(test)]
 fn start_time(pid: libc::pid_t) -> Option<u64> {
     stat(pid).map(|s| s.start)
 }
@@ -281,6 +362,41 @@ mod tests {
         // SAFETY: test cleanup of our own group.
         unsafe { libc::killpg(opid, libc::SIGKILL) };
         other.wait().unwrap();
+    }
+
+    #[test]
+    fn the_child_records_its_group_before_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("sh");
+        // The script sees its own record: it was written before exec.
+        cmd.arg("-c").arg("cat \"$0/$$\"").arg(dir.path());
+        cmd.stdout(Stdio::piped());
+        let child = isolate_into(&mut cmd, Some(dir.path())).spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let start = start_time(pid).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), start.to_string());
+        let record = dir.path().join(pid.to_string());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&record).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & !0o600, 0, "{mode:o}");
+        // Forgotten once the group is gone.
+        drop(Tracked {
+            pgid: pid,
+            path: Some(record.clone()),
+        });
+        assert!(!record.exists());
+    }
+
+    #[test]
+    fn stat_fields_and_digits() {
+        let line = b"12 (a) b) c) S 1 12 12 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 98765 4 5";
+        assert_eq!(stat_field(line, 3), Some(&b"S"[..]));
+        assert_eq!(stat_field(line, 5), Some(&b"12"[..]));
+        assert_eq!(stat_field(line, 22), Some(&b"98765"[..]));
+        let mut buf = [0u8; 24];
+        assert_eq!(itoa(0, &mut buf), b"0");
+        assert_eq!(itoa(4194304, &mut buf), b"4194304");
     }
 
     #[test]
