@@ -51,6 +51,9 @@ if [ -z "$url" ]; then
 fi
 token=$(tr -d '\n' <"$state/dev-token")
 
+# From the throw-away directory: schemathesis keeps a cache of past failures (replayed
+# first) under ./.schemathesis, which would make one run depend on the previous ones.
+cd "$state"
 "$ST" run "$url/api/v1/openapi.json" \
   --url "$url" \
   --header "Authorization: Bearer $token" \
