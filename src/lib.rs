@@ -12,6 +12,8 @@ pub mod cli;
 pub mod dot;
 pub mod engine;
 pub mod llm;
+pub mod perms;
+pub mod procs;
 pub mod sandbox;
 pub mod server;
 pub mod settings;

@@ -1,6 +1,6 @@
 //! The runs API through the real binary: create → start → SSE (replay and live) → human
 //! question → answer → succeeded; FIFO and the concurrency limit; cancel, pause, unpause;
-//! restart with active runs and resume; pagination and event paging; deletion.
+//! restart: interrupted runs resume by themselves (or fail, by setting) and paused ones stay paused; pagination and event paging; deletion.
 
 mod server_support;
 
@@ -342,29 +342,188 @@ fn cancel_pause_unpause() {
     );
 }
 
+fn events_of(s: &Server, id: &str) -> Vec<Value> {
+    s.get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+        .json()["data"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn ts_of(events: &[Value], kind: &str) -> String {
+    let e = events.iter().find(|e| e["event"] == kind);
+    e.and_then(|e| e["ts"].as_str())
+        .unwrap_or_else(|| panic!("no {kind} in {events:?}"))
+        .to_string()
+}
+
+/// Alive and not a zombie.
+fn running(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty()
+        && !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+}
+
 #[test]
-fn restart_fails_active_runs_and_resume_continues() {
-    let s = Server::start();
-    // First attempt sleeps; the resumed one finds its marker and finishes at once.
-    let script = "if [ -f marker ]; then echo resumed; else touch marker; sleep 60; fi";
-    let r = create(&s, &command(script));
-    let id = r["id"].as_str().unwrap().to_string();
+fn restart_resumes_interrupted_runs_by_themselves_before_queued_ones() {
+    let s = Server::with(Opts {
+        settings: Some("[server.scheduler]\nmax_concurrent_runs = 1\n"),
+        ..Opts::default()
+    });
+    // First attempt leaves a background process in its group and hangs; the resumed attempt
+    // finds its marker and finishes at once.
+    let script = "if [ -f marker ]; then echo resumed; else touch marker; sleep 60 & echo $! > bg.pid; wait; fi";
+    let id = create(&s, &command(script))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let queued: Vec<String> = (0..2)
+        .map(|_| create(&s, HELLO)["id"].as_str().unwrap().to_string())
+        .collect();
     let waiting = create(&s, HELLO)["id"].as_str().unwrap().to_string();
     s.post(&format!("/api/v1/runs/{id}/start"), "");
     wait_status(&s, &id, "running", 20);
-    std::thread::sleep(Duration::from_millis(500));
+    for q in &queued {
+        s.post(&format!("/api/v1/runs/{q}/start"), "");
+    }
+    let bg = s.path().join("scratch").join(&id).join("bg.pid");
+    let bg_pid: i32 = wait_for(20, "the stage's background process", || {
+        std::fs::read_to_string(&bg).ok()?.trim().parse().ok()
+    });
+    let dir = s.kill();
+    assert!(
+        running(bg_pid),
+        "the background process died with the server"
+    );
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        settings: Some("[server.scheduler]\nmax_concurrent_runs = 1\n"),
+        ..Opts::default()
+    });
+    assert!(
+        !running(bg_pid),
+        "the previous server's stage process survived the restart"
+    );
+    wait_status(&s, &id, "succeeded", 30);
+    for q in &queued {
+        wait_status(&s, q, "succeeded", 30);
+    }
+    assert_eq!(status(&s, &waiting)["kind"], "submitted");
+    let evs = events_of(&s, &id);
+    let interrupted = evs
+        .iter()
+        .find(|e| e["event"] == "run.interrupted")
+        .unwrap();
+    assert_eq!(interrupted["properties"]["action"], "resume");
+    assert_eq!(interrupted["properties"]["status"], "running");
+    assert!(evs
+        .iter()
+        .any(|e| e["event"] == "run.running" && e["properties"]["resumed"] == true));
+    let work_starts = evs
+        .iter()
+        .filter(|e| e["event"] == "stage.started" && e["node_id"] == "work")
+        .count();
+    assert_eq!(
+        work_starts, 2,
+        "the stage in flight runs again from its start"
+    );
+    // The interrupted run held its slot; queued runs follow it in their order.
+    let a_end = ts_of(&evs, "run.completed");
+    let q0 = events_of(&s, &queued[0]);
+    let q1 = events_of(&s, &queued[1]);
+    assert!(a_end <= ts_of(&q0, "run.starting"));
+    assert!(ts_of(&q0, "run.completed") <= ts_of(&q1, "run.starting"));
+}
+
+#[test]
+fn restart_without_resume_fails_active_runs_and_start_resume_continues() {
+    let settings = "[server.recovery]\nresume_interrupted = false\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let script = "if [ -f marker ]; then echo resumed; else touch marker; sleep 60; fi";
+    let id = create(&s, &command(script))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_status(&s, &id, "running", 20);
+    wait_for(20, "the marker", || {
+        s.path()
+            .join("scratch")
+            .join(&id)
+            .join("marker")
+            .exists()
+            .then_some(())
+    });
+    let dir = s.kill();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let st = status(&s, &id);
+    assert_eq!(st, json!({"kind": "failed", "reason": "terminated"}));
+    let evs = events_of(&s, &id);
+    let interrupted = evs
+        .iter()
+        .find(|e| e["event"] == "run.interrupted")
+        .unwrap();
+    assert_eq!(interrupted["properties"]["action"], "fail");
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/start"), "{}"), 409);
+    let resumed = s.post(&format!("/api/v1/runs/{id}/start"), "{\"resume\": true}");
+    assert_eq!(resumed.status, 200, "{}", resumed.text());
+    wait_status(&s, &id, "succeeded", 20);
+}
+
+#[test]
+fn a_run_paused_when_the_server_died_resumes_paused() {
+    let s = Server::start();
+    let dot = "digraph p { start [shape=Mdiamond]; a [shape=parallelogram, script=\"[ -f m ] || { touch m; sleep 30; }\"]; b [shape=parallelogram, script=\"echo b\"]; exit [shape=Msquare]; start -> a -> b -> exit }";
+    let id = create(&s, dot)["id"].as_str().unwrap().to_string();
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_for(20, "stage a", || {
+        events_of(&s, &id)
+            .iter()
+            .any(|e| e["event"] == "stage.started" && e["node_id"] == "a")
+            .then_some(())
+    });
+    assert_eq!(s.post(&format!("/api/v1/runs/{id}/pause"), "").status, 200);
     let dir = s.kill();
     let s = Server::with(Opts {
         dir: Some(dir),
         ..Opts::default()
     });
-    let st = status(&s, &id);
-    assert_eq!(st, json!({"kind": "failed", "reason": "terminated"}));
-    assert_eq!(status(&s, &waiting)["kind"], "submitted");
-    assert_error(&s.post(&format!("/api/v1/runs/{id}/start"), "{}"), 409);
-    let resumed = s.post(&format!("/api/v1/runs/{id}/start"), "{\"resume\": true}");
-    assert_eq!(resumed.status, 200, "{}", resumed.text());
+    wait_for(20, "the resumed run to hold paused", || {
+        let evs = events_of(&s, &id);
+        let resumed = evs
+            .iter()
+            .position(|e| e["event"] == "run.running" && e["properties"]["resumed"] == true)?;
+        evs[resumed..]
+            .iter()
+            .any(|e| e["event"] == "run.paused")
+            .then_some(())
+    });
+    assert_eq!(status(&s, &id)["kind"], "paused");
+    let a_starts = |s: &Server| {
+        events_of(s, &id)
+            .iter()
+            .filter(|e| e["event"] == "stage.started" && e["node_id"] == "a")
+            .count()
+    };
+    assert_eq!(a_starts(&s), 1, "a paused run started a stage");
+    assert_eq!(
+        s.post(&format!("/api/v1/runs/{id}/unpause"), "").status,
+        200
+    );
     wait_status(&s, &id, "succeeded", 20);
+    assert_eq!(a_starts(&s), 2);
 }
 
 #[test]
@@ -516,4 +675,85 @@ fn a_burst_of_subscribers_is_served_in_full() {
     }
     drop(conns);
     s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+}
+
+#[test]
+fn state_files_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        umask: Some(0),
+        ..Opts::default()
+    });
+    let id = create(&s, &command("echo data > out.txt"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post(&format!("/api/v1/runs/{id}/start"), "");
+    wait_status(&s, &id, "succeeded", 20);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let root = s.path().to_path_buf();
+    assert_eq!(mode(&root), 0o700, "state directory");
+    for name in ["svc.db", "svc.db-wal", "svc.db-shm", "dev-token"] {
+        assert_eq!(mode(&root.join(name)), 0o600, "{name}");
+    }
+    for name in ["scratch", "procs"] {
+        assert_eq!(mode(&root.join(name)), 0o700, "{name}");
+    }
+    assert_eq!(
+        mode(&root.join("scratch").join(&id)),
+        0o700,
+        "the run's directory"
+    );
+    // Every regular file the server wrote at the top of the state directory is private.
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_file() && !name.starts_with("stderr-") {
+            assert_eq!(mode(&entry.path()), 0o600, "{name}");
+        }
+    }
+}
+
+#[test]
+fn bodies_that_are_not_objects_and_odd_booleans_are_refused() {
+    let s = Server::start();
+    let id = create(&s, HELLO)["id"].as_str().unwrap().to_string();
+    for (route, body) in [
+        ("start", "[]"),
+        ("start", "[true]"),
+        ("approve", "[]"),
+        ("approve", "\"yes\""),
+        ("approve", "1"),
+        ("approve", "null"),
+        ("deny", "[]"),
+        ("deny", "[\"no\"]"),
+    ] {
+        let r = s.post(&format!("/api/v1/runs/{id}/{route}"), body);
+        let e = assert_error(&r, 400);
+        assert!(
+            e["errors"][0]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("JSON object") || d.contains("Malformed JSON")),
+            "{route} {body}: {e}"
+        );
+    }
+    assert_error(&s.post("/api/v1/runs", "[]"), 400);
+    // The run was never started by the refused bodies.
+    assert_eq!(status(&s, &id)["kind"], "submitted");
+    assert_error(&s.post("/api/v1/runs/not-a-ulid/start", "{}"), 400);
+    // Boolean query parameters are true or false, nothing else.
+    assert_error(&s.get("/api/v1/runs?include_archived=yes"), 400);
+    assert_error(
+        &s.call("DELETE", &format!("/api/v1/runs/{id}?force=1"), None),
+        400,
+    );
+    assert_eq!(s.get("/api/v1/runs?include_archived=false").status, 200);
+    // Paging integers beyond 64 bits are clamped like any other out-of-range value.
+    let huge = s
+        .get("/api/v1/runs?page[limit]=-99999999999999999999999&page[offset]=99999999999999999999");
+    assert_eq!(huge.status, 200, "{}", huge.text());
+    assert_error(&s.get("/api/v1/runs?page[limit]=1e3"), 400);
 }

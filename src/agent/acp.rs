@@ -9,7 +9,6 @@
 //! Must not call model providers or pass credentials.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -131,6 +130,8 @@ pub struct AcpClient {
     cancel: CancelToken,
     /// What `initialize` returned.
     pub agent_info: Value,
+    /// Dropped last, after `Drop` killed the agent.
+    _tracked: crate::procs::Tracked,
 }
 
 impl std::fmt::Debug for AcpClient {
@@ -164,8 +165,9 @@ impl AcpClient {
             .current_dir(sandbox.root())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        // Own group, killed with this (the stage's) thread; recorded for the restart sweep.
+        crate::procs::isolate(&mut cmd);
         for p in Provider::ALL {
             for k in p.key_names() {
                 cmd.env_remove(k);
@@ -178,6 +180,7 @@ impl AcpClient {
             command: config.command.clone(),
             reason: e.to_string(),
         })?;
+        let tracked = crate::procs::track(&child);
         let (Some(stdin), Some(stdout), Some(stderr_pipe)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -230,6 +233,7 @@ impl AcpClient {
             config,
             cancel: cancel.clone(),
             agent_info: Value::Null,
+            _tracked: tracked,
         };
         let timeout = c.config.startup_timeout;
         let info = c.request(

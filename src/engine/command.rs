@@ -8,7 +8,6 @@
 use crate::engine::cancel::CancelToken;
 use parking_lot::Mutex;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -171,6 +170,8 @@ pub fn run_command(
         return Ok(not_started(started));
     }
     let mut child = spawn(spec)?;
+    // Recorded until the group is empty, so a restarted server can stop what a crash left.
+    let _tracked = crate::procs::track(&child);
     let capture = match Capture::start(&mut child) {
         Ok(c) => c,
         Err(e) => {
@@ -216,7 +217,9 @@ fn not_started(started: Instant) -> CommandResult {
 
 fn spawn(spec: &CommandSpec) -> Result<Child, CommandError> {
     let program = spec.language.program();
-    std::process::Command::new(program)
+    let mut cmd = std::process::Command::new(program);
+    // Own group, killed with the thread that forked it (this one, which waits for it).
+    crate::procs::isolate(&mut cmd)
         .arg("-c")
         .arg(spec.script)
         .current_dir(spec.workdir)
@@ -224,7 +227,6 @@ fn spawn(spec: &CommandSpec) -> Result<Child, CommandError> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn()
         .map_err(|source| CommandError::Spawn {
             program: program.to_string(),

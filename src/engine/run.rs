@@ -90,7 +90,8 @@ impl Engine {
             "run.started",
             json!({"name": wf.name(), "goal": wf.goal()}),
         )
-        .and_then(|()| emit_run(&shared, "run.running", Value::Null));
+        .and_then(|()| emit_run(&shared, "run.running", Value::Null))
+        .and_then(|()| paused_before_start(&shared));
         let end = match (begun, wf.start) {
             (Err(e), _) => Err(Stop::from(e)),
             (Ok(()), None) => Err(stop_failed("the workflow has no start node")),
@@ -120,7 +121,8 @@ impl Engine {
             &shared,
             "run.running",
             json!({"resumed": true, "from_node": checkpoint.next_node_id}),
-        );
+        )
+        .and_then(|()| paused_before_start(&shared));
         let end = match (begun, next) {
             (Err(e), _) => Err(Stop::from(e)),
             (Ok(()), None) => Err(stop_failed(&format!(
@@ -131,6 +133,15 @@ impl Engine {
         };
         finish(&shared, end, walker.state)
     }
+}
+
+/// A run resumed with its token already paused (it was paused when the server stopped)
+/// says so, and its walk holds before the first stage until it is unpaused.
+fn paused_before_start(shared: &Shared<'_>) -> Result<(), StoreError> {
+    if shared.services.cancel.is_paused() {
+        emit_run(shared, "run.paused", json!({"prior_block": null}))?;
+    }
+    Ok(())
 }
 
 /// Questions left open by the interrupted process are closed (`interview.interrupted`);

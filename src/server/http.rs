@@ -372,19 +372,38 @@ impl Incoming<'_> {
     }
 }
 
-/// Parses JSON with the API's 400 messages.
+/// Parses a JSON request body with the API's 400 messages. Every body the API takes is an
+/// object: anything else (`[]`, `"x"`, `1`, `null`) is refused before serde would read an
+/// array as a struct's fields in order.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        use serde_json::error::Category;
-        match e.classify() {
-            Category::Syntax | Category::Eof | Category::Io => {
-                ApiError::bad_request(format!("Malformed JSON in request body: {e}"))
-                    .with_code("malformed_json")
-            }
-            Category::Data => ApiError::bad_request(format!("Invalid request body: {e}"))
-                .with_code("invalid_body"),
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(json_error)?;
+    if !value.is_object() {
+        let kind = match &value {
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::Bool(_) => "a boolean",
+            _ => "null",
+        };
+        return Err(ApiError::bad_request(format!(
+            "Invalid request body: expected a JSON object, found {kind}."
+        ))
+        .with_code("invalid_body"));
+    }
+    serde_json::from_value(value).map_err(json_error)
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            ApiError::bad_request(format!("Malformed JSON in request body: {e}"))
+                .with_code("malformed_json")
         }
-    })
+        Category::Data => {
+            ApiError::bad_request(format!("Invalid request body: {e}")).with_code("invalid_body")
+        }
+    }
 }
 
 fn too_large(max: usize) -> ApiError {

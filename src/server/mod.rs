@@ -6,8 +6,9 @@
 //! [`routes`] (the list of routes), [`auth`], [`system`] (discovery), [`openapi`],
 //! [`versions`], [`models`], [`demo`], [`error`], [`ids`].
 //!
-//! Startup order (SPEC 1.11): settings → dev token → store activation → recovery of runs
-//! interrupted by the last stop → scheduler and workers → routes/listener. Nothing is
+//! Startup order (SPEC 1.11): settings → dev token → store activation → sweep of the last
+//! process's stage processes → recovery of runs interrupted by the last stop (resumed) →
+//! scheduler and workers → routes/listener. Nothing is
 //! served before the store is active.
 //!
 //! Owns: the HTTP API and the server process's wiring. Must not touch: DOT parsing (it calls
@@ -221,7 +222,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         path: opts.state_dir.clone(),
         message: e.to_string(),
     };
-    create_private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
+    crate::perms::private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
     let dev_token = if initial.has_auth(settings::AuthMethod::DevToken) {
         Some(auth::load_or_create_dev_token(&opts.state_dir)?)
     } else {
@@ -253,10 +254,26 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         opts.state_dir.clone(),
         Arc::clone(&versions),
     );
-    let failed = runs.recover().map_err(|e| state_err(&e))?;
-    if failed > 0 {
+    // Stage processes the previous server left (its descendants outlive a kill -9 of it)
+    // are stopped before any run resumes, so no stage ever runs twice at once.
+    let procs_dir = opts.state_dir.join(PROCS_DIR);
+    let swept =
+        crate::procs::sweep(&procs_dir, Duration::from_secs(10)).map_err(|e| state_err(&e))?;
+    if !swept.killed.is_empty() {
         log::warn!(
-            "{failed} run(s) were active when the server last stopped; marked failed (terminated)"
+            "stopped {} stage process group(s) left by the previous server: {:?}",
+            swept.killed.len(),
+            swept.killed
+        );
+    }
+    crate::procs::install(&procs_dir).map_err(|e| state_err(&e))?;
+    let resume = handle.get().server.recovery.resume_interrupted;
+    let recovered = runs.recover(resume).map_err(|e| state_err(&e))?;
+    if recovered != runs::Recovered::default() {
+        log::warn!(
+            "runs active when the server last stopped: {} resumed, {} failed",
+            recovered.resumed,
+            recovered.failed
         );
     }
     runs.start_scheduler().map_err(|e| state_err(&e))?;
@@ -309,21 +326,13 @@ fn http_options(h: &settings::HttpSettings) -> HttpOptions {
     }
 }
 
+/// Records of live stage process groups, under the state directory (see `procs`).
+pub const PROCS_DIR: &str = "procs";
+
 /// The executor worker threads run promoted runs with.
 pub fn executor(state_dir: &Path, settings: SettingsHandle) -> Arc<dyn runs::exec::Executor> {
     Arc::new(runs::exec::EngineExecutor {
         state_dir: state_dir.to_path_buf(),
         settings,
     })
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
 }

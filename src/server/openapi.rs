@@ -48,6 +48,8 @@ struct Op {
     params: Vec<Value>,
     body: Option<(Value, bool)>,
     responses: Vec<(String, Value)>,
+    /// Has a run `id` path parameter: a malformed one is answered 400.
+    run_id: bool,
 }
 
 fn op(method: &'static str, path: &'static str, tag: &'static str, summary: &'static str) -> Op {
@@ -60,8 +62,13 @@ fn op(method: &'static str, path: &'static str, tag: &'static str, summary: &'st
         params: Vec::new(),
         body: None,
         responses: Vec::new(),
+        run_id: false,
     }
 }
+
+/// A run id as the API writes them: a canonical ULID (Crockford base32, upper case, 26
+/// characters, at most `7ZZZZZZZZZZZZZZZZZZZZZZZZZ`).
+pub const ULID_PATTERN: &str = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$";
 
 impl Op {
     fn public(mut self) -> Op {
@@ -75,21 +82,28 @@ impl Op {
         }));
         self
     }
-    fn id(self) -> Op {
-        self.param("id", "path", json!({"type": "string"}), "Run ULID.")
+    fn id(mut self) -> Op {
+        self.run_id = true;
+        self.param(
+            "id",
+            "path",
+            json!({"type": "string", "pattern": ULID_PATTERN}),
+            "Run ULID. Anything else is answered 400.",
+        )
     }
+    /// Paging values out of range are clamped, never refused (only a non-integer is 400).
     fn paging(self) -> Op {
         self.param(
             "page[limit]",
             "query",
-            json!({"type": "integer", "default": 20, "minimum": 1, "maximum": 100}),
-            "Page size, clamped to 1-100.",
+            json!({"type": "integer", "default": 20}),
+            "Page size. Clamped: values below 1 count as 1, above 100 as 100.",
         )
         .param(
             "page[offset]",
             "query",
-            json!({"type": "integer", "default": 0, "minimum": 0}),
-            "Items to skip.",
+            json!({"type": "integer", "default": 0}),
+            "Items to skip. Clamped: negative values count as 0, values above 1000000 as 1000000.",
         )
     }
     fn body(mut self, schema: Value, required: bool) -> Op {
@@ -143,17 +157,17 @@ fn operations() -> Vec<Op> {
             ]),
         op("get", "/api/v1/runs", "Runs", "List runs (board items), newest first")
             .paging()
-            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs.")
-            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging parameter.")]),
+            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs (`true` or `false`; anything else is 400).")
+            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging or include_archived parameter.")]),
         op("get", "/runs", "Runs", "Alias of GET /api/v1/runs")
             .paging()
-            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs.")
-            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging parameter.")]),
+            .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs (`true` or `false`; anything else is 400).")
+            .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging or include_archived parameter.")]),
         op("get", "/api/v1/runs/{id}", "Runs", "One run").id().resp(vec![run(), err("400", "Malformed run id."), nf()]),
         op("delete", "/api/v1/runs/{id}", "Runs", "Delete a run (tombstoned)")
             .id()
-            .param("force", "query", json!({"type": "boolean", "default": false}), "Delete even while active (cancels it).")
-            .resp(vec![no_content("204", "Deleted."), nf(), err("409", "The run is active; use force=true.")]),
+            .param("force", "query", json!({"type": "boolean", "default": false}), "Delete even while active (cancels it). `true` or `false`; anything else is 400.")
+            .resp(vec![no_content("204", "Deleted."), err("400", "Malformed run id or force value."), nf(), err("409", "The run is active; use force=true.")]),
         op("post", "/api/v1/runs/{id}/start", "Runs", "Queue a submitted run, or resume a failed one")
             .id()
             .body(r("StartRequest"), false)
@@ -180,15 +194,15 @@ fn operations() -> Vec<Op> {
             .body(r("SubmitAnswer"), true)
             .resp(vec![
                 no_content("204", "Accepted."),
-                err("400", "No answer field, or an unknown option."),
+                err("400", "Malformed run id, no answer field, or an unknown option."),
                 nf(),
                 err("409", "The question is not pending or the run is not running."),
             ]),
         op("get", "/api/v1/runs/{id}/events", "Run Internals", "Events of a run")
             .id()
-            .param("since_seq", "query", json!({"type": "integer", "default": 1, "minimum": 1}), "First seq to return.")
-            .param("limit", "query", json!({"type": "integer", "default": 100, "minimum": 1, "maximum": 1000}), "At most this many.")
-            .resp(vec![ok("200", "Events in seq order.", r("EventPage")), nf()]),
+            .param("since_seq", "query", json!({"type": "integer", "default": 1}), "First seq to return (values below 1 count as 1).")
+            .param("limit", "query", json!({"type": "integer", "default": 100}), "At most this many. Clamped: values below 1 count as 1, above 1000 as 1000.")
+            .resp(vec![ok("200", "Events in seq order.", r("EventPage")), err("400", "Malformed run id, or a non-integer since_seq or limit."), nf()]),
         op("get", "/api/v1/runs/{id}/attach", "Run Internals", "Stream a run's events (SSE)")
             .id()
             .param("since_seq", "query", json!({"type": "integer", "minimum": 1}), "Replay from this seq, then follow live.")
@@ -226,8 +240,8 @@ fn operations() -> Vec<Op> {
             .resp(vec![ok("200", "LLM stages (visits summed per node), totals and per-model sums.", r("Usage")), err("400", "Malformed run id."), nf()]),
         op("get", "/api/v1/models", "Models", "The model catalog")
             .paging()
-            .param("provider", "query", json!({"type": "string"}), "Only this provider's models.")
-            .param("query", "query", json!({"type": "string"}), "Case-insensitive substring of id, display name or alias.")
+            .param("provider", "query", json!({"type": "string", "enum": ["anthropic", "openai", "gemini", "google", "kimi", "zai", "minimax", "inception", "openai_compatible", "openai-compatible"]}), "Only this provider's models (case-insensitive; `google` means gemini; empty means all). Anything else is 400.")
+            .param("query", "query", json!({"type": "string"}), "Case-insensitive substring of the id, display name or an alias; empty means all.")
             .resp(vec![ok("200", "A page of models.", r("ModelPage")), err("400", "Unknown provider or bad paging parameter.")]),
         op("post", "/api/v1/providers/test", "Models", "Test every LLM provider with a short call")
             .resp(vec![ok("200", "One result per provider; a failing provider does not fail the request.", r("ProviderTestResults"))]),
@@ -238,6 +252,55 @@ fn operations() -> Vec<Op> {
         placeholder("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
             .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id."),
     ]
+}
+
+/// OpenAPI links from a created run (`201` of `POST /api/v1/runs`) to every operation on
+/// `/api/v1/runs/{id}...` (and its unprefixed aliases), and from a registered workflow version
+/// to reading it back, so clients and stateful testers can follow the ids they got.
+fn link_created_runs(paths: &mut Map<String, Value>) {
+    let runs = links_to(paths, |p| {
+        p.starts_with("/api/v1/runs/{id}") || p.starts_with("/runs/{id}")
+    });
+    let versions = links_to(paths, |p| p == "/api/v1/workflow-versions/{id}");
+    for (path, codes, links) in [
+        ("/api/v1/runs", &["201"][..], runs),
+        ("/api/v1/workflow-versions", &["200", "201"][..], versions),
+    ] {
+        for code in codes {
+            if let Some(resp) = paths
+                .get_mut(path)
+                .and_then(|item| item.get_mut("post"))
+                .and_then(|op| op["responses"].get_mut(*code))
+            {
+                resp["links"] = Value::Object(links.clone());
+            }
+        }
+    }
+}
+
+/// One link per operation whose path `wanted` accepts, passing the response's `id`.
+fn links_to(paths: &Map<String, Value>, wanted: impl Fn(&str) -> bool) -> Map<String, Value> {
+    let mut links = Map::new();
+    for (path, item) in paths.iter() {
+        if !wanted(path) {
+            continue;
+        }
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let Some(id) = op["operationId"].as_str() else {
+                continue;
+            };
+            let name: String = format!("{method}_{path}")
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+                .join("_");
+            links.insert(
+                name,
+                json!({"operationId": id, "parameters": {"id": "$response.body#/id"}}),
+            );
+        }
+    }
+    links
 }
 
 fn steer_responses() -> Vec<(String, Value)> {
@@ -299,8 +362,8 @@ fn schemas() -> Value {
             "required": ["entrypoint", "files"],
             "additionalProperties": false,
             "properties": {
-                "entrypoint": {"type": "string", "description": "Path of the workflow file inside the package."},
-                "files": {"type": "object", "maxProperties": 512, "additionalProperties": {"type": "string"}},
+                "entrypoint": {"type": "string", "minLength": 1, "description": "Path of the workflow file inside the package (one of `files`)."},
+                "files": {"type": "object", "minProperties": 1, "maxProperties": 512, "additionalProperties": {"type": "string"}},
                 "dependencies": {"type": "array", "maxItems": 512, "items": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
             }
         },
@@ -319,6 +382,8 @@ fn schemas() -> Value {
             "type": "object",
             "additionalProperties": false,
             "description": "Exactly one of workflow or workflow_version_id.",
+            "oneOf": [{"required": ["workflow"]}, {"required": ["workflow_version_id"]}],
+            "examples": [{"title": "hello", "workflow": {"entrypoint": "main.dot", "files": {"main.dot": "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"}}}],
             "properties": {
                 "workflow": r("WorkflowPackage"),
                 "workflow_version_id": {"type": "string"},
@@ -326,11 +391,11 @@ fn schemas() -> Value {
                 "title": {"type": "string"},
                 "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                 "inputs": {"type": "object"},
-                "model": {"type": "object", "required": ["name"], "properties": {"provider": {"type": "string"}, "name": {"type": "string"}}},
-                "sandbox": {"type": "object", "required": ["provider"], "properties": {
+                "model": {"type": "object", "required": ["name"], "additionalProperties": false, "properties": {"provider": nullable("string"), "name": {"type": "string", "minLength": 1, "pattern": "\\S"}}},
+                "sandbox": {"type": "object", "required": ["provider"], "additionalProperties": false, "properties": {
                     "provider": {"enum": ["local", "container", "hosted"]},
-                    "image": {"type": "string"},
-                    "snapshot": {"type": "string"}
+                    "image": nullable("string"),
+                    "snapshot": nullable("string")
                 }}
             }
         },
@@ -581,6 +646,11 @@ fn build() -> Value {
         for (code, v) in o.responses {
             responses.insert(code, v);
         }
+        if o.run_id {
+            responses.entry("400").or_insert_with(|| {
+                json!({"description": "Malformed run id (not a ULID) or malformed body.", "content": content(r("Error"))})
+            });
+        }
         if !o.public {
             responses.insert(
                 "401".into(),
@@ -605,6 +675,7 @@ fn build() -> Value {
         let entry = paths.entry(o.path.to_string()).or_insert_with(|| json!({}));
         entry[o.method] = operation;
     }
+    link_created_runs(&mut paths);
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -660,6 +731,63 @@ mod tests {
         for part in text.split("#/components/schemas/").skip(1) {
             let name: String = part.chars().take_while(|c| *c != '"').collect();
             assert!(doc["components"]["schemas"].get(&name).is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn run_ids_carry_the_ulid_pattern_and_their_400() {
+        let doc = document();
+        let id = crate::store::new_ulid();
+        let re = ulid_pattern_matches;
+        assert_eq!(ULID_PATTERN, "^[0-7][0-9A-HJKMNP-TV-Z]{25}$");
+        assert!(re(&id), "{id}");
+        assert!(!re("0") && !re(&id.to_lowercase()) && !re(&format!("8{}", &id[1..])));
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            if !path.contains("/runs/{id}") {
+                continue;
+            }
+            for (method, op) in item.as_object().unwrap() {
+                let param = op["parameters"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|p| p["name"] == "id")
+                    .unwrap();
+                assert_eq!(param["schema"]["pattern"], ULID_PATTERN, "{method} {path}");
+                assert!(op["responses"].get("400").is_some(), "{method} {path}");
+            }
+        }
+    }
+
+    /// [`ULID_PATTERN`] by hand (no regex dependency): first char 0-7, then 25 of the
+    /// Crockford alphabet; it must agree with the server's own check.
+    fn ulid_pattern_matches(s: &str) -> bool {
+        const ALPHABET: &str = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+        let by_hand = s.len() == 26
+            && s.starts_with(|c: char| ('0'..='7').contains(&c))
+            && s.chars().all(|c| ALPHABET.contains(c));
+        assert_eq!(by_hand, crate::store::is_canonical_ulid(s), "{s}");
+        by_hand
+    }
+
+    #[test]
+    fn the_models_provider_filter_lists_exactly_what_the_server_accepts() {
+        let doc = document();
+        let params = doc["paths"]["/api/v1/models"]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        let provider = params.iter().find(|p| p["name"] == "provider").unwrap();
+        let listed: Vec<&str> = provider["schema"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        for name in &listed {
+            assert!(crate::llm::Provider::parse(name).is_some(), "{name}");
+        }
+        for p in crate::llm::Provider::ALL {
+            assert!(listed.contains(&p.id()), "{}", p.id());
         }
     }
 }

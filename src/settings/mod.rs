@@ -74,6 +74,24 @@ pub struct ServerSettings {
     pub auth: AuthSettings,
     pub scheduler: SchedulerSettings,
     pub http: HttpSettings,
+    pub recovery: RecoverySettings,
+}
+
+/// `[server.recovery]` (ours): what a start does with runs the previous process left active.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecoverySettings {
+    /// Resume runs that were executing when the server stopped (crash, kill -9) from their
+    /// last checkpoint; `false` fails them with reason `terminated` instead.
+    pub resume_interrupted: bool,
+}
+
+impl Default for RecoverySettings {
+    fn default() -> Self {
+        RecoverySettings {
+            resume_interrupted: true,
+        }
+    }
 }
 
 /// `[server.listen]`: `type = "unix"` (optional `path`, default `<state-dir>/svc.sock`) or
@@ -517,6 +535,7 @@ mod tests {
     fn defaults_and_full_file() {
         let s = Settings::parse("").unwrap();
         assert_eq!(s.server.scheduler.max_concurrent_runs, 5);
+        assert!(s.server.recovery.resume_interrupted);
         assert_eq!(s.server.listen, ListenSettings::Unix { path: None });
         let s = Settings::parse(
             r#"
@@ -533,6 +552,8 @@ url = "https://svc.example.com"
 methods = ["dev-token", "codehost"]
 [server.scheduler]
 max_concurrent_runs = 2
+[server.recovery]
+resume_interrupted = false
 [llm.providers.openai]
 base_url = "http://127.0.0.1:9999/v1"
 [run]
@@ -554,6 +575,7 @@ provider = "local"
             }
         );
         assert_eq!(s.server.scheduler.max_concurrent_runs, 2);
+        assert!(!s.server.recovery.resume_interrupted);
         assert!(s.has_auth(AuthMethod::Codehost));
         assert_eq!(s.run.metadata["team"], "platform");
     }

@@ -118,19 +118,7 @@ fn store_err(path: &Path) -> impl FnOnce(StoreError) -> ActivationError {
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), ActivationError> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder
-        .create(dir)
-        .map_err(io_err("create the state directory", dir))
+    crate::perms::private_dir(dir).map_err(io_err("create the state directory", dir))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), ActivationError> {

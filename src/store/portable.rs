@@ -430,9 +430,18 @@ pub fn import_dir(store: &dyn RunStore, dir: &Path) -> Result<ImportSummary, Por
 /// Writes a file under a temporary name and renames it into place, so a reader never sees
 /// half a file. Not fsynced: an export is a copy, the database stays the authority, and one
 /// fsync per file would make exporting thousands of runs take minutes on a busy disk.
+/// Run data: the file is private (0600), like the database it comes from.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PortableError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("partial");
-    let mut f = fs::File::create(&tmp).map_err(|e| PortableError::io(&tmp, "create", e))?;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|f| crate::perms::tighten_file(&tmp).map(|()| f))
+        .map_err(|e| PortableError::io(&tmp, "create", e))?;
     f.write_all(bytes)
         .map_err(|e| PortableError::io(&tmp, "write", e))?;
     fs::rename(&tmp, path).map_err(|e| PortableError::io(path, "rename into place", e))
@@ -477,7 +486,7 @@ pub fn export_runs(
     let runs_dir = out_dir.join("runs");
     let blobs_dir = out_dir.join("blobs");
     for d in [&runs_dir, &blobs_dir] {
-        fs::create_dir_all(d).map_err(|e| PortableError::io(d, "create", e))?;
+        crate::perms::private_dir(d).map_err(|e| PortableError::io(d, "create", e))?;
     }
     let mut summary = ExportSummary::default();
     let mut blobs = BTreeSet::new();
@@ -509,7 +518,8 @@ pub fn export_runs(
                 break;
             }
         }
-        fs::create_dir_all(&run_dir).map_err(|e| PortableError::io(&run_dir, "create", e))?;
+        crate::perms::private_dir(&run_dir)
+            .map_err(|e| PortableError::io(&run_dir, "create", e))?;
         write_file(&run_dir.join(EVENTS_FILE), text.as_bytes())?;
         summary.runs += 1;
     }

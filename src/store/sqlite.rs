@@ -369,6 +369,28 @@ fn insert_event(
     .map_err(StoreError::db(op, run_id))
 }
 
+/// The database file is created 0600 before SQLite opens it, so the WAL and shared-memory
+/// files SQLite creates next to it take the same mode (SQLite copies the database's mode,
+/// not the umask's); files found with a looser mode are tightened.
+fn make_private(db_path: &Path) -> Result<(), ActivationError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ActivationError::Io {
+            what: "make the database private",
+            path,
+            source,
+        }
+    };
+    crate::perms::private_file(db_path).map_err(io(db_path))?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut side = db_path.as_os_str().to_owned();
+        side.push(suffix);
+        let side = std::path::PathBuf::from(side);
+        crate::perms::tighten_file(&side).map_err(io(&side))?;
+    }
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `db_path` and migrates it; no checks,
     /// no legacy import. For tools and tests; the server uses [`SqliteStore::activate`].
@@ -390,6 +412,7 @@ impl SqliteStore {
                 supported: schema::SCHEMA_VERSION,
             },
         };
+        make_private(db_path)?;
         let mut conn = schema::open_writer(db_path).map_err(schema_err)?;
         schema::migrate(&mut conn).map_err(schema_err)?;
         schema::defer_checkpoints(&conn).map_err(|e| dberr("setting wal_autocheckpoint", e))?;

@@ -52,6 +52,8 @@ pub struct Opts<'a> {
     pub dir: Option<tempfile::TempDir>,
     /// Start the server under this descriptor limit (soft and hard), as `ulimit -n` would.
     pub nofile: Option<u64>,
+    /// The server's umask (default: inherited).
+    pub umask: Option<u32>,
 }
 
 impl Default for Opts<'_> {
@@ -62,6 +64,7 @@ impl Default for Opts<'_> {
             dev: true,
             dir: None,
             nofile: None,
+            umask: None,
         }
     }
 }
@@ -100,6 +103,16 @@ impl Server {
             .stderr(stderr);
         if o.dev {
             cmd.arg("--dev");
+        }
+        if let Some(mask) = o.umask {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: umask is async-signal-safe and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::umask(mask as libc::mode_t);
+                    Ok(())
+                });
+            }
         }
         if let Some(n) = o.nofile {
             use std::os::unix::process::CommandExt;

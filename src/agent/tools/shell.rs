@@ -4,7 +4,6 @@
 //! files itself.
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,14 +122,16 @@ pub fn run(
         .current_dir(sb.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    // Own group, killed with this thread (which waits for it); recorded for the restart sweep.
+    crate::procs::isolate(&mut cmd);
     for p in Provider::ALL {
         for k in p.key_names() {
             cmd.env_remove(k);
         }
     }
     let mut child = cmd.spawn().map_err(|e| format!("cannot start sh: {e}"))?;
+    let _tracked = crate::procs::track(&child);
     let pid = child.id() as i32;
     let out_buf: Buf = Arc::new(Mutex::new((Vec::new(), 0)));
     let err_buf: Buf = Arc::new(Mutex::new((Vec::new(), 0)));

@@ -25,6 +25,8 @@ pub struct Job {
     /// Where commands and agents run (`<state-dir>/scratch/<run-id>`).
     pub workdir: PathBuf,
     pub store: Arc<dyn RunStore>,
+    /// The run was interrupted by the last stop and is being resumed by startup recovery.
+    pub recovery: bool,
 }
 
 /// Runs a job to its end. Must append the run's terminal event (`run.completed` or
@@ -140,12 +142,22 @@ pub struct EngineExecutor {
     pub settings: crate::settings::SettingsHandle,
 }
 
+/// Ends a run that cannot start; after an interruption the reason is `resume_failed` and
+/// the error says why the resume was impossible.
 fn fail_launch(job: &Job, error: String) {
+    let (reason, error) = if job.recovery {
+        (
+            "resume_failed",
+            format!("the run was interrupted by a server stop and cannot be resumed: {error}"),
+        )
+    } else {
+        ("launch_failed", error)
+    };
     let _ = job.store.append(
         &job.row.id,
         EventDraft::new(
             "run.failed",
-            json!({"reason": "launch_failed", "error": error, "causes": [], "duration_ms": 0}),
+            json!({"reason": reason, "error": error, "causes": [], "duration_ms": 0}),
         ),
     );
 }

@@ -245,7 +245,62 @@ pub fn deny(row: &RunRow, reason: Option<&str>, actor: &Value) -> Result<Plan, A
     })
 }
 
-/// The event that ends a run found active at startup (its engine died with the server).
+/// What startup does with a run found holding a slot (its engine died with the server).
+#[derive(Debug, PartialEq)]
+pub struct Recovery {
+    /// Appended at once: `run.interrupted`, then `run.starting` or `run.failed`.
+    pub events: Vec<EventDraft>,
+    /// A worker resumes it from its last checkpoint.
+    pub resume: bool,
+    /// It was paused: it resumes paused.
+    pub paused: bool,
+}
+
+/// The plan for a run found active at startup: resumed (unless `resume` is off, a cancel was
+/// pending or it was being removed), else failed with reason `terminated` (`cancelled`).
+pub fn interrupted(row: &RunRow, resume: bool) -> Recovery {
+    let cancelling = row.pending_control == Some(Control::Cancel);
+    let resumable = resume && !cancelling && row.status != RunStatus::Removing;
+    let paused = matches!(row.status, RunStatus::Paused { .. });
+    let action = if resumable { "resume" } else { "fail" };
+    let mut events = vec![EventDraft::new(
+        "run.interrupted",
+        json!({
+            "status": row.status.name(),
+            "action": action,
+            "message": format!(
+                "the server stopped while the run was {}; {}",
+                row.status.name(),
+                if resumable {
+                    "it resumes from its last checkpoint (the stage in flight runs again)"
+                } else if cancelling {
+                    "its pending cancel completes"
+                } else {
+                    "it is failed (server.recovery.resume_interrupted = false)"
+                }
+            ),
+            "resume_from": row.checkpoint.as_ref().and_then(|c| c.get("next_node_id")).cloned(),
+        }),
+    )
+    .actor(engine_actor())];
+    if resumable {
+        events
+            .push(EventDraft::new("run.starting", json!({"recovery": true})).actor(engine_actor()));
+    } else {
+        events.push(terminated(row));
+    }
+    Recovery {
+        events,
+        resume: resumable,
+        paused: resumable && paused,
+    }
+}
+
+fn engine_actor() -> Value {
+    json!({"kind": "system", "system_kind": "engine"})
+}
+
+/// The event that ends a run found active at startup that is not resumed.
 pub fn terminated(row: &RunRow) -> EventDraft {
     let reason = if row.pending_control == Some(Control::Cancel) {
         "cancelled"
@@ -261,7 +316,7 @@ pub fn terminated(row: &RunRow) -> EventDraft {
             "duration_ms": 0,
         }),
     )
-    .actor(json!({"kind": "system", "system_kind": "engine"}))
+    .actor(engine_actor())
 }
 
 #[cfg(test)]
@@ -402,5 +457,63 @@ mod tests {
         assert!(arch.archived);
         assert!(archive(&arch, &a).unwrap().events.is_empty());
         assert_eq!(start(&arch, true, &a).unwrap_err().status, 409);
+    }
+
+    #[test]
+    fn interrupted_runs_resume_unless_told_otherwise() {
+        let running = row(RunStatus::Running);
+        let plan = interrupted(&running, true);
+        assert!(plan.resume && !plan.paused);
+        let kinds: Vec<&str> = plan.events.iter().map(|d| d.event.as_str()).collect();
+        assert_eq!(kinds, ["run.interrupted", "run.starting"]);
+        assert_eq!(
+            after(
+                running.clone(),
+                &Plan {
+                    events: plan.events,
+                    ..Plan::default()
+                }
+            )
+            .status,
+            RunStatus::Starting
+        );
+
+        let off = interrupted(&running, false);
+        assert!(!off.resume);
+        let failed = after(
+            running.clone(),
+            &Plan {
+                events: off.events,
+                ..Plan::default()
+            },
+        );
+        assert_eq!(
+            failed.status,
+            RunStatus::Failed {
+                reason: "terminated".into()
+            }
+        );
+
+        let paused = interrupted(&row(RunStatus::Paused { prior_block: None }), true);
+        assert!(paused.resume && paused.paused);
+
+        let mut cancelling = row(RunStatus::Running);
+        cancelling.pending_control = Some(Control::Cancel);
+        let c = interrupted(&cancelling, true);
+        assert!(!c.resume);
+        let ended = after(
+            cancelling,
+            &Plan {
+                events: c.events,
+                ..Plan::default()
+            },
+        );
+        assert_eq!(
+            ended.status,
+            RunStatus::Failed {
+                reason: "cancelled".into()
+            }
+        );
+        assert!(!interrupted(&row(RunStatus::Removing), true).resume);
     }
 }

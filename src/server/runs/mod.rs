@@ -12,10 +12,14 @@
 //!   the concurrency limit, never shrunk). Each live run has a [`RunHandle`]: its cancel
 //!   token (cancel/pause/unpause reach running stages), its open human questions and its
 //!   agent steering queue ([`mod@steer`]).
-//! - At startup, runs found holding a slot were orphaned by the previous process: they are
-//!   failed with reason `terminated` (or `cancelled` when a cancel was pending) and can be
-//!   resumed with `start {"resume": true}` (the engine continues from the last checkpoint).
-//!   Runnable runs stay queued across restarts.
+//! - At startup, runs found holding a slot were orphaned by the previous process (crash,
+//!   kill -9): each gets `run.interrupted`, then, unless `[server.recovery]
+//!   resume_interrupted = false`, `run.starting` and a worker that resumes it from its last
+//!   checkpoint (the stage in flight runs again from its start; a paused run resumes paused),
+//!   before the scheduler promotes any queued run. Otherwise, or with a cancel pending, it is
+//!   failed with reason `terminated` (`cancelled`) and can be resumed with
+//!   `start {"resume": true}`. Runnable runs stay queued, in order, across restarts. The
+//!   server sweeps the previous process's stage processes (`procs::sweep`) before this.
 //!
 //! - [`usage`] serves `GET /runs/{id}/usage` from the run's stage events.
 //!
@@ -52,6 +56,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What [`Runs::recover`] did with the runs the previous process left active.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    pub resumed: usize,
+    pub failed: usize,
+}
 
 /// The runs service: store, live runs, scheduler and workers.
 pub struct Runs {
@@ -130,26 +141,52 @@ impl Runs {
         runs
     }
 
-    /// Fails runs left holding a slot by a previous process (see the module docs).
-    /// Returns how many were failed.
-    pub fn recover(&self) -> Result<usize, StoreError> {
+    /// Deals with runs left holding a slot by a previous process (see the module docs):
+    /// with `resume` they are resumed from their last checkpoint (oldest first, before the
+    /// scheduler promotes anything queued), else failed with reason `terminated`. A run with a
+    /// pending cancel, or one being removed, is failed either way.
+    pub fn recover(&self, resume: bool) -> Result<Recovered, StoreError> {
         let rows = self.store.query_runs(&RunQuery {
             statuses: lifecycle::SLOT_STATUSES
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            oldest_first: true,
             limit: 1_000_000,
             ..RunQuery::default()
         })?;
+        let mut done = Recovered::default();
+        let mut launches = Vec::new();
         for row in &rows {
-            self.store.append(&row.id, lifecycle::terminated(row))?;
+            let plan = lifecycle::interrupted(row, resume);
+            for draft in plan.events {
+                self.store.append(&row.id, draft)?;
+            }
+            if !plan.resume {
+                log::warn!(
+                    "run {} was {} when the server stopped: failed",
+                    row.id,
+                    row.status.name()
+                );
+                done.failed += 1;
+                continue;
+            }
             log::warn!(
-                "run {} was {} when the server stopped: failed (terminated)",
+                "run {} was {} when the server stopped: resuming it from its last checkpoint",
                 row.id,
                 row.status.name()
             );
+            if let Some(fresh) = self.store.get_run(&row.id)? {
+                launches.push((fresh, plan.paused));
+            }
         }
-        Ok(rows.len())
+        let max = self.settings.get().server.scheduler.max_concurrent_runs;
+        let workers = max.max(launches.len());
+        for (row, paused) in launches {
+            done.resumed += 1;
+            self.launch_with(row, workers, true, paused);
+        }
+        Ok(done)
     }
 
     /// Starts the scheduler thread.
@@ -240,7 +277,16 @@ impl Runs {
     }
 
     fn launch(&self, row: RunRow, max: usize) {
+        self.launch_with(row, max, false, false)
+    }
+
+    /// Hands a `starting` run to a worker (growing the pool to `max`). `recovery`: it was
+    /// interrupted by the last stop; `paused`: it was paused then, and resumes paused.
+    fn launch_with(&self, row: RunRow, max: usize, recovery: bool, paused: bool) {
         let handle = Arc::new(RunHandle::new());
+        if paused {
+            handle.cancel.pause();
+        }
         self.active
             .lock()
             .insert(row.id.clone(), Arc::clone(&handle));
@@ -250,7 +296,10 @@ impl Runs {
             .as_deref()
             .and_then(|id| self.versions.get(id).ok().flatten());
         let workdir = self.state_dir.join("scratch").join(&row.id);
-        if let Err(e) = std::fs::create_dir_all(&workdir) {
+        // Run data: private to the owner (`scratch` and each run's directory 0700).
+        if let Err(e) = crate::perms::private_dir(&workdir)
+            .and_then(|()| crate::perms::private_dir(&self.state_dir.join("scratch")))
+        {
             log::warn!("run {}: cannot create {}: {e}", row.id, workdir.display());
         }
         while self.workers.load(Ordering::SeqCst) < max {
@@ -279,6 +328,7 @@ impl Runs {
             handle,
             workdir,
             store: Arc::clone(&self.gated),
+            recovery,
         };
         if let Err(e) = self.jobs_tx.send(job) {
             log::error!("cannot dispatch a run: {e}");
@@ -448,17 +498,44 @@ fn actor_of(ctx: &Ctx<'_, '_>) -> Value {
 
 /// `page[limit]` (default 20, clamped 1-100) and `page[offset]` (default 0, min 0, max 1e6).
 pub fn page(ctx: &Ctx<'_, '_>) -> Result<(usize, usize), ApiError> {
-    let int = |name: &str| -> Result<Option<i64>, ApiError> {
-        match ctx.inc.query(name) {
-            None => Ok(None),
-            Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("Query parameter {name} must be an integer."))
-            }),
-        }
-    };
+    let int = |name: &str| int_query(ctx, name);
     let limit = int("page[limit]")?.unwrap_or(20).clamp(1, 100) as usize;
     let offset = int("page[offset]")?.unwrap_or(0).clamp(0, 1_000_000) as usize;
     Ok((limit, offset))
+}
+
+/// An integer query parameter; integers beyond i64 saturate (every integer parameter is
+/// clamped to a small range anyway), anything else is 400.
+pub fn int_query(ctx: &Ctx<'_, '_>, name: &str) -> Result<Option<i64>, ApiError> {
+    let Some(v) = ctx.inc.query(name) else {
+        return Ok(None);
+    };
+    let v = v.trim();
+    if let Ok(n) = v.parse::<i64>() {
+        return Ok(Some(n));
+    }
+    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(Some(if v.starts_with('-') {
+            i64::MIN
+        } else {
+            i64::MAX
+        }));
+    }
+    Err(ApiError::bad_request(format!(
+        "Query parameter {name} must be an integer."
+    )))
+}
+
+/// A boolean query parameter: `true` or `false` (absent means false); anything else is 400.
+fn bool_query(ctx: &Ctx<'_, '_>, name: &str) -> Result<bool, ApiError> {
+    match ctx.inc.query(name).as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "Query parameter {name} must be true or false, not `{other}`."
+        ))),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -658,7 +735,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 
 pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let (limit, offset) = page(ctx)?;
-    let include_archived = ctx.inc.query("include_archived").as_deref() == Some("true");
+    let include_archived = bool_query(ctx, "include_archived")?;
     let rows = app
         .runs
         .store
@@ -694,7 +771,7 @@ pub fn get(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 pub fn delete(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let id = ctx.param("id").to_string();
     check_id(&id)?;
-    let force = ctx.inc.query("force").as_deref() == Some("true");
+    let force = bool_query(ctx, "force")?;
     let runs = &app.runs;
     {
         let _g = runs.gate.lock();
@@ -781,10 +858,8 @@ pub fn unarchive(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 }
 
 pub fn approve(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let _: Value = ctx
-        .inc
-        .json_or_default::<Option<Value>>()?
-        .unwrap_or(Value::Null);
+    // No fields are defined, but a body must still be an object.
+    let _: Map<String, Value> = ctx.inc.json_or_default()?;
     let actor = actor_of(ctx);
     let row = app
         .runs
@@ -847,14 +922,7 @@ pub fn answer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 pub fn events(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let id = ctx.param("id").to_string();
     app.runs.row(&id)?;
-    let int = |name: &str| -> Result<Option<i64>, ApiError> {
-        match ctx.inc.query(name) {
-            None => Ok(None),
-            Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("Query parameter {name} must be an integer."))
-            }),
-        }
-    };
+    let int = |name: &str| int_query(ctx, name);
     let since = int("since_seq")?.unwrap_or(1).max(1) as u64;
     let limit = int("limit")?.unwrap_or(100).clamp(1, 1000) as usize;
     let mut evs = app
@@ -946,6 +1014,62 @@ mod tests {
         assert_eq!(
             runs.run_json(&submitted)["lifecycle"]["queue_position"],
             Value::Null
+        );
+    }
+
+    #[test]
+    fn an_interrupted_run_that_cannot_resume_fails_saying_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn RunStore> = Arc::new(MemoryStore::new());
+        let settings = SettingsHandle::new(Settings::default());
+        let runs = Runs::new(
+            Arc::clone(&store),
+            crate::server::executor(dir.path(), settings.clone()),
+            settings,
+            dir.path().to_path_buf(),
+            Arc::new(VersionStore::in_memory().unwrap()),
+        );
+        let row = store
+            .create_run(NewRun {
+                title: "broken".into(),
+                workflow: WorkflowMeta {
+                    source: "digraph { start -> ".into(),
+                    ..WorkflowMeta::default()
+                },
+                ..NewRun::default()
+            })
+            .unwrap();
+        for kind in ["run.queued", "run.starting", "run.running"] {
+            store
+                .append(&row.id, EventDraft::new(kind, json!({})))
+                .unwrap();
+        }
+        let done = runs.recover(true).unwrap();
+        assert_eq!(
+            done,
+            Recovered {
+                resumed: 1,
+                failed: 0
+            }
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let row = loop {
+            let r = store.get_run(&row.id).unwrap().unwrap();
+            if r.status.is_terminal() || std::time::Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(
+            row.status,
+            RunStatus::Failed {
+                reason: "resume_failed".into()
+            }
+        );
+        let error = row.error.unwrap_or_default();
+        assert!(
+            error.contains("cannot be resumed") && error.contains("does not parse"),
+            "{error}"
         );
     }
 }

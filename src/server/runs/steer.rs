@@ -28,8 +28,17 @@ struct SteerBody {
 #[serde(deny_unknown_fields)]
 struct LocationBody {
     file: String,
+    /// A JSON number: `3` and `3.0` are the same integer (JSON Schema says so).
     #[serde(default)]
-    line: Option<u64>,
+    line: Option<serde_json::Number>,
+}
+
+/// A whole number >= 1, written as an integer or as a float without a fraction.
+fn line_number(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        let f = n.as_f64()?;
+        (f.fract() == 0.0 && f >= 0.0 && f <= u64::MAX as f64).then_some(f as u64)
+    })
 }
 
 /// A checked steering request: non-blank guidance; a location names a non-blank file and,
@@ -46,24 +55,32 @@ pub fn parse_body(body: &[u8]) -> Result<SteerRequest, ApiError> {
     if b.guidance.trim().is_empty() {
         return Err(ApiError::bad_request("`guidance` is empty.").with_code("invalid_body"));
     }
-    let location =
-        match b.location {
-            None => None,
-            Some(l) => {
-                if l.file.trim().is_empty() {
-                    return Err(ApiError::bad_request("`location.file` is empty.")
-                        .with_code("invalid_body"));
-                }
-                if l.line == Some(0) {
-                    return Err(ApiError::bad_request("`location.line` starts at 1.")
-                        .with_code("invalid_body"));
-                }
-                Some(SteerLocation {
-                    file: l.file.trim().to_string(),
-                    line: l.line,
-                })
+    let location = match b.location {
+        None => None,
+        Some(l) => {
+            if l.file.trim().is_empty() {
+                return Err(
+                    ApiError::bad_request("`location.file` is empty.").with_code("invalid_body")
+                );
             }
-        };
+            let line = match &l.line {
+                None => None,
+                Some(n) => match line_number(n) {
+                    Some(0) | None => {
+                        return Err(ApiError::bad_request(
+                            "`location.line` must be a whole number starting at 1.",
+                        )
+                        .with_code("invalid_body"))
+                    }
+                    line => line,
+                },
+            };
+            Some(SteerLocation {
+                file: l.file.trim().to_string(),
+                line,
+            })
+        }
+    };
     Ok(SteerRequest {
         guidance: b.guidance.trim().to_string(),
         location,
@@ -111,6 +128,10 @@ mod tests {
         );
         assert_eq!(
             ok(r#"{"guidance": "x", "location": {"file": "src/a.rs", "line": 3}}"#).location,
+            ok(r#"{"guidance": "x", "location": {"file": "src/a.rs", "line": 3.0}}"#).location,
+        );
+        assert_eq!(
+            ok(r#"{"guidance": "x", "location": {"file": "src/a.rs", "line": 3}}"#).location,
             Some(SteerLocation {
                 file: "src/a.rs".into(),
                 line: Some(3)
@@ -138,6 +159,7 @@ mod tests {
             r#"{"guidance": "x", "location": {"file": "a", "line": 0}}"#,
             r#"{"guidance": "x", "location": {"file": "a", "line": -2}}"#,
             r#"{"guidance": "x", "location": {"file": "a", "line": "3"}}"#,
+            r#"{"guidance": "x", "location": {"file": "a", "line": 2.5}}"#,
             r#"{"guidance": "x", "location": "a.rs:3"}"#,
         ] {
             assert_eq!(bad(b), 400, "{b}");
