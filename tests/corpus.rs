@@ -228,7 +228,8 @@ fn orphan_node_is_valid_with_reachability_warning() {
     );
 }
 
-const DEAD_END: &str = "wcraigjones__attractor/conformance__02-validation__04-dead-end__pipeline.dot";
+const DEAD_END: &str =
+    "wcraigjones__attractor/conformance__02-validation__04-dead-end__pipeline.dot";
 
 /// SOURCES.md lists the fkyeah suite's dead-end file `invalid`, after an older rule of
 /// ours. decisions.md (issue 14) makes a dead end a warning, as Fabro and StrongDM do, so
@@ -237,7 +238,11 @@ const DEAD_END: &str = "wcraigjones__attractor/conformance__02-validation__04-de
 fn dead_end_is_a_warning() {
     let l = load(DEAD_END).expect("parses");
     assert!(!l.has_errors(), "{:?}", errors(&l));
-    assert!(has(&l, "dead_end", Severity::Warning), "{:?}", l.diagnostics);
+    assert!(
+        has(&l, "dead_end", Severity::Warning),
+        "{:?}",
+        l.diagnostics
+    );
 }
 
 /// Decided in decisions.md: a manager loop needs a child workflow.

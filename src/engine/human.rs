@@ -437,7 +437,10 @@ mod tests {
             r#"gate [shape=hexagon, label="Ship?", prompt="Ship version 2 to production?"]; gate -> exit;"#,
         );
         assert_eq!(q.text, "Ship version 2 to production?");
-        assert_eq!(question(r#"gate [shape=hexagon, label="Ship?"]; gate -> exit;"#).text, "Ship?");
+        assert_eq!(
+            question(r#"gate [shape=hexagon, label="Ship?"]; gate -> exit;"#).text,
+            "Ship?"
+        );
         assert_eq!(question("gate [shape=hexagon]; gate -> exit;").text, "gate");
         // A blank prompt does not hide the label.
         let q = question(r#"gate [shape=hexagon, label="Ship?", prompt=" "]; gate -> exit;"#);

@@ -1466,9 +1466,19 @@ mod tests {
         assert!(eval_with("context.tool.output", "succeeded", "", c.clone()));
         // Another engine's key reads our command output when it is not set itself.
         let ours = json!({"command.output": "done"});
-        assert!(eval_with("context.tool.output=done", "succeeded", "", ours.clone()));
+        assert!(eval_with(
+            "context.tool.output=done",
+            "succeeded",
+            "",
+            ours.clone()
+        ));
         assert!(eval_with("tool.output", "succeeded", "", ours));
-        assert!(!eval_with("context.tool.output", "succeeded", "", json!({})));
+        assert!(!eval_with(
+            "context.tool.output",
+            "succeeded",
+            "",
+            json!({})
+        ));
         assert!(eval_with(
             r#"preferred_label="Approve""#,
             "succeeded",

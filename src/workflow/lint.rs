@@ -98,6 +98,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("acp_config_valid", acp_config_valid),
     ("acp_without_backend", acp_without_backend),
     ("max_turns_ignored", max_turns_ignored),
+    ("tool_hooks_ignored", tool_hooks_ignored),
     ("prompt_backend_api", prompt_backend_api),
     ("manager_child_workflow", manager_child_workflow),
     ("reachability", reachability),
@@ -655,6 +656,27 @@ fn max_turns_ignored(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic
     }
 }
 
+/// `tool_hooks.*` on a node runs around the tool calls of an API agent session; anywhere
+/// else it would be silently ignored (a graph-level hook applies to agent nodes only).
+fn tool_hooks_ignored(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        let Some(key) = ["tool_hooks.pre", "tool_hooks.post"]
+            .into_iter()
+            .find(|k| v.nonempty(k).is_some())
+        else {
+            continue;
+        };
+        let why = match wf.handler(i) {
+            Some(HandlerKind::Agent) if super::acp::is_acp(&v) => "an ACP agent runs its own tools",
+            Some(HandlerKind::Agent) => continue,
+            _ => "only agent nodes call tools",
+        };
+        let msg = format!("node `{}`: {key} is ignored because {why}", wf.node(i).id);
+        out.push(warning("tool_hooks_ignored", msg).node(wf, i));
+    }
+}
+
 fn prompt_backend_api(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in wf.nodes_of(HandlerKind::Prompt) {
         if super::acp::is_acp(&wf.node_view(i)) {
@@ -803,8 +825,7 @@ fn unknown_attribute(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic
             out.push(warning("unknown_attribute", msg).at(wf.graph.attr_pos(k)));
         }
     }
-    let mut node_kinds: HashMap<(&str, bool), attrs::KeyKind> =
-        Default::default();
+    let mut node_kinds: HashMap<(&str, bool), attrs::KeyKind> = Default::default();
     for i in 0..wf.graph.nodes.len() {
         let manager = wf.handler(i) == Some(HandlerKind::ManagerLoop);
         for (k, _) in wf.node(i).attrs.iter() {
@@ -937,7 +958,12 @@ fn stylesheet_property(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnost
 fn alias_attribute(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for (k, _) in wf.graph.attrs.iter() {
         if let Some(ours) = attrs::alias_of(Scope::Graph, k, false) {
-            let msg = alias_msg("graph", k, ours, wf.graph.attrs.get(ours) != wf.graph.attrs.get(k));
+            let msg = alias_msg(
+                "graph",
+                k,
+                ours,
+                wf.graph.attrs.get(ours) != wf.graph.attrs.get(k),
+            );
             out.push(warning("alias_attribute", msg).at(wf.graph.attr_pos(k)));
         }
     }

@@ -738,13 +738,20 @@ fn unknown_attributes_warn_with_a_suggestion() {
     // Reported once per key and scope, at its first use.
     assert!(msgs[1].starts_with("node `run`") && msgs[1].contains("did you mean `script`?"));
     assert!(msgs[2].contains("`wieght`") && msgs[2].contains("did you mean `weight`?"));
-    assert!(msgs[3].contains("`max_visits` is a node attribute"), "{}", msgs[3]);
+    assert!(
+        msgs[3].contains("`max_visits` is a node attribute"),
+        "{}",
+        msgs[3]
+    );
 }
 
 #[test]
 fn did_you_mean_stays_close() {
     let names = ["script", "prompt", "timeout", "goal"];
-    assert_eq!(did_you_mean("scirpt", names.iter().copied()), Some("script"));
+    assert_eq!(
+        did_you_mean("scirpt", names.iter().copied()),
+        Some("script")
+    );
     assert_eq!(did_you_mean("promt", names.iter().copied()), Some("prompt"));
     assert_eq!(did_you_mean("join_policy", names.iter().copied()), None);
     assert_eq!(did_you_mean("go", names.iter().copied()), None);
@@ -774,7 +781,10 @@ fn aliases_are_read_as_ours_with_a_warning() {
     let src = flow(
         "graph [default_max_retry=2]\n start -> run -> ag -> m -> exit\n run [shape=parallelogram, tool_command=\"echo hi\"]\n ag [llm_model=gpt-5.2, llm_provider=openai, model=claude-opus-4-6]\n m [shape=house, stack.child_dotfile=\"child.dot\", max_cycles=3, stop_condition=\"context.done=true\", poll_interval=\"1s\"]\n other [max_cycles=3]\n run -> other -> exit",
     );
-    let files = Files(HashMap::from([("child.dot", "digraph C { start -> exit }")]));
+    let files = Files(HashMap::from([(
+        "child.dot",
+        "digraph C { start -> exit }",
+    )]));
     let loaded = load(&src, &files).unwrap();
     let wf = &loaded.workflow;
     let v = |id: &str, k: &str| {
@@ -788,7 +798,10 @@ fn aliases_are_read_as_ours_with_a_warning() {
     assert_eq!(v("m", "stack.child_workflow").as_deref(), Some("child.dot"));
     assert_eq!(v("m", "manager.max_cycles").as_deref(), Some("3"));
     assert_eq!(v("m", "manager.poll_interval").as_deref(), Some("1s"));
-    assert_eq!(v("m", "manager.stop_condition").as_deref(), Some("context.done=true"));
+    assert_eq!(
+        v("m", "manager.stop_condition").as_deref(),
+        Some("context.done=true")
+    );
     // Unprefixed manager keys on other nodes mean nothing.
     assert_eq!(v("other", "manager.max_cycles"), None);
     assert_eq!(wf.graph_view().int("default_max_retries"), Some(2));
@@ -800,10 +813,15 @@ fn aliases_are_read_as_ours_with_a_warning() {
         .map(|d| d.message.clone())
         .collect();
     assert_eq!(alias.len(), 8, "{alias:#?}");
-    assert!(alias.iter().any(|m| m.contains("`tool_command` is read as `script`")));
     assert!(alias
         .iter()
-        .any(|m| m.contains("`llm_model` is another engine's name for `model`, which is also set")));
+        .any(|m| m.contains("`tool_command` is read as `script`")));
+    assert!(
+        alias
+            .iter()
+            .any(|m| m
+                .contains("`llm_model` is another engine's name for `model`, which is also set"))
+    );
     assert!(alias
         .iter()
         .any(|m| m.contains("`stack.child_dotfile` is read as `stack.child_workflow`")));
@@ -827,4 +845,19 @@ fn tool_output_condition_key_warns_naming_command_output() {
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].severity, Severity::Warning);
     assert!(d[0].message.contains("context.command.output"));
+}
+
+#[test]
+fn tool_hooks_only_on_api_agents() {
+    let d = fired(
+        &flow("start -> a -> c -> exit\n a [tool_hooks.pre=\"true\"]\n c [shape=parallelogram, script=\"x\", tool_hooks.post=\"true\"]"),
+        "tool_hooks_ignored",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].node_id.as_deref(), Some("c"));
+    assert!(fired(
+        &flow("graph [tool_hooks.pre=\"true\"]\n start -> a -> exit"),
+        "unknown_attribute"
+    )
+    .is_empty());
 }
