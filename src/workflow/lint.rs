@@ -232,7 +232,7 @@ fn dead_end(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
         }
         let id = &wf.node(i).id;
         let msg = format!(
-            "node `{id}` has no outgoing edges: a run that reaches it fails with \"no route from {id}\" (add an edge to where it should go next)"
+            "node `{id}` has no outgoing edges: a run that reaches it fails with \"no route from `{id}`\" (add an edge to where it should go next)"
         );
         out.push(warning("dead_end", msg).node(wf, i));
     }

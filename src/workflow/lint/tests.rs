@@ -98,7 +98,11 @@ fn dead_end_rule() {
     assert_eq!(d[0].node_id.as_deref(), Some("b"));
     // Other engines accept dead ends: a warning that says what a run would do.
     assert_eq!(d[0].severity, Severity::Warning);
-    assert!(d[0].message.contains("no route from b"), "{}", d[0].message);
+    assert!(
+        d[0].message.contains("no route from `b`"),
+        "{}",
+        d[0].message
+    );
     assert!(d[0].line.is_some());
     // A parallel branch may end without edges.
     assert!(fired(
