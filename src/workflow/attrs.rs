@@ -8,7 +8,7 @@ use crate::dot::{Attrs, Value};
 use std::time::Duration;
 
 /// Where an attribute may appear.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     Graph,
     Node,

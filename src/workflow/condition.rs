@@ -205,6 +205,15 @@ impl Condition {
         self.legacy.clone()
     }
 
+    /// Keys read under another engine's name ([`CONTEXT_ALIASES`]), as written, with ours;
+    /// in order of appearance, repeats included. Allocates nothing (linted on every edge).
+    pub fn alias_keys(&self) -> impl Iterator<Item = (&str, &'static str)> {
+        self.expr
+            .iter()
+            .flat_map(|e| e.any_of.iter().flatten())
+            .filter_map(|t| t.key.alias.map(|ours| (t.key.name.as_str(), ours)))
+    }
+
     /// Keys the condition reads, as written, in order of appearance, each once (for lints).
     pub fn keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = Vec::new();

@@ -218,12 +218,11 @@ fn branch_nodes(wf: &Workflow) -> Vec<bool> {
 /// end; the last node of a parallel branch is not one either.
 fn dead_end(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     let mut in_branch: Option<Vec<bool>> = None;
-    let mut reachable: Option<Vec<bool>> = None;
     for i in 0..wf.graph.nodes.len() {
         if !wf.out_edges[i].is_empty() || wf.handler(i) == Some(HandlerKind::Exit) {
             continue;
         }
-        if wf.start.is_some() && !reachable.get_or_insert_with(|| reachable_from_start(wf))[i] {
+        if wf.start.is_some() && !reachable_from_start(wf)[i] {
             continue;
         }
         let branches = in_branch.get_or_insert_with(|| branch_nodes(wf));
@@ -248,12 +247,12 @@ fn no_path_to_exit(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>)
     };
     let reachable = reachable_from_start(wf);
     let reaches_exit = reaching(wf, exit);
+    if reachable.iter().zip(&reaches_exit).all(|(r, e)| !r || *e) {
+        return;
+    }
     let trapped: Vec<bool> = (0..wf.graph.nodes.len())
         .map(|i| reachable[i] && !reaches_exit[i])
         .collect();
-    if !trapped.contains(&true) {
-        return;
-    }
     for comp in cycles_among(wf, &trapped) {
         let ids: Vec<&str> = comp.iter().map(|&i| wf.node(i).id.as_str()).collect();
         let shown = if ids.len() > 10 {
@@ -269,14 +268,25 @@ fn no_path_to_exit(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>)
     }
 }
 
-/// Nodes from which `target` can be reached, following edges backwards.
+/// Nodes from which `target` can be reached, following edges backwards. The reverse
+/// adjacency is built flat (offsets from `in_degree`, one array of sources), so a large
+/// graph costs three allocations, not one per node.
 fn reaching(wf: &Workflow, target: usize) -> Vec<bool> {
     let n = wf.graph.nodes.len();
-    let mut incoming: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut start = Vec::with_capacity(n + 1);
+    let mut total = 0;
+    start.push(0);
+    for &d in &wf.in_degree {
+        total += d;
+        start.push(total);
+    }
+    let mut fill = start.clone();
+    let mut sources = vec![0usize; total];
     for (from, edges) in wf.out_edges.iter().enumerate() {
         for &e in edges {
             if let Some(t) = wf.edge_target(e) {
-                incoming[t].push(from);
+                sources[fill[t]] = from;
+                fill[t] += 1;
             }
         }
     }
@@ -284,7 +294,7 @@ fn reaching(wf: &Workflow, target: usize) -> Vec<bool> {
     seen[target] = true;
     let mut stack = vec![target];
     while let Some(i) = stack.pop() {
-        for &f in &incoming[i] {
+        for &f in &sources[start[i]..start[i + 1]] {
             if !std::mem::replace(&mut seen[f], true) {
                 stack.push(f);
             }
@@ -704,8 +714,13 @@ fn manager_child_workflow(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagn
     }
 }
 
-/// Nodes reachable from the start node (all false when there is no single start).
-fn reachable_from_start(wf: &Workflow) -> Vec<bool> {
+/// Nodes reachable from the start node (all false when there is no single start), worked
+/// out once per workflow.
+fn reachable_from_start(wf: &Workflow) -> &[bool] {
+    wf.reachable.get_or_init(|| search_from_start(wf))
+}
+
+fn search_from_start(wf: &Workflow) -> Vec<bool> {
     let mut seen = vec![false; wf.graph.nodes.len()];
     let Some(start) = wf.start else { return seen };
     let mut queue = VecDeque::from([start]);
@@ -815,47 +830,73 @@ fn goal_gate_has_retry(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnost
 }
 
 /// Keys that mean nothing to svc (nor to Graphviz) are ignored at run time, so each is
-/// reported once per scope, at its first use, with a did-you-mean. Keys are looked up once
-/// per distinct name (attribute names are interned and few).
+/// reported once per scope, at its first use, with a did-you-mean.
 fn unknown_attribute(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
-    let mut reported: Vec<(Scope, &str)> = Vec::new();
     for (k, _) in wf.graph.attrs.iter() {
         if attrs::key_kind(Scope::Graph, k, false) == attrs::KeyKind::Unknown {
             let msg = unknown_msg("graph", k, Scope::Graph);
             out.push(warning("unknown_attribute", msg).at(wf.graph.attr_pos(k)));
         }
     }
-    let mut node_kinds: HashMap<(&str, bool), attrs::KeyKind> = Default::default();
+    let mut kinds = KindCache::default();
+    let mut reported: Vec<(Scope, &str)> = Vec::new();
     for i in 0..wf.graph.nodes.len() {
         let manager = wf.handler(i) == Some(HandlerKind::ManagerLoop);
         for (k, _) in wf.node(i).attrs.iter() {
-            let kind = *node_kinds
-                .entry((k, manager))
-                .or_insert_with(|| attrs::key_kind(Scope::Node, k, manager));
-            if kind != attrs::KeyKind::Unknown || reported.contains(&(Scope::Node, k)) {
+            if kinds.get(Scope::Node, k, manager) != attrs::KeyKind::Unknown
+                || reported.contains(&(Scope::Node, k))
+            {
                 continue;
             }
             reported.push((Scope::Node, k));
-            let what = format!("node `{}`", wf.node(i).id);
-            let msg = unknown_msg(&what, k, Scope::Node);
+            let msg = unknown_msg(&format!("node `{}`", wf.node(i).id), k, Scope::Node);
             out.push(warning("unknown_attribute", msg).node(wf, i));
         }
     }
-    let mut edge_kinds: HashMap<&str, attrs::KeyKind> = Default::default();
     for i in 0..wf.graph.edges.len() {
         for (k, _) in wf.edge(i).attrs.iter() {
-            let kind = *edge_kinds
-                .entry(k)
-                .or_insert_with(|| attrs::key_kind(Scope::Edge, k, false));
-            if kind != attrs::KeyKind::Unknown || reported.contains(&(Scope::Edge, k)) {
+            if kinds.get(Scope::Edge, k, false) != attrs::KeyKind::Unknown
+                || reported.contains(&(Scope::Edge, k))
+            {
                 continue;
             }
             reported.push((Scope::Edge, k));
             let e = wf.edge(i);
-            let what = format!("edge `{} -> {}`", e.from, e.to);
-            let msg = unknown_msg(&what, k, Scope::Edge);
+            let msg = unknown_msg(&format!("edge `{} -> {}`", e.from, e.to), k, Scope::Edge);
             out.push(warning("unknown_attribute", msg).edge(wf, i));
         }
+    }
+}
+
+/// What each attribute key is, remembered by the key's address: the parser shares one
+/// static string for every common key, so a 100,000-node graph asks for a handful of
+/// distinct addresses and each lookup is a short scan of integers, not a hash of text.
+/// Keys the parser did not share (each its own string) are remembered by their text.
+#[derive(Default)]
+struct KindCache<'a> {
+    by_address: Vec<(usize, usize, Scope, bool, attrs::KeyKind)>,
+    by_text: HashMap<(&'a str, Scope, bool), attrs::KeyKind>,
+}
+
+impl<'a> KindCache<'a> {
+    fn get(&mut self, scope: Scope, key: &'a str, manager: bool) -> attrs::KeyKind {
+        let id = (key.as_ptr() as usize, key.len());
+        let hit = self
+            .by_address
+            .iter()
+            .find(|c| (c.0, c.1) == id && c.2 == scope && c.3 == manager);
+        if let Some(c) = hit {
+            return c.4;
+        }
+        if self.by_address.len() < 32 {
+            let kind = attrs::key_kind(scope, key, manager);
+            self.by_address.push((id.0, id.1, scope, manager, kind));
+            return kind;
+        }
+        *self
+            .by_text
+            .entry((key, scope, manager))
+            .or_insert_with(|| attrs::key_kind(scope, key, manager))
     }
 }
 
@@ -1001,8 +1042,10 @@ fn alias_msg(what: &str, theirs: &str, ours: &str, both: bool) -> String {
 fn alias_context_key(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for (i, c) in wf.conditions.iter().enumerate() {
         let Some(Ok(c)) = c else { continue };
-        for key in c.keys() {
-            if let Some(ours) = super::condition::context_alias(&key) {
+        let mut seen: Vec<&str> = Vec::new();
+        for (key, ours) in c.alias_keys() {
+            if !seen.contains(&key) {
+                seen.push(key);
                 let msg = format!(
                     "condition key `{key}` is another engine's name: svc reads it as `context.{ours}` when it is not set; write `context.{ours}`"
                 );

@@ -160,6 +160,8 @@ pub struct Workflow {
     /// `@path` references that could not be read: (node id or "" for the graph, key, path).
     pub unresolved: Vec<(String, String, String)>,
     pub stylesheet_error: Option<stylesheet::StylesheetError>,
+    /// Nodes reachable from the start, worked out once for the lint rules that need it.
+    reachable: std::sync::OnceLock<Vec<bool>>,
 }
 
 /// The result of loading: the model plus every diagnostic. Any error-severity diagnostic
@@ -241,6 +243,7 @@ impl Workflow {
             index,
             unresolved,
             stylesheet_error,
+            reachable: std::sync::OnceLock::new(),
         }
     }
 
