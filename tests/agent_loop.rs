@@ -14,6 +14,7 @@ use svc::agent::{
     AgentConfig, AgentError, AgentEvent, AgentStop, Session, SteerLocation, Steering, LOOP_WARNING,
 };
 use svc::engine::cancel::CancelToken;
+use svc::engine::services::ToolHooks;
 use svc::llm::{Provider, Usage};
 use svc::sandbox::Sandbox;
 
@@ -735,6 +736,7 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         project_memory: true,
         preamble: None,
         thread: None,
+        tool_hooks: Default::default(),
     };
     let r = backend
         .complete(&req, &CancelToken::new(), &mut |_| {})
@@ -790,4 +792,70 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         .expect_err("bad provider");
     assert!(!e.retryable);
     assert_eq!(e.failure_class, "deterministic");
+}
+
+/// `tool_hooks`: the pre hook runs before every call with the tool's name, call id and
+/// arguments in its environment; a failing pre hook refuses the call (the tool does not
+/// run) and the model reads why; the post hook runs after, with the result's error flag.
+#[test]
+fn tool_hooks_run_around_every_call_and_a_failing_pre_hook_refuses_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = ScriptedServer::start(vec![
+        reply(
+            P,
+            &tools(&[
+                ("c1", "shell", json!({"command": "echo ran > ran.txt"})),
+                ("c2", "shell", json!({"command": "echo no > blocked.txt"})),
+            ]),
+            u(),
+            false,
+        ),
+        reply(P, &text("done"), u(), false),
+    ]);
+    let c = client(P, &server);
+    // The pre hook logs its environment and refuses any call whose arguments mention
+    // blocked.txt; the post hook logs the result flag.
+    let cfg = AgentConfig {
+        hooks: ToolHooks {
+            pre: Some(
+                r#"echo "pre $SVC_TOOL_NAME $SVC_TOOL_CALL_ID" >> hooks.log; case "$SVC_TOOL_ARGUMENTS" in *blocked.txt*) echo "writing blocked.txt is not allowed" >&2; exit 3;; esac"#.into(),
+            ),
+            post: Some(r#"echo "post $SVC_TOOL_NAME $SVC_TOOL_CALL_ID $SVC_TOOL_IS_ERROR" >> hooks.log"#.into()),
+        },
+        ..AgentConfig::new("sonnet")
+    };
+    let mut s = Session::new(cfg, Sandbox::new(dir.path()).expect("sb")).expect("session");
+    let mut failed = Vec::new();
+    s.run(&c, "x", &CancelToken::new(), &mut |e| {
+        if e.kind() == "agent.tool_hook.failed" {
+            failed.push(e.properties());
+        }
+    })
+    .expect("run");
+    let log = std::fs::read_to_string(dir.path().join("hooks.log")).expect("hooks ran");
+    assert_eq!(
+        log,
+        "pre shell c1\npost shell c1 false\npre shell c2\npost shell c2 true\n"
+    );
+    assert!(dir.path().join("ran.txt").exists());
+    assert!(
+        !dir.path().join("blocked.txt").exists(),
+        "a refused call must not run"
+    );
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["hook"], "pre");
+    assert_eq!(failed[0]["tool_call_id"], "c2");
+    assert_eq!(failed[0]["exit_code"], 3);
+    // The model is told why.
+    let reqs = server.requests();
+    let res = results(P, &reqs[1].body);
+    assert_eq!(res.len(), 2);
+    assert!(!res[0].2);
+    assert!(res[1].2, "{res:?}");
+    assert!(
+        res[1].1.contains("refused by the tool_hooks.pre hook")
+            && res[1].1.contains("writing blocked.txt is not allowed"),
+        "{}",
+        res[1].1
+    );
 }

@@ -38,8 +38,8 @@ fn corpus(rel: &str) -> String {
 }
 
 const SIMPLE: &str = "fabro-sh__fabro/test__simple.fabro";
-const DEAD_END: &str =
-    "wcraigjones__attractor/conformance__02-validation__04-dead-end__pipeline.dot";
+const EXIT_OUTGOING: &str =
+    "wcraigjones__attractor/conformance__02-validation__07-exit-outgoing__pipeline.dot";
 const ORPHAN: &str =
     "wcraigjones__attractor/conformance__02-validation__03-orphan-node__pipeline.dot";
 
@@ -69,7 +69,7 @@ fn valid_file_exits_0_with_ok_summary() {
 
 #[test]
 fn invalid_file_exits_1_with_rustc_style_lines() {
-    let path = corpus(DEAD_END);
+    let path = corpus(EXIT_OUTGOING);
     let o = svc(&["validate", &path]);
     assert_eq!(code(&o), 1);
     let out = stdout(&o);
@@ -78,7 +78,7 @@ fn invalid_file_exits_1_with_rustc_style_lines() {
         lines,
         [
             format!(
-                "{path}:4:5: error[dead_end]: node `deadend` has no outgoing edges: every node except the exit must lead somewhere"
+                "{path}:4:5: error[exit_no_outgoing]: exit node `done` must not have outgoing edges"
             )
             .as_str(),
             "invalid: 1 file checked, 1 error, 0 warnings",
@@ -116,7 +116,7 @@ fn warnings_alone_exit_0_and_are_counted() {
 
 #[test]
 fn several_files_exit_1_when_any_is_invalid() {
-    let o = svc(&["validate", &corpus(SIMPLE), &corpus(DEAD_END)]);
+    let o = svc(&["validate", &corpus(SIMPLE), &corpus(EXIT_OUTGOING)]);
     assert_eq!(code(&o), 1);
     assert!(
         stdout(&o).ends_with("invalid: 2 files checked, 1 error, 0 warnings\n"),
@@ -157,7 +157,7 @@ fn unreadable_file_exits_2_and_is_not_reported_ok() {
         "validate",
         &corpus(SIMPLE),
         path_str(&missing),
-        &corpus(DEAD_END),
+        &corpus(EXIT_OUTGOING),
     ]);
     assert_eq!(code(&o), 2);
     // A directory is not a readable workflow either; nor is `svc parse` of a missing file.
@@ -306,7 +306,7 @@ fn validate_json_lists_each_file() {
         "--format",
         "json",
         &corpus(SIMPLE),
-        &corpus(DEAD_END),
+        &corpus(EXIT_OUTGOING),
         path_str(&syn),
     ]);
     assert_eq!(code(&o), 1);
@@ -332,9 +332,9 @@ fn validate_json_lists_each_file() {
     assert_eq!(files[0]["diagnostics"], serde_json::json!([]));
 
     let d = &files[1]["diagnostics"][0];
-    assert_eq!(d["rule"], "dead_end");
+    assert_eq!(d["rule"], "exit_no_outgoing");
     assert_eq!(d["severity"], "error");
-    assert_eq!(d["node_id"], "deadend");
+    assert_eq!(d["node_id"], "done");
     assert_eq!(
         (d["line"].as_u64(), d["column"].as_u64()),
         (Some(4), Some(5))
@@ -342,7 +342,7 @@ fn validate_json_lists_each_file() {
     assert!(
         d["message"]
             .as_str()
-            .is_some_and(|m| m.contains("no outgoing edges")),
+            .is_some_and(|m| m.contains("must not have outgoing edges")),
         "{d}"
     );
 

@@ -1001,3 +1001,62 @@ fn an_agent_that_calls_tools_forever_stops_at_max_turns_partially_succeeded() {
     // The tools of the three turns ran.
     assert!(env.work.join("f2.txt").exists());
 }
+
+/// `tool_hooks` from the workflow file (graph default, node override) through `svc run`: the
+/// pre hook sees the call in its environment and refuses writes to `secret.txt`; the model
+/// is told why; the refusal is an `agent.tool_hook.failed` event.
+#[test]
+fn tool_hooks_from_the_workflow_run_around_agent_tool_calls() {
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            tools(&[
+                (
+                    "toolu_1",
+                    "write_file",
+                    json!({"file_path": "notes.txt", "content": "ok\n"}),
+                ),
+                (
+                    "toolu_2",
+                    "write_file",
+                    json!({"file_path": "secret.txt", "content": "no\n"}),
+                ),
+            ]),
+            text("Done; secret.txt was refused."),
+        ],
+    );
+    let env = Env::keyed(Provider::Anthropic, &server);
+    let out = env.run_ok(
+        r#"digraph t {
+  graph [tool_hooks.post="echo post $SVC_TOOL_CALL_ID $SVC_TOOL_IS_ERROR >> ../hooks.log"]
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [prompt="Write the notes", tool_hooks.pre="echo pre $SVC_TOOL_NAME $SVC_TOOL_CALL_ID >> ../hooks.log; case \"$SVC_TOOL_ARGUMENTS\" in *secret.txt*) echo secrets stay unwritten >&2; exit 1;; esac"]
+  start -> work -> exit
+}"#,
+    );
+    let log = std::fs::read_to_string(env.work.join("../hooks.log")).unwrap_or_default();
+    assert_eq!(
+        log,
+        "pre write_file toolu_1\npost toolu_1 false\npre write_file toolu_2\npost toolu_2 true\n"
+    );
+    assert!(env.work.join("notes.txt").exists());
+    assert!(
+        !env.work.join("secret.txt").exists(),
+        "the refused call ran"
+    );
+    let reqs = server.requests();
+    let results = llm_common::tool_results(Provider::Anthropic, &reqs[1].body);
+    assert!(
+        results[1].2 && results[1].1.contains("secrets stay unwritten"),
+        "{results:?}"
+    );
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| kind(e) == "agent.tool_hook.failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(props(failed[0])["hook"], "pre");
+    assert_eq!(props(failed[0])["tool_call_id"], "toolu_2");
+    assert_eq!(props(failed[0])["exit_code"], 1);
+}

@@ -201,6 +201,7 @@ impl LlmBackend for ProviderBackend {
             project_memory: req.project_memory,
             preamble: req.preamble.clone(),
             thread: req.thread.clone(),
+            tool_hooks: req.tool_hooks.clone(),
         };
         let mut deltas = Deltas::default();
         let result = self.stage.complete(&stage_req, cancel, &mut |ev| {

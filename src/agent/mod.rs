@@ -7,6 +7,7 @@
 
 pub mod acp;
 pub mod backend;
+pub mod hooks;
 pub mod loops;
 pub mod stage;
 pub mod threads;
@@ -21,6 +22,7 @@ use serde_json::{json, Value};
 
 use crate::engine::cancel::CancelToken;
 use crate::engine::redact::{NoRedaction, Redact, REDACTED};
+use crate::engine::services::ToolHooks;
 use crate::llm::memory::project_memory;
 use crate::llm::provider::infer_provider;
 use crate::llm::{
@@ -50,6 +52,8 @@ pub struct AgentConfig {
     pub instructions: Option<String>,
     /// Overrides the tool set chosen from the provider.
     pub profile: Option<ToolProfile>,
+    /// Shell commands run before and after every tool call ([`hooks`]).
+    pub hooks: ToolHooks,
 }
 
 impl AgentConfig {
@@ -65,6 +69,7 @@ impl AgentConfig {
             project_memory: true,
             instructions: None,
             profile: None,
+            hooks: ToolHooks::default(),
         }
     }
 }
@@ -274,6 +279,17 @@ pub enum AgentEvent {
         output: String,
         is_error: bool,
     },
+    /// A `tool_hooks` command failed (a failing pre hook refused the call).
+    ToolHookFailed {
+        /// `pre` or `post`.
+        hook: &'static str,
+        tool_name: String,
+        tool_call_id: String,
+        /// The hook's exit code (`None`: killed, timed out or could not start).
+        exit_code: Option<i32>,
+        /// The end of the hook's output (stderr, else stdout) or why it did not run.
+        output: String,
+    },
     LoopDetected {
         /// Turns in the repeating pattern (1 to 3).
         pattern_length: usize,
@@ -310,6 +326,7 @@ impl AgentEvent {
             AgentEvent::Message { .. } => "agent.message",
             AgentEvent::ToolStarted { .. } => "agent.tool.started",
             AgentEvent::ToolCompleted { .. } => "agent.tool.completed",
+            AgentEvent::ToolHookFailed { .. } => "agent.tool_hook.failed",
             AgentEvent::LoopDetected { .. } => "agent.loop.detected",
             AgentEvent::TurnLimit { .. } => "agent.turn.limit",
             AgentEvent::SteeringInjected { .. } => "agent.steering.injected",
@@ -358,6 +375,14 @@ impl AgentEvent {
             } => {
                 json!({"tool_name": tool_name, "tool_call_id": tool_call_id, "output": output, "is_error": is_error})
             }
+            AgentEvent::ToolHookFailed {
+                hook,
+                tool_name,
+                tool_call_id,
+                exit_code,
+                output,
+            } => json!({"hook": hook, "tool_name": tool_name, "tool_call_id": tool_call_id,
+                "exit_code": exit_code, "output": output}),
             AgentEvent::LoopDetected {
                 pattern_length,
                 repeats,
@@ -706,7 +731,17 @@ impl Session {
                     arguments: c.arguments.clone(),
                 });
                 let t1 = std::time::Instant::now();
-                let out = if self.hid_secret && writes_marker(&c.name, &c.arguments) {
+                let call = hooks::Call {
+                    tool_name: &c.name,
+                    tool_call_id: &c.id,
+                    arguments: &c.arguments,
+                };
+                let hooks = &self.config.hooks;
+                let refusal = hooks::pre(hooks, &call, &self.sandbox, cancel);
+                let out = if let Some(why) = refusal {
+                    on_event(why.event(&call));
+                    tools::refused(&why.for_model())
+                } else if self.hid_secret && writes_marker(&c.name, &c.arguments) {
                     tools::refused(WRITES_MARKER)
                 } else {
                     tools::execute(
@@ -718,6 +753,10 @@ impl Session {
                         cancel,
                     )
                 };
+                if let Some(failed) = hooks::post(hooks, &call, out.is_error, &self.sandbox, cancel)
+                {
+                    on_event(failed.event(&call));
+                }
                 tool_time += t1.elapsed();
                 for t in &out.touched {
                     if !touched.contains(t) {

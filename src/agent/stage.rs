@@ -58,6 +58,8 @@ pub struct StageRequest {
     pub preamble: Option<String>,
     /// Fidelity `full`: the key of the conversation to continue and keep.
     pub thread: Option<String>,
+    /// Shell commands run before/after every tool call (agent mode only).
+    pub tool_hooks: crate::engine::services::ToolHooks,
 }
 
 /// The reply to one stage call.
@@ -343,6 +345,7 @@ impl StageBackend {
                             max_turns: req.max_turns.unwrap_or(self.defaults.max_turns),
                             loop_threshold: self.defaults.loop_threshold,
                             shell: self.defaults.shell,
+                            hooks: req.tool_hooks.clone(),
                             ..AgentConfig::new(model_name)
                         };
                         let s = Session::new(cfg, sandbox)?

@@ -73,7 +73,7 @@ pub fn build_question(wf: &Workflow, node: usize, context_display: Option<String
         .unwrap_or_else(|| default_type(&options, freeform_target.is_some()).to_string());
     Question {
         id: ulid::Ulid::new().to_string(),
-        text: wf.label(node).to_string(),
+        text: question_text(wf, node).to_string(),
         stage: wf.node(node).id.clone(),
         question_type,
         options,
@@ -85,6 +85,14 @@ pub fn build_question(wf: &Workflow, node: usize, context_display: Option<String
             .map(str::to_string),
         context_display,
     }
+}
+
+/// The question a gate asks: its `prompt` if set, else its `label`, else its id (decisions.md).
+/// Variables in a prompt are the caller's to expand.
+pub fn question_text(wf: &Workflow, node: usize) -> &str {
+    wf.node_view(node)
+        .nonempty("prompt")
+        .unwrap_or_else(|| wf.label(node))
 }
 
 fn default_type(options: &[QuestionOption], has_freeform: bool) -> &'static str {
@@ -422,6 +430,22 @@ mod tests {
         gate -> lint;
         approve -> exit; reject -> exit; fix -> exit; later -> exit; lint -> exit;
     "#;
+
+    #[test]
+    fn question_text_is_prompt_then_label_then_id() {
+        let q = question(
+            r#"gate [shape=hexagon, label="Ship?", prompt="Ship version 2 to production?"]; gate -> exit;"#,
+        );
+        assert_eq!(q.text, "Ship version 2 to production?");
+        assert_eq!(
+            question(r#"gate [shape=hexagon, label="Ship?"]; gate -> exit;"#).text,
+            "Ship?"
+        );
+        assert_eq!(question("gate [shape=hexagon]; gate -> exit;").text, "gate");
+        // A blank prompt does not hide the label.
+        let q = question(r#"gate [shape=hexagon, label="Ship?", prompt=" "]; gate -> exit;"#);
+        assert_eq!(q.text, "Ship?");
+    }
 
     fn opt(q: &Question, i: usize) -> Answer {
         Answer::from_option(&q.options[i])

@@ -80,6 +80,20 @@ impl Interviewer for NoInterviewer {
     }
 }
 
+/// Shell commands an agent session runs around every tool call (node or graph
+/// `tool_hooks.pre` / `tool_hooks.post`). A failing pre hook refuses the call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolHooks {
+    pub pre: Option<String>,
+    pub post: Option<String>,
+}
+
+impl ToolHooks {
+    pub fn is_empty(&self) -> bool {
+        self.pre.is_none() && self.post.is_none()
+    }
+}
+
 /// Agent (tool-using session) or prompt (one call, no tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LlmMode {
@@ -119,6 +133,8 @@ pub struct LlmRequest {
     /// Fidelity `full`: the conversation to continue and to keep after a successful call
     /// (an opaque key, unique per run). A failed call drops it.
     pub thread: Option<String>,
+    /// Run around every tool call of an API agent session (not ACP, not prompt stages).
+    pub tool_hooks: ToolHooks,
 }
 
 /// What one backend call consumed, for `stage.completed` and the usage rollup.

@@ -8,7 +8,7 @@ use crate::dot::{Attrs, Value};
 use std::time::Duration;
 
 /// Where an attribute may appear.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     Graph,
     Node,
@@ -165,6 +165,193 @@ pub const SCHEMA: &[(Scope, &str, AttrType)] = &[
     (Edge, "loop_restart", Bool),
     (Edge, "freeform", Bool),
 ];
+
+/// Attributes we read that SPEC 2.13 does not name (decisions.md, Workflow language).
+pub const EXTRA: &[(Scope, &str)] = &[
+    // Shell commands run before/after every tool call of an agent stage (graph default,
+    // node override).
+    (Graph, "tool_hooks.pre"),
+    (Graph, "tool_hooks.post"),
+    (Node, "tool_hooks.pre"),
+    (Node, "tool_hooks.post"),
+];
+
+/// Attribute names other engines use for ours: `(scope, theirs, ours, manager-only)`. The
+/// workflow model copies their value to ours when ours is not set; the lint warns, naming
+/// ours. Manager-only aliases are aliases on manager-loop nodes and unknown elsewhere.
+pub const ALIASES: &[(Scope, &str, &str, bool)] = &[
+    (Graph, "default_max_retry", "default_max_retries", false),
+    (Node, "tool_command", "script", false),
+    (Node, "llm_model", "model", false),
+    (Node, "llm_provider", "provider", false),
+    (Node, "stack.child_dotfile", "stack.child_workflow", false),
+    (Node, "max_cycles", "manager.max_cycles", true),
+    (Node, "stop_condition", "manager.stop_condition", true),
+    (Node, "poll_interval", "manager.poll_interval", true),
+];
+
+/// Graphviz's own attributes (layout and display). Workflows drawn with Graphviz use them
+/// freely; they mean nothing to the engine and are never reported as unknown.
+pub const GRAPHVIZ: &[&str] = &[
+    "arrowhead",
+    "arrowsize",
+    "arrowtail",
+    "bgcolor",
+    "center",
+    "charset",
+    "class",
+    "clusterrank",
+    "color",
+    "colorscheme",
+    "comment",
+    "compound",
+    "concentrate",
+    "constraint",
+    "decorate",
+    "dir",
+    "distortion",
+    "dpi",
+    "edgeURL",
+    "edgehref",
+    "edgetooltip",
+    "esep",
+    "fillcolor",
+    "fixedsize",
+    "fontcolor",
+    "fontname",
+    "fontnames",
+    "fontpath",
+    "fontsize",
+    "forcelabels",
+    "gradientangle",
+    "group",
+    "headURL",
+    "headclip",
+    "headhref",
+    "headlabel",
+    "headport",
+    "headtooltip",
+    "height",
+    "href",
+    "id",
+    "image",
+    "imagepos",
+    "imagescale",
+    "label",
+    "labelURL",
+    "labelangle",
+    "labeldistance",
+    "labelfloat",
+    "labelfontcolor",
+    "labelfontname",
+    "labelfontsize",
+    "labelhref",
+    "labeljust",
+    "labelloc",
+    "labeltooltip",
+    "landscape",
+    "layer",
+    "layers",
+    "layout",
+    "lhead",
+    "lp",
+    "ltail",
+    "margin",
+    "mclimit",
+    "minlen",
+    "newrank",
+    "nodesep",
+    "nojustify",
+    "ordering",
+    "orientation",
+    "outputorder",
+    "overlap",
+    "pad",
+    "page",
+    "pagedir",
+    "pencolor",
+    "penwidth",
+    "peripheries",
+    "pos",
+    "quantum",
+    "rank",
+    "rankdir",
+    "ranksep",
+    "ratio",
+    "regular",
+    "remincross",
+    "rotate",
+    "samehead",
+    "sametail",
+    "searchsize",
+    "sep",
+    "shape",
+    "sides",
+    "size",
+    "skew",
+    "splines",
+    "style",
+    "stylesheet",
+    "tailURL",
+    "tailclip",
+    "tailhref",
+    "taillabel",
+    "tailport",
+    "tailtooltip",
+    "target",
+    "tooltip",
+    "truecolor",
+    "URL",
+    "width",
+    "xlabel",
+    "xlp",
+];
+
+/// What an attribute key means on an element of `scope` (`manager`: the node is a manager
+/// loop, which reads the unprefixed manager aliases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// One of ours (or a Graphviz display attribute).
+    Known,
+    /// Another engine's name for ours.
+    Alias(&'static str),
+    Unknown,
+}
+
+pub fn key_kind(scope: Scope, key: &str, manager: bool) -> KeyKind {
+    if declared_type(scope, key).is_some()
+        || EXTRA.iter().any(|(s, k)| *s == scope && *k == key)
+        || GRAPHVIZ.contains(&key)
+    {
+        return KeyKind::Known;
+    }
+    match alias_of(scope, key, manager) {
+        Some(ours) => KeyKind::Alias(ours),
+        None => KeyKind::Unknown,
+    }
+}
+
+/// Our name for another engine's attribute name, if it is an alias on this element.
+pub fn alias_of(scope: Scope, key: &str, manager: bool) -> Option<&'static str> {
+    ALIASES
+        .iter()
+        .find(|(s, k, _, m)| *s == scope && *k == key && (manager || !m))
+        .map(|(_, _, ours, _)| *ours)
+}
+
+/// Every name that is ours in a scope, for did-you-mean suggestions.
+pub fn our_names(scope: Scope) -> impl Iterator<Item = &'static str> {
+    SCHEMA
+        .iter()
+        .filter(move |(s, _, _)| *s == scope)
+        .map(|(_, k, _)| *k)
+        .chain(
+            EXTRA
+                .iter()
+                .filter(move |(s, _)| *s == scope)
+                .map(|(_, k)| *k),
+        )
+}
 
 pub fn declared_type(scope: Scope, key: &str) -> Option<AttrType> {
     SCHEMA

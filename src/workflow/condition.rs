@@ -102,6 +102,9 @@ struct Term {
 struct Key {
     name: String,
     lookup: Lookup,
+    /// Read when the key is missing: our key for another engine's name
+    /// ([`CONTEXT_ALIASES`]).
+    alias: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +137,19 @@ enum Test {
 }
 
 const CONTEXT_PREFIX: &str = "context.";
+
+/// Context keys other engines write under another name (`theirs`, `ours`): a condition that
+/// reads theirs and finds nothing reads ours (decisions.md; the lint warns, naming ours).
+pub const CONTEXT_ALIASES: &[(&str, &str)] = &[("tool.output", "command.output")];
+
+/// Our key for a condition key naming another engine's context key (`context.` optional).
+pub fn context_alias(key: &str) -> Option<&'static str> {
+    let bare = key.strip_prefix(CONTEXT_PREFIX).unwrap_or(key);
+    CONTEXT_ALIASES
+        .iter()
+        .find(|(theirs, _)| *theirs == bare)
+        .map(|(_, ours)| *ours)
+}
 
 // ---------------------------------------------------------------------------------------
 // Public API
@@ -187,6 +203,15 @@ impl Condition {
     /// lint warning. Each name once, in order of appearance.
     pub fn legacy_outcome_names(&self) -> Vec<String> {
         self.legacy.clone()
+    }
+
+    /// Keys read under another engine's name ([`CONTEXT_ALIASES`]), as written, with ours;
+    /// in order of appearance, repeats included. Allocates nothing (linted on every edge).
+    pub fn alias_keys(&self) -> impl Iterator<Item = (&str, &'static str)> {
+        self.expr
+            .iter()
+            .flat_map(|e| e.any_of.iter().flatten())
+            .filter_map(|t| t.key.alias.map(|ours| (t.key.name.as_str(), ours)))
     }
 
     /// Keys the condition reads, as written, in order of appearance, each once (for lints).
@@ -263,6 +288,10 @@ impl Key {
             Lookup::ContextPrefixed => env
                 .context(&self.name)
                 .or_else(|| env.context(&self.name[CONTEXT_PREFIX.len()..])),
+        };
+        let found = match (found, self.alias) {
+            (None, Some(ours)) => env.context(ours),
+            (found, _) => found,
         };
         found.map_or(Resolved::Missing, Resolved::Json)
     }
@@ -434,6 +463,10 @@ fn compile_key(name: &str) -> Key {
     Key {
         name: name.to_string(),
         lookup,
+        alias: match lookup {
+            Lookup::Outcome | Lookup::PreferredLabel => None,
+            _ => context_alias(name),
+        },
     }
 }
 
@@ -1440,6 +1473,21 @@ mod tests {
             c.clone()
         ));
         assert!(eval_with("context.tool.output", "succeeded", "", c.clone()));
+        // Another engine's key reads our command output when it is not set itself.
+        let ours = json!({"command.output": "done"});
+        assert!(eval_with(
+            "context.tool.output=done",
+            "succeeded",
+            "",
+            ours.clone()
+        ));
+        assert!(eval_with("tool.output", "succeeded", "", ours));
+        assert!(!eval_with(
+            "context.tool.output",
+            "succeeded",
+            "",
+            json!({})
+        ));
         assert!(eval_with(
             r#"preferred_label="Approve""#,
             "succeeded",

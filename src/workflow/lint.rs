@@ -5,7 +5,7 @@ use super::attrs::{self, Scope};
 use super::{file_ref, FileSource, HandlerKind, Workflow};
 use crate::dot::Pos;
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -78,6 +78,8 @@ pub const RULES: &[(&str, Rule)] = &[
     ("start_no_incoming", start_no_incoming),
     ("exit_no_outgoing", exit_no_outgoing),
     ("dead_end", dead_end),
+    ("no_path_to_exit", no_path_to_exit),
+    ("command_script", command_script),
     ("type_known", type_known),
     ("attribute_type", attribute_type),
     ("condition_syntax", condition_syntax),
@@ -96,6 +98,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("acp_config_valid", acp_config_valid),
     ("acp_without_backend", acp_without_backend),
     ("max_turns_ignored", max_turns_ignored),
+    ("tool_hooks_ignored", tool_hooks_ignored),
     ("prompt_backend_api", prompt_backend_api),
     ("manager_child_workflow", manager_child_workflow),
     ("reachability", reachability),
@@ -105,6 +108,10 @@ pub const RULES: &[(&str, Rule)] = &[
     ("rankdir_valid", rankdir_valid),
     ("goal_gate_has_retry", goal_gate_has_retry),
     ("prompt_variables", prompt_variables),
+    ("unknown_attribute", unknown_attribute),
+    ("stylesheet_property", stylesheet_property),
+    ("alias_attribute", alias_attribute),
+    ("alias_context_key", alias_context_key),
 ];
 
 pub fn validate(wf: &Workflow, files: &dyn FileSource) -> Vec<Diagnostic> {
@@ -205,28 +212,179 @@ fn branch_nodes(wf: &Workflow) -> Vec<bool> {
     inside
 }
 
-/// A reachable non-exit node with no way out would fail every run that gets there
-/// ("no route"). Unreachable nodes are only warned about (reachability), so an orphan with
-/// no edges is not also a dead end.
+/// A reachable non-exit node with no way out fails every run that gets there ("no route
+/// from <node>"), but other engines accept such workflows, so it is a warning. Unreachable
+/// nodes get the reachability warning alone, so an orphan with no edges is not also a dead
+/// end; the last node of a parallel branch is not one either.
 fn dead_end(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     let mut in_branch: Option<Vec<bool>> = None;
-    let mut reachable: Option<Vec<bool>> = None;
     for i in 0..wf.graph.nodes.len() {
         if !wf.out_edges[i].is_empty() || wf.handler(i) == Some(HandlerKind::Exit) {
             continue;
         }
-        if wf.start.is_some() && !reachable.get_or_insert_with(|| reachable_from_start(wf))[i] {
+        if wf.start.is_some() && !reachable_from_start(wf)[i] {
             continue;
         }
         let branches = in_branch.get_or_insert_with(|| branch_nodes(wf));
         if branches[i] {
             continue;
         }
+        let id = &wf.node(i).id;
         let msg = format!(
-            "node `{}` has no outgoing edges: every node except the exit must lead somewhere",
-            wf.node(i).id
+            "node `{id}` has no outgoing edges: a run that reaches it fails with \"no route from `{id}`\" (add an edge to where it should go next)"
         );
-        out.push(error("dead_end", msg).node(wf, i));
+        out.push(warning("dead_end", msg).node(wf, i));
+    }
+}
+
+/// Nodes reachable from the start that lie on a cycle from which the exit cannot be
+/// reached through any edge: a run that enters the cycle loops until a limit stops it.
+/// Linear in nodes + edges: one forward search, one backward search from the exit, and
+/// strongly connected components only among the nodes both searches leave suspect.
+fn no_path_to_exit(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let (Some(_), Some(exit)) = (wf.start, wf.exit) else {
+        return; // start_node / terminal_node report it
+    };
+    let reachable = reachable_from_start(wf);
+    let reaches_exit = reaching(wf, exit);
+    if reachable.iter().zip(&reaches_exit).all(|(r, e)| !r || *e) {
+        return;
+    }
+    let trapped: Vec<bool> = (0..wf.graph.nodes.len())
+        .map(|i| reachable[i] && !reaches_exit[i])
+        .collect();
+    for comp in cycles_among(wf, &trapped) {
+        let ids: Vec<&str> = comp.iter().map(|&i| wf.node(i).id.as_str()).collect();
+        let shown = if ids.len() > 10 {
+            format!("{} and {} more", ids[..10].join(", "), ids.len() - 10)
+        } else {
+            ids.join(", ")
+        };
+        let msg = format!(
+            "nodes {shown} form a loop with no path to the exit `{}`: a run that gets there never finishes; add an edge out of the loop",
+            wf.node(exit).id
+        );
+        out.push(error("no_path_to_exit", msg).node(wf, comp[0]));
+    }
+}
+
+/// Nodes from which `target` can be reached, following edges backwards. The reverse
+/// adjacency is built flat (offsets from `in_degree`, one array of sources), so a large
+/// graph costs three allocations, not one per node.
+fn reaching(wf: &Workflow, target: usize) -> Vec<bool> {
+    let n = wf.graph.nodes.len();
+    let mut start = Vec::with_capacity(n + 1);
+    let mut total = 0;
+    start.push(0);
+    for &d in &wf.in_degree {
+        total += d;
+        start.push(total);
+    }
+    let mut fill = start.clone();
+    let mut sources = vec![0usize; total];
+    for (from, edges) in wf.out_edges.iter().enumerate() {
+        for &e in edges {
+            if let Some(t) = wf.edge_target(e) {
+                sources[fill[t]] = from;
+                fill[t] += 1;
+            }
+        }
+    }
+    let mut seen = vec![false; n];
+    seen[target] = true;
+    let mut stack = vec![target];
+    while let Some(i) = stack.pop() {
+        for &f in &sources[start[i]..start[i + 1]] {
+            if !std::mem::replace(&mut seen[f], true) {
+                stack.push(f);
+            }
+        }
+    }
+    seen
+}
+
+/// Strongly connected components of the subgraph of `inside` nodes that contain a cycle
+/// (more than one node, or a self-loop), each sorted by declaration order, in order of their
+/// first node. Iterative Tarjan, so deep graphs cannot overflow the stack.
+fn cycles_among(wf: &Workflow, inside: &[bool]) -> Vec<Vec<usize>> {
+    const NONE: usize = usize::MAX;
+    let n = inside.len();
+    let succ = |i: usize| {
+        wf.out_edges[i]
+            .iter()
+            .filter_map(|&e| wf.edge_target(e))
+            .filter(|&t| inside[t])
+    };
+    let (mut index, mut low) = (vec![NONE; n], vec![0; n]);
+    let mut on_stack = vec![false; n];
+    let (mut stack, mut comps, mut next) = (Vec::new(), Vec::new(), 0);
+    for root in (0..n).filter(|&i| inside[i]) {
+        if index[root] != NONE {
+            continue;
+        }
+        // (node, position in its out_edges)
+        let mut work = vec![(root, 0usize)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut pos)) = work.last_mut() {
+            let edges = &wf.out_edges[v];
+            if *pos < edges.len() {
+                let e = edges[*pos];
+                *pos += 1;
+                let Some(w) = wf.edge_target(e).filter(|&w| inside[w]) else {
+                    continue;
+                };
+                if index[w] == NONE {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                let cyclic = comp.len() > 1 || succ(v).any(|t| t == v);
+                if cyclic {
+                    comp.sort_unstable();
+                    comps.push(comp);
+                }
+            }
+        }
+    }
+    comps.sort_by_key(|c| c[0]);
+    comps
+}
+
+/// A command node runs its `script` (or another engine's `tool_command`); without one it
+/// could only fail.
+fn command_script(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in wf.nodes_of(HandlerKind::Command) {
+        if wf.node_view(i).nonempty("script").is_none() {
+            let msg = format!(
+                "command node `{}` has no script: set script=\"...\" to the shell command it runs",
+                wf.node(i).id
+            );
+            out.push(error("command_script", msg).node(wf, i));
+        }
     }
 }
 
@@ -508,6 +666,27 @@ fn max_turns_ignored(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic
     }
 }
 
+/// `tool_hooks.*` on a node runs around the tool calls of an API agent session; anywhere
+/// else it would be silently ignored (a graph-level hook applies to agent nodes only).
+fn tool_hooks_ignored(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        let Some(key) = ["tool_hooks.pre", "tool_hooks.post"]
+            .into_iter()
+            .find(|k| v.nonempty(k).is_some())
+        else {
+            continue;
+        };
+        let why = match wf.handler(i) {
+            Some(HandlerKind::Agent) if super::acp::is_acp(&v) => "an ACP agent runs its own tools",
+            Some(HandlerKind::Agent) => continue,
+            _ => "only agent nodes call tools",
+        };
+        let msg = format!("node `{}`: {key} is ignored because {why}", wf.node(i).id);
+        out.push(warning("tool_hooks_ignored", msg).node(wf, i));
+    }
+}
+
 fn prompt_backend_api(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for i in wf.nodes_of(HandlerKind::Prompt) {
         if super::acp::is_acp(&wf.node_view(i)) {
@@ -535,8 +714,13 @@ fn manager_child_workflow(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagn
     }
 }
 
-/// Nodes reachable from the start node (all false when there is no single start).
-fn reachable_from_start(wf: &Workflow) -> Vec<bool> {
+/// Nodes reachable from the start node (all false when there is no single start), worked
+/// out once per workflow.
+fn reachable_from_start(wf: &Workflow) -> &[bool] {
+    wf.reachable.get_or_init(|| search_from_start(wf))
+}
+
+fn search_from_start(wf: &Workflow) -> Vec<bool> {
     let mut seen = vec![false; wf.graph.nodes.len()];
     let Some(start) = wf.start else { return seen };
     let mut queue = VecDeque::from([start]);
@@ -641,6 +825,232 @@ fn goal_gate_has_retry(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnost
                 wf.node(i).id
             );
             out.push(warning("goal_gate_has_retry", msg).node(wf, i));
+        }
+    }
+}
+
+/// Keys that mean nothing to svc (nor to Graphviz) are ignored at run time, so each is
+/// reported once per scope, at its first use, with a did-you-mean.
+fn unknown_attribute(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for (k, _) in wf.graph.attrs.iter() {
+        if attrs::key_kind(Scope::Graph, k, false) == attrs::KeyKind::Unknown {
+            let msg = unknown_msg("graph", k, Scope::Graph);
+            out.push(warning("unknown_attribute", msg).at(wf.graph.attr_pos(k)));
+        }
+    }
+    let mut kinds = KindCache::default();
+    let mut reported: Vec<(Scope, &str)> = Vec::new();
+    for i in 0..wf.graph.nodes.len() {
+        let manager = wf.handler(i) == Some(HandlerKind::ManagerLoop);
+        for (k, _) in wf.node(i).attrs.iter() {
+            if kinds.get(Scope::Node, k, manager) != attrs::KeyKind::Unknown
+                || reported.contains(&(Scope::Node, k))
+            {
+                continue;
+            }
+            reported.push((Scope::Node, k));
+            let msg = unknown_msg(&format!("node `{}`", wf.node(i).id), k, Scope::Node);
+            out.push(warning("unknown_attribute", msg).node(wf, i));
+        }
+    }
+    for i in 0..wf.graph.edges.len() {
+        for (k, _) in wf.edge(i).attrs.iter() {
+            if kinds.get(Scope::Edge, k, false) != attrs::KeyKind::Unknown
+                || reported.contains(&(Scope::Edge, k))
+            {
+                continue;
+            }
+            reported.push((Scope::Edge, k));
+            let e = wf.edge(i);
+            let msg = unknown_msg(&format!("edge `{} -> {}`", e.from, e.to), k, Scope::Edge);
+            out.push(warning("unknown_attribute", msg).edge(wf, i));
+        }
+    }
+}
+
+/// What each attribute key is, remembered by the key's address: the parser shares one
+/// static string for every common key, so a 100,000-node graph asks for a handful of
+/// distinct addresses and each lookup is a short scan of integers, not a hash of text.
+/// Keys the parser did not share (each its own string) are remembered by their text.
+#[derive(Default)]
+struct KindCache<'a> {
+    by_address: Vec<(usize, usize, Scope, bool, attrs::KeyKind)>,
+    by_text: HashMap<(&'a str, Scope, bool), attrs::KeyKind>,
+}
+
+impl<'a> KindCache<'a> {
+    fn get(&mut self, scope: Scope, key: &'a str, manager: bool) -> attrs::KeyKind {
+        let id = (key.as_ptr() as usize, key.len());
+        let hit = self
+            .by_address
+            .iter()
+            .find(|c| (c.0, c.1) == id && c.2 == scope && c.3 == manager);
+        if let Some(c) = hit {
+            return c.4;
+        }
+        if self.by_address.len() < 32 {
+            let kind = attrs::key_kind(scope, key, manager);
+            self.by_address.push((id.0, id.1, scope, manager, kind));
+            return kind;
+        }
+        *self
+            .by_text
+            .entry((key, scope, manager))
+            .or_insert_with(|| attrs::key_kind(scope, key, manager))
+    }
+}
+
+fn unknown_msg(what: &str, key: &str, scope: Scope) -> String {
+    let elsewhere = [Scope::Graph, Scope::Node, Scope::Edge]
+        .into_iter()
+        .find(|&s| s != scope && attrs::our_names(s).any(|k| k == key));
+    let hint = match (elsewhere, did_you_mean(key, attrs::our_names(scope))) {
+        (_, Some(s)) => format!("; did you mean `{s}`?"),
+        (Some(s), None) => format!(" (`{key}` is {} attribute)", scope_name(s)),
+        (None, None) => String::new(),
+    };
+    format!("{what}: unknown attribute `{key}` is ignored{hint}")
+}
+
+fn scope_name(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Graph => "a graph",
+        Scope::Node => "a node",
+        Scope::Edge => "an edge",
+    }
+}
+
+/// The closest of `names` to `word` (edit distance at most 2, and less than half the
+/// word), first best in order.
+pub fn did_you_mean<'a>(word: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = 2.min(word.chars().count().saturating_sub(1) / 2).max(1);
+    names
+        .map(|n| (edit_distance(word, n), n))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Damerau-Levenshtein distance with adjacent transpositions (optimal string alignment), so
+/// `scirpt` is one edit from `script`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for i in 0..=a.len() {
+        for j in 0..=b.len() {
+            d[i * w + j] = if i == 0 || j == 0 {
+                i + j
+            } else {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut best = (d[(i - 1) * w + j] + 1)
+                    .min(d[i * w + j - 1] + 1)
+                    .min(d[(i - 1) * w + j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    best = best.min(d[(i - 2) * w + j - 2] + 1);
+                }
+                best
+            };
+        }
+    }
+    d[a.len() * w + b.len()]
+}
+
+/// Stylesheet properties svc does not apply are ignored: a warning with a did-you-mean;
+/// another engine's names for ours are applied, with a warning naming ours.
+fn stylesheet_property(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    let Some(text) = wf.graph.attrs.text("model_stylesheet") else {
+        return;
+    };
+    let Ok(sheet) = super::stylesheet::Stylesheet::parse(text) else {
+        return; // stylesheet_syntax reports it
+    };
+    let pos = wf.graph.attr_pos("model_stylesheet");
+    let mut seen: Vec<&str> = Vec::new();
+    for decl in sheet.unknown_declarations() {
+        let p = decl.property.as_str();
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p);
+        let alias = super::stylesheet::ALIASES.iter().find(|(t, _)| *t == p);
+        let d = match alias {
+            Some((_, ours)) => warning(
+                "alias_attribute",
+                format!("model_stylesheet property `{p}` is read as `{ours}`: write `{ours}`"),
+            ),
+            None => {
+                let hint = did_you_mean(p, super::stylesheet::KNOWN_PROPERTIES.iter().copied())
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                let msg = format!(
+                    "unknown model_stylesheet property `{p}` is ignored (known: {}){hint}",
+                    super::stylesheet::KNOWN_PROPERTIES.join(", ")
+                );
+                warning("stylesheet_property", msg)
+            }
+        };
+        out.push(d.at(pos));
+    }
+}
+
+/// Another engine's attribute names are read as ours; the warning names ours so the file
+/// can be moved to them.
+fn alias_attribute(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for (k, _) in wf.graph.attrs.iter() {
+        if let Some(ours) = attrs::alias_of(Scope::Graph, k, false) {
+            let msg = alias_msg(
+                "graph",
+                k,
+                ours,
+                wf.graph.attrs.get(ours) != wf.graph.attrs.get(k),
+            );
+            out.push(warning("alias_attribute", msg).at(wf.graph.attr_pos(k)));
+        }
+    }
+    for i in 0..wf.graph.nodes.len() {
+        let node = wf.node(i);
+        if !node
+            .attrs
+            .iter()
+            .any(|(k, _)| attrs::ALIASES.iter().any(|(_, t, _, _)| *t == k))
+        {
+            continue;
+        }
+        let manager = wf.handler(i) == Some(HandlerKind::ManagerLoop);
+        for (k, _) in node.attrs.iter() {
+            let Some(ours) = attrs::alias_of(Scope::Node, k, manager) else {
+                continue;
+            };
+            let both = node.attrs.get(ours) != node.attrs.get(k);
+            let msg = alias_msg(&format!("node `{}`", node.id), k, ours, both);
+            out.push(warning("alias_attribute", msg).node(wf, i));
+        }
+    }
+}
+
+fn alias_msg(what: &str, theirs: &str, ours: &str, both: bool) -> String {
+    if both {
+        format!("{what}: `{theirs}` is another engine's name for `{ours}`, which is also set and wins; remove `{theirs}`")
+    } else {
+        format!("{what}: `{theirs}` is read as `{ours}`: write `{ours}`")
+    }
+}
+
+/// A condition reading another engine's context key (`context.tool.output`) reads ours
+/// when theirs is not set; the warning names ours.
+fn alias_context_key(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for (i, c) in wf.conditions.iter().enumerate() {
+        let Some(Ok(c)) = c else { continue };
+        let mut seen: Vec<&str> = Vec::new();
+        for (key, ours) in c.alias_keys() {
+            if !seen.contains(&key) {
+                seen.push(key);
+                let msg = format!(
+                    "condition key `{key}` is another engine's name: svc reads it as `context.{ours}` when it is not set; write `context.{ours}`"
+                );
+                out.push(warning("alias_context_key", msg).edge(wf, i));
+            }
         }
     }
 }

@@ -160,6 +160,8 @@ pub struct Workflow {
     /// `@path` references that could not be read: (node id or "" for the graph, key, path).
     pub unresolved: Vec<(String, String, String)>,
     pub stylesheet_error: Option<stylesheet::StylesheetError>,
+    /// Nodes reachable from the start, worked out once for the lint rules that need it.
+    reachable: std::sync::OnceLock<Vec<bool>>,
 }
 
 /// The result of loading: the model plus every diagnostic. Any error-severity diagnostic
@@ -206,6 +208,7 @@ impl Workflow {
     /// Applies the transforms and builds the indexes. Never fails: problems are recorded
     /// for the validator.
     pub fn from_graph(mut graph: Graph, files: &dyn FileSource) -> Workflow {
+        apply_aliases(&mut graph);
         let stylesheet_error = apply_stylesheet(&mut graph);
         let unresolved = inline_file_refs(&mut graph, files);
         let n = graph.nodes.len();
@@ -240,6 +243,7 @@ impl Workflow {
             index,
             unresolved,
             stylesheet_error,
+            reachable: std::sync::OnceLock::new(),
         }
     }
 
@@ -364,6 +368,43 @@ fn find_single(
     found.next().is_none().then_some(first)
 }
 
+/// Other engines' attribute names ([`attrs::ALIASES`]) give their value to ours when the
+/// node does not set ours itself, so the engine only ever reads our names. The alias key is
+/// kept, for the lint's warning. A value from `node [...]` defaults stays a default.
+fn apply_aliases(graph: &mut Graph) {
+    for &(scope, theirs, ours, _) in attrs::ALIASES {
+        if scope == Scope::Graph && !graph.attrs.contains(ours) {
+            if let Some(v) = graph.attrs.get(theirs).cloned() {
+                graph.attrs.set(ours, v);
+            }
+        }
+    }
+    for node in &mut graph.nodes {
+        if !node.attrs.iter().any(|(k, _)| is_alias_key(k)) {
+            continue;
+        }
+        let manager = resolve_handler(node) == Some(HandlerKind::ManagerLoop);
+        for &(scope, theirs, ours, _) in attrs::ALIASES {
+            if scope != Scope::Node
+                || attrs::alias_of(scope, theirs, manager) != Some(ours)
+                || node.attrs.contains(ours)
+            {
+                continue;
+            }
+            if let Some(v) = node.attrs.get(theirs).cloned() {
+                node.attrs.set(ours, v);
+                if node.defaulted.iter().any(|d| d == theirs) {
+                    node.defaulted.push(ours.to_string());
+                }
+            }
+        }
+    }
+}
+
+fn is_alias_key(key: &str) -> bool {
+    attrs::ALIASES.iter().any(|(_, k, _, _)| *k == key)
+}
+
 /// The stylesheet fills `model`, `provider` and `reasoning_effort` where the node does not
 /// set them itself; it beats values that only came from `node [...]` defaults.
 fn apply_stylesheet(graph: &mut Graph) -> Option<stylesheet::StylesheetError> {
@@ -374,7 +415,12 @@ fn apply_stylesheet(graph: &mut Graph) -> Option<stylesheet::StylesheetError> {
     };
     for node in &mut graph.nodes {
         let shape = node.attrs.text("shape").unwrap_or("box").to_string();
-        let props = sheet.resolve(&node.id, &shape, &node.classes());
+        let mut props = sheet.resolve(&node.id, &shape, &node.classes());
+        for (theirs, ours) in stylesheet::ALIASES {
+            if let Some(v) = props.remove(*theirs) {
+                props.entry(ours.to_string()).or_insert(v);
+            }
+        }
         for (k, v) in props {
             if !stylesheet::KNOWN_PROPERTIES.contains(&k.as_str()) {
                 continue;

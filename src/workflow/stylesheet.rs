@@ -55,6 +55,10 @@ use self::grammar::{Rule, StylesheetParser};
 /// The properties the engine applies to nodes. Other properties are parsed and resolved too.
 pub const KNOWN_PROPERTIES: &[&str] = &["model", "provider", "reasoning_effort"];
 
+/// Other engines' property names for ours (`theirs`, `ours`): applied as ours when the
+/// stylesheet does not set ours for the node; the lint warns, naming ours.
+pub const ALIASES: &[(&str, &str)] = &[("llm_model", "model"), ("llm_provider", "provider")];
+
 mod grammar {
     #[derive(pest_derive::Parser)]
     #[grammar = "grammar/stylesheet.pest"]

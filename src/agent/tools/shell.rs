@@ -115,10 +115,22 @@ pub fn run(
     timeout: Duration,
     cancel: &CancelToken,
 ) -> Result<ShellOutput, String> {
+    run_with_env(sb, command, &[], timeout, cancel)
+}
+
+/// [`run`] with extra environment variables (tool hooks).
+pub fn run_with_env(
+    sb: &Sandbox,
+    command: &str,
+    env: &[(&str, &str)],
+    timeout: Duration,
+    cancel: &CancelToken,
+) -> Result<ShellOutput, String> {
     let start = Instant::now();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(command)
+        .envs(env.iter().copied())
         .current_dir(sb.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

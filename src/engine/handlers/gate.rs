@@ -18,6 +18,9 @@ use std::time::Instant;
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let mut q = build_question(cx.walker.wf, cx.node, context_display(cx));
     q.stage = cx.scoped_id();
+    if cx.walker.wf.node_view(cx.node).nonempty("prompt").is_some() {
+        q.text = cx.expand(&q.text);
+    }
     if q.options.is_empty() && q.freeform_target.is_none() {
         return Ok(StageOutcome::failed(Failure::deterministic(format!(
             "human stage `{}` has no options and no freeform edge",

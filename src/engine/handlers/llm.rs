@@ -79,6 +79,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         acp,
         preamble: plan.and_then(|p| p.preamble.clone()),
         thread: plan.and_then(|p| p.conversation.clone()),
+        tool_hooks: tool_hooks(cx),
     };
     let repairs = v
         .int("output_retries")
@@ -88,6 +89,23 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let result = converse(cx, backend.as_ref(), &mut req, schema.as_ref(), repairs);
     backend.finish(&req.node_id);
     result
+}
+
+/// The node's `tool_hooks.pre` / `.post`, else the graph's (a blank node value turns the
+/// graph's hook off for that node).
+fn tool_hooks(cx: &StageCtx<'_, '_>) -> crate::engine::services::ToolHooks {
+    let wf = cx.walker.wf;
+    let pick = |key: &str| {
+        let own = wf.node_view(cx.node).text(key);
+        own.or_else(|| wf.graph_view().text(key))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+    };
+    crate::engine::services::ToolHooks {
+        pre: pick("tool_hooks.pre"),
+        post: pick("tool_hooks.post"),
+    }
 }
 
 /// The calls of one attempt: the first, then a repair turn per invalid structured reply.

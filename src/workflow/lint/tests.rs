@@ -96,6 +96,13 @@ fn dead_end_rule() {
     let d = fired(&flow("start -> a -> exit\n start -> b"), "dead_end");
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].node_id.as_deref(), Some("b"));
+    // Other engines accept dead ends: a warning that says what a run would do.
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(
+        d[0].message.contains("no route from `b`"),
+        "{}",
+        d[0].message
+    );
     assert!(d[0].line.is_some());
     // A parallel branch may end without edges.
     assert!(fired(
@@ -650,4 +657,211 @@ fn handler_resolution() {
         w.handler(w.node_index("End").unwrap()),
         Some(HandlerKind::Exit)
     );
+}
+
+#[test]
+fn no_path_to_exit_names_the_loop() {
+    let d = fired(
+        &flow("start -> a -> b -> a\n start -> exit [condition=\"outcome=failed\"]\n c -> c"),
+        "no_path_to_exit",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert_eq!(d[0].node_id.as_deref(), Some("a"));
+    assert!(d[0].message.contains("a, b"), "{}", d[0].message);
+    // A self-loop with no way out is a loop too; the unreachable `c -> c` above is not reported.
+    let d = fired(&flow("start -> a -> a\n start -> exit"), "no_path_to_exit");
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].node_id.as_deref(), Some("a"));
+    // Two separate traps are two errors; the node leading into a trap is not on it.
+    let d = fired(
+        &flow("start -> exit\n start -> p -> a -> b -> a\n p -> c -> d -> c"),
+        "no_path_to_exit",
+    );
+    let nodes: Vec<_> = d.iter().map(|d| d.node_id.clone().unwrap()).collect();
+    assert_eq!(nodes, ["a", "c"]);
+}
+
+#[test]
+fn loops_with_a_way_out_are_fine() {
+    // Any edge counts as a way out, conditional or not.
+    assert!(fired(
+        &flow("start -> a -> b -> a\n b -> exit [condition=\"outcome=succeeded\"]"),
+        "no_path_to_exit"
+    )
+    .is_empty());
+    // A dead end is only a warning, not a trapped loop.
+    assert!(fired(&flow("start -> a -> exit\n a -> b"), "no_path_to_exit").is_empty());
+}
+
+#[test]
+fn no_path_to_exit_stays_linear_on_a_long_trapped_chain() {
+    // 100,000 nodes in one big loop with no way out: one error listing the first ten.
+    let n = 100_000;
+    let mut body = String::from("start -> exit [condition=\"outcome=failed\"]\n start -> n0\n");
+    for i in 0..n {
+        body.push_str(&format!("n{i} -> n{}\n", (i + 1) % n));
+    }
+    let d = fired(&flow(&body), "no_path_to_exit");
+    assert_eq!(d.len(), 1);
+    assert!(d[0].message.contains("and 99990 more"), "{}", d[0].message);
+}
+
+#[test]
+fn command_without_script_is_an_error() {
+    let d = fired(
+        &flow("start -> run -> exit\n run [shape=parallelogram]"),
+        "command_script",
+    );
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Error);
+    assert_eq!(d[0].node_id.as_deref(), Some("run"));
+    assert!(fired(
+        &flow("start -> run -> exit\n run [shape=parallelogram, script=\"true\"]"),
+        "command_script"
+    )
+    .is_empty());
+    // Another engine's tool_command is read as the script.
+    assert!(fired(
+        &flow("start -> run -> exit\n run [shape=parallelogram, tool_command=\"true\"]"),
+        "command_script"
+    )
+    .is_empty());
+}
+
+#[test]
+fn unknown_attributes_warn_with_a_suggestion() {
+    let d = fired(
+        &flow("graph [goal=x, gaol=y, color=red]\n start -> run -> exit [wieght=2, style=bold]\n run [shape=parallelogram, scirpt=\"true\", script=\"true\", fontname=Arial]\n other [scirpt=1]\n run -> other [max_visits=2] other -> exit"),
+        "unknown_attribute",
+    );
+    let msgs: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+    assert!(d.iter().all(|d| d.severity == Severity::Warning));
+    assert_eq!(msgs.len(), 4, "{msgs:#?}");
+    assert!(msgs[0].contains("`gaol`") && msgs[0].contains("did you mean `goal`?"));
+    // Reported once per key and scope, at its first use.
+    assert!(msgs[1].starts_with("node `run`") && msgs[1].contains("did you mean `script`?"));
+    assert!(msgs[2].contains("`wieght`") && msgs[2].contains("did you mean `weight`?"));
+    assert!(
+        msgs[3].contains("`max_visits` is a node attribute"),
+        "{}",
+        msgs[3]
+    );
+}
+
+#[test]
+fn did_you_mean_stays_close() {
+    let names = ["script", "prompt", "timeout", "goal"];
+    assert_eq!(
+        did_you_mean("scirpt", names.iter().copied()),
+        Some("script")
+    );
+    assert_eq!(did_you_mean("promt", names.iter().copied()), Some("prompt"));
+    assert_eq!(did_you_mean("join_policy", names.iter().copied()), None);
+    assert_eq!(did_you_mean("go", names.iter().copied()), None);
+}
+
+#[test]
+fn stylesheet_properties_unknown_and_aliased() {
+    let src = flow(
+        "graph [model_stylesheet=\"* { llm_model: claude-sonnet-4-6; modle: x; speed: fast }\"]\n start -> a -> exit",
+    );
+    let unknown = fired(&src, "stylesheet_property");
+    let msgs: Vec<&str> = unknown.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(msgs.len(), 2, "{msgs:#?}");
+    assert!(msgs[0].contains("`modle`") && msgs[0].contains("did you mean `model`?"));
+    assert!(msgs[1].contains("`speed`"));
+    let alias = fired(&src, "alias_attribute");
+    assert_eq!(alias.len(), 1);
+    assert!(alias[0].message.contains("write `model`"));
+    // The alias is applied as `model`.
+    let wf = load(&src, &NoFiles).unwrap().workflow;
+    let a = wf.node_index("a").unwrap();
+    assert_eq!(wf.node_view(a).text("model"), Some("claude-sonnet-4-6"));
+}
+
+#[test]
+fn aliases_are_read_as_ours_with_a_warning() {
+    let src = flow(
+        "graph [default_max_retry=2]\n start -> run -> ag -> m -> exit\n run [shape=parallelogram, tool_command=\"echo hi\"]\n ag [llm_model=gpt-5.2, llm_provider=openai, model=claude-opus-4-6]\n m [shape=house, stack.child_dotfile=\"child.dot\", max_cycles=3, stop_condition=\"context.done=true\", poll_interval=\"1s\"]\n other [max_cycles=3]\n run -> other -> exit",
+    );
+    let files = Files(HashMap::from([(
+        "child.dot",
+        "digraph C { start -> exit }",
+    )]));
+    let loaded = load(&src, &files).unwrap();
+    let wf = &loaded.workflow;
+    let v = |id: &str, k: &str| {
+        let i = wf.node_index(id).unwrap();
+        wf.node(i).attrs.get(k).map(|v| v.to_text())
+    };
+    assert_eq!(v("run", "script").as_deref(), Some("echo hi"));
+    assert_eq!(v("ag", "provider").as_deref(), Some("openai"));
+    // Ours wins when both are set.
+    assert_eq!(v("ag", "model").as_deref(), Some("claude-opus-4-6"));
+    assert_eq!(v("m", "stack.child_workflow").as_deref(), Some("child.dot"));
+    assert_eq!(v("m", "manager.max_cycles").as_deref(), Some("3"));
+    assert_eq!(v("m", "manager.poll_interval").as_deref(), Some("1s"));
+    assert_eq!(
+        v("m", "manager.stop_condition").as_deref(),
+        Some("context.done=true")
+    );
+    // Unprefixed manager keys on other nodes mean nothing.
+    assert_eq!(v("other", "manager.max_cycles"), None);
+    assert_eq!(wf.graph_view().int("default_max_retries"), Some(2));
+
+    let alias: Vec<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.rule == "alias_attribute")
+        .map(|d| d.message.clone())
+        .collect();
+    assert_eq!(alias.len(), 8, "{alias:#?}");
+    assert!(alias
+        .iter()
+        .any(|m| m.contains("`tool_command` is read as `script`")));
+    assert!(
+        alias
+            .iter()
+            .any(|m| m
+                .contains("`llm_model` is another engine's name for `model`, which is also set"))
+    );
+    assert!(alias
+        .iter()
+        .any(|m| m.contains("`stack.child_dotfile` is read as `stack.child_workflow`")));
+    assert!(alias.iter().any(|m| m.contains("`default_max_retry`")));
+    let unknown: Vec<&Diagnostic> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.rule == "unknown_attribute")
+        .collect();
+    assert_eq!(unknown.len(), 1, "{unknown:#?}");
+    assert_eq!(unknown[0].node_id.as_deref(), Some("other"));
+    assert!(!loaded.has_errors(), "{:#?}", loaded.diagnostics);
+}
+
+#[test]
+fn tool_output_condition_key_warns_naming_command_output() {
+    let d = fired(
+        &flow("start -> t\n t -> exit [condition=\"context.tool.output\"]\n t -> exit\n t [shape=parallelogram, script=\"echo\"]"),
+        "alias_context_key",
+    );
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(d[0].message.contains("context.command.output"));
+}
+
+#[test]
+fn tool_hooks_only_on_api_agents() {
+    let d = fired(
+        &flow("start -> a -> c -> exit\n a [tool_hooks.pre=\"true\"]\n c [shape=parallelogram, script=\"x\", tool_hooks.post=\"true\"]"),
+        "tool_hooks_ignored",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].node_id.as_deref(), Some("c"));
+    assert!(fired(
+        &flow("graph [tool_hooks.pre=\"true\"]\n start -> a -> exit"),
+        "unknown_attribute"
+    )
+    .is_empty());
 }
