@@ -300,3 +300,15 @@ fn stall_watchdog_cancels_quiet_runs_but_not_waits_or_questions() {
     assert!(r.error().contains("stalled"), "{}", r.error());
     assert!(r.elapsed < Duration::from_millis(2900), "{:?}", r.elapsed);
 }
+
+#[test]
+fn last_stage_is_written_only_by_stages_that_do_work() {
+    let s = Sandbox::new();
+    let r = s.run("last_stage.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Two diamonds in a row both see `build`, and so does the stage after them.
+    assert_eq!(r.path(), ["start", "build", "route", "again", "ok", "exit"]);
+    assert_eq!(s.read("seen.txt").trim(), "build");
+    // The exit leaves it at the last stage that did work.
+    assert_eq!(r.ctx("last_stage"), &json!("ok"));
+}

@@ -33,6 +33,18 @@ pub struct RunOptions {
     pub files: Arc<dyn FileSource + Send + Sync>,
     /// Seed of weighted edge selection and retry jitter; `None` derives one from the run id.
     pub seed: Option<u64>,
+    /// The run's goal (create body or `[run] goal`); `None` keeps the graph's `goal`. It is
+    /// `$goal`, `$SVC_GOAL`, `graph.goal`, the preambles' goal and `run.started`'s.
+    pub goal: Option<String>,
+    /// The run's model: LLM stages whose node names no `model` use it.
+    pub model: Option<ModelChoice>,
+}
+
+/// A model the run asked for (`provider` optional: the catalog knows most names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelChoice {
+    pub provider: Option<String>,
+    pub name: String,
 }
 
 impl RunOptions {
@@ -43,7 +55,14 @@ impl RunOptions {
             inputs: Context::new(),
             files: Arc::new(NoFiles),
             seed: None,
+            goal: None,
+            model: None,
         }
+    }
+
+    /// The goal this run works towards: the run's own, else the graph's.
+    pub fn goal_of<'a>(&'a self, wf: &'a Workflow) -> &'a str {
+        self.goal.as_deref().unwrap_or_else(|| wf.goal())
     }
 }
 
@@ -88,7 +107,7 @@ impl Engine {
         let begun = emit_run(
             &shared,
             "run.started",
-            json!({"name": wf.name(), "goal": wf.goal()}),
+            json!({"name": wf.name(), "goal": options.goal_of(wf)}),
         )
         .and_then(|()| emit_run(&shared, "run.running", Value::Null));
         let end = match (begun, wf.start) {

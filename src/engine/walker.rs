@@ -252,7 +252,18 @@ impl<'w> Walker<'w> {
     pub fn seed_context(&mut self) {
         let opts = self.shared.options;
         let work_dir = opts.workdir.display().to_string();
+        let inherited = self.state.context.get(context::GRAPH_GOAL).cloned();
         context::seed(&mut self.state.context, self.wf, &opts.run_id, &work_dir);
+        // The run's goal (create body, `[run] goal`) wins over the graph's; a manager's
+        // child workflow keeps its own goal, or the parent's when it has none.
+        let goal = match self.scope.kind {
+            ScopeKind::Run => opts.goal.clone().map(Value::String),
+            _ if self.wf.goal().is_empty() => inherited,
+            _ => None,
+        };
+        if let Some(goal) = goal {
+            self.state.set(context::GRAPH_GOAL.to_string(), goal);
+        }
     }
 
     /// Walks from `node` until the exit, the scope's join, or a stop.
@@ -630,11 +641,12 @@ impl<'w> Walker<'w> {
             format!("{}{id}", context::RETRY_COUNT_PREFIX),
             Value::from(f.attempts.saturating_sub(1)),
         );
-        st.set(context::LAST_STAGE, Value::String(id.to_string()));
-        // A conditional node is transparent: it leaves the previous stage's outcome keys.
-        if self.wf.handler(node) == Some(HandlerKind::Conditional) {
+        // Start, exit and conditional nodes do no work: they leave `last_stage` and the
+        // previous stage's outcome keys, so a diamond routes on the stage before it.
+        if !writes_last_stage(self.wf.handler(node)) {
             return;
         }
+        st.set(context::LAST_STAGE, Value::String(id.to_string()));
         st.set(context::OUTCOME, Value::String(o.status.as_str().into()));
         let failure = o.failure.as_ref().filter(|_| o.is_failed());
         let class = failure.map(|f| f.class.as_str()).unwrap_or("");
@@ -961,4 +973,14 @@ pub(crate) fn describe_duration(d: Duration) -> String {
     } else {
         format!("{:.1}s", d.as_secs_f64())
     }
+}
+
+/// Whether a stage of this handler is "a stage that does work": it sets `last_stage`,
+/// `outcome`, `failure_class`, `failure_signature` and `preferred_label`. Start, exit and
+/// conditional nodes do not (docs/decisions.md lists the handlers).
+fn writes_last_stage(kind: Option<HandlerKind>) -> bool {
+    !matches!(
+        kind,
+        Some(HandlerKind::Start | HandlerKind::Exit | HandlerKind::Conditional)
+    )
 }

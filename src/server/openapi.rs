@@ -120,6 +120,9 @@ fn operations() -> Vec<Op> {
         op("get", "/api/v1/openapi.json", "Discovery", "This document")
             .public()
             .resp(vec![ok("200", "OpenAPI 3.1 description.", json!({"type": "object"}))]),
+        op("get", "/openapi.json", "Discovery", "Alias of GET /api/v1/openapi.json (SPEC 9.3)")
+            .public()
+            .resp(vec![ok("200", "OpenAPI 3.1 description.", json!({"type": "object"}))]),
         op("get", "/api/v1/user", "Auth", "The authenticated user")
             .resp(vec![ok("200", "The caller.", r("User"))]),
         op("post", "/api/v1/workflow-versions", "Workflows", "Register a workflow package")

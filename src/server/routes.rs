@@ -41,6 +41,7 @@ pub fn routes() -> Vec<Route> {
         public("GET", "/", system::root),
         public("GET", "/health", system::health),
         public("GET", "/api/v1/openapi.json", system::openapi_doc),
+        public("GET", "/openapi.json", system::openapi_doc),
         user("GET", "/api/v1/user", system::user),
         user("POST", "/api/v1/workflow-versions", system::create_version),
         user("GET", "/api/v1/workflow-versions/{id}", system::get_version),

@@ -276,6 +276,10 @@ pub struct RunRow {
     /// LLM usage summed over every stage attempt that reported one.
     #[serde(default)]
     pub usage: UsageTotals,
+    /// The models LLM stage attempts reported using (`{provider, name}`), distinct, in
+    /// order of first use.
+    #[serde(default)]
+    pub models_used: Vec<Value>,
 }
 
 /// Run-level sums of the `usage` objects on `stage.completed` / `stage.failed` events

@@ -8,6 +8,7 @@ use super::super::versions::{PackageFiles, Version};
 use super::interviewer::{AskEnd, RunHandle};
 use crate::engine::cancel::CancelToken;
 use crate::engine::human::Question;
+use crate::engine::run::ModelChoice;
 use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
 use crate::store::{
     Event, EventDraft, Hub, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStore, StoreError,
@@ -140,6 +141,15 @@ pub struct EngineExecutor {
     pub settings: crate::settings::SettingsHandle,
 }
 
+/// The model the run was created with (create body `model`, else `[run] model` then).
+fn requested_model(row: &RunRow) -> Option<ModelChoice> {
+    let m = row.created_meta.get("models")?.as_array()?.first()?;
+    Some(ModelChoice {
+        provider: m.get("provider").and_then(Value::as_str).map(String::from),
+        name: m.get("name")?.as_str()?.to_string(),
+    })
+}
+
 fn fail_launch(job: &Job, error: String) {
     let _ = job.store.append(
         &job.row.id,
@@ -179,6 +189,8 @@ impl Executor for EngineExecutor {
         let options = RunOptions {
             inputs,
             files,
+            goal: Some(job.row.goal.clone()).filter(|g| !g.is_empty()),
+            model: requested_model(&job.row),
             ..RunOptions::new(&job.row.id, job.workdir.clone())
         };
         let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
