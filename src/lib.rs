@@ -15,5 +15,6 @@ pub mod llm;
 pub mod sandbox;
 pub mod server;
 pub mod settings;
+pub mod stages;
 pub mod store;
 pub mod workflow;

@@ -312,3 +312,72 @@ fn last_stage_is_written_only_by_stages_that_do_work() {
     // The exit leaves it at the last stage that did work.
     assert_eq!(r.ctx("last_stage"), &json!("ok"));
 }
+
+#[test]
+fn run_logs_and_export_stages_write_the_per_stage_folders() {
+    let s = Sandbox::new();
+    let logs = s.work().join("logs");
+    let r = s.run(
+        "logs.dot",
+        &["--dry-run", "--logs", logs.to_str().unwrap_or("")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let read = |p: &str| std::fs::read_to_string(logs.join(p)).unwrap_or_default();
+    let json = |p: &str| serde_json::from_str::<serde_json::Value>(&read(p)).unwrap_or_default();
+    // Command stage: its output files and status.
+    assert_eq!(read("build/stdout"), "hello\n");
+    assert_eq!(read("build/stderr"), "warning\n");
+    let status = json("build/status.json");
+    assert_eq!(status["outcome"], "succeeded");
+    assert_eq!(status["failure_reason"], json!(null));
+    assert_eq!(status["context_updates"]["command.output"], "hello\n");
+    // LLM stage: exactly what the model would have been sent, and its response.
+    let prompt = read("ask/prompt.md");
+    assert!(prompt.contains("Goal: ship the parser"), "{prompt}");
+    assert!(
+        prompt.ends_with("Summarise the build for: ship the parser"),
+        "{prompt}"
+    );
+    assert!(read("ask/response.md").starts_with("[dry run]"));
+    assert_eq!(json("ask/status.json")["outcome"], "succeeded");
+    // checkpoint.json: completed nodes in order, and the context.
+    let cp = json("checkpoint.json");
+    let done: Vec<&str> = cp["completed_nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(&done[..3], ["start", "build", "ask"], "{cp}");
+    assert_eq!(cp["context"]["graph.goal"], "ship the parser");
+
+    // `svc export --stages DIR RUN_ID` writes the same layout from the store.
+    let again = s.work().join("again");
+    let out = s
+        .command(&[
+            "export",
+            "--stages",
+            again.to_str().unwrap_or(""),
+            &r.run_id(),
+        ])
+        .output()
+        .expect("svc export");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "build/stdout",
+        "build/status.json",
+        "ask/prompt.md",
+        "ask/response.md",
+        "checkpoint.json",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(again.join(f)).unwrap_or_default(),
+            read(f),
+            "{f}"
+        );
+    }
+}

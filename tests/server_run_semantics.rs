@@ -114,6 +114,23 @@ fn the_runs_goal_and_model_are_what_the_engine_uses() {
                {"provider": "anthropic", "name": "claude-haiku-4-5"}])
     );
 
+    // The stages API shows the same text and the response.
+    let st = s.get(&format!("/api/v1/runs/{id}/stages/ask"));
+    assert_eq!(st.status, 200, "{}", st.text());
+    let visit = &st.json()["visits"][0];
+    assert_eq!(visit["prompts"][0]["text"], text);
+    assert_eq!(visit["response"], "done");
+    assert_eq!(visit["outcome"], "succeeded");
+    let all = s.get(&format!("/api/v1/runs/{id}/stages")).json();
+    let nodes: Vec<&str> = all["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["node_id"].as_str())
+        .collect();
+    assert_eq!(nodes, ["start", "ask", "own", "env", "exit"]);
+    assert_error(&s.get(&format!("/api/v1/runs/{id}/stages/nope")), 404);
+
     // Without goal and model in the body, `[run] goal` and `[run.model]` apply.
     let id = run_to_end(&s, json!({"workflow": package(GOAL_FLOW)}));
     let evs = run_events(&s, &id);

@@ -40,6 +40,10 @@ pub struct Shared {
     inputs: Vec<String>,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// When the run ends, write its stage logs here: DIR/<node_id>/{prompt.md, response.md,
+    /// status.json, stdout, stderr} and DIR/checkpoint.json (see the README).
+    #[arg(long, value_name = "DIR")]
+    logs: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -268,6 +272,11 @@ fn execute(
     };
     if let Some(p) = printer {
         p.finish();
+    }
+    if let Some(dir) = &flags.logs {
+        if let Err(e) = crate::stages::write_logs(store.as_ref(), &options.run_id, dir) {
+            eprintln!("warning: the stage logs were not written: {e}");
+        }
     }
     report(&outcome, flags.format, redactor.as_ref());
     Ok(match outcome.status {

@@ -323,6 +323,14 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             find(ctx)?;
             j(Value::Null)
         }
+        ("GET", "/api/v1/runs/{id}/stages") => {
+            find(ctx)?;
+            j(json!({"data": []}))
+        }
+        ("GET", "/api/v1/runs/{id}/stages/{node}") => {
+            find(ctx)?;
+            Err(ApiError::not_found("Demo runs have no stage records."))
+        }
         ("GET", "/api/v1/runs/{id}/graph/source") => {
             find(ctx)?;
             Ok(Reply::Full(rouille::Response {

@@ -210,6 +210,13 @@ fn operations() -> Vec<Op> {
         op("get", "/api/v1/runs/{id}/checkpoint", "Run Internals", "Latest checkpoint (or null)")
             .id()
             .resp(vec![ok("200", "The checkpoint, or null.", json!({"type": ["object", "null"]})), nf()]),
+        op("get", "/api/v1/runs/{id}/stages", "Run Internals", "Every stage visit: exact prompt text, response, outcome, command output")
+            .id()
+            .resp(vec![ok("200", "Stage visits in the order they started.", json!({"type": "object", "properties": {"data": {"type": "array", "items": r("StageVisit")}}})), nf()]),
+        op("get", "/api/v1/runs/{id}/stages/{node}", "Run Internals", "The visits of one stage")
+            .id()
+            .param("node", "path", json!({"type": "string"}), "Node id (`<manager>%2F<node>` inside a child workflow).")
+            .resp(vec![ok("200", "The node's visits.", json!({"type": "object", "properties": {"node_id": {"type": "string"}, "visits": {"type": "array", "items": r("StageVisit")}}})), err("404", "No such run, or the stage never ran.")]),
         op("get", "/api/v1/runs/{id}/graph/source", "Run Internals", "The run's DOT source")
             .id()
             .resp(vec![
@@ -363,6 +370,25 @@ fn schemas() -> Value {
         "Principal": {"type": "object", "required": ["kind"], "properties": {
             "kind": {"enum": ["user", "worker", "webhook", "chat", "agent", "system"]}
         }},
+        "StageVisit": {
+            "type": "object",
+            "required": ["node_id", "visit", "attempts", "outcome", "context_updates", "prompts"],
+            "properties": {
+                "node_id": {"type": "string"},
+                "visit": {"type": "integer", "minimum": 1},
+                "handler_type": nullable("string"),
+                "attempts": {"type": "integer"},
+                "outcome": {"enum": ["succeeded", "partially_succeeded", "skipped", "failed", "running"]},
+                "notes": nullable("string"),
+                "failure_reason": nullable("string"),
+                "preferred_label": nullable("string"),
+                "context_updates": {"type": "object"},
+                "prompts": {"type": "array", "items": {"type": "object", "description": "`stage.prompt` properties: text (exactly what was sent), mode, provider, model, continued, fidelity, thread_id, preamble, prompt, visit."}},
+                "response": nullable("string"),
+                "command": {"type": ["object", "null"], "description": "`command.completed` properties (stdout, stderr, exit_code...)."},
+                "duration_ms": {"type": ["integer", "null"]}
+            }
+        },
         "Run": {
             "type": "object",
             "required": ["id", "children_count", "title", "goal", "workflow", "automation", "repository", "created_by", "origin", "labels", "lifecycle", "sandbox", "models", "source_directory", "timestamps", "timing", "billing", "size", "ask_svc", "diff", "pull_request", "current_question", "superseded_by", "retried_from", "links"],

@@ -68,6 +68,8 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/runs/{id}/attach", runs::attach),
         user("GET", "/api/v1/attach", runs::attach_all),
         user("GET", "/api/v1/runs/{id}/checkpoint", runs::checkpoint),
+        user("GET", "/api/v1/runs/{id}/stages", runs::stages::list),
+        user("GET", "/api/v1/runs/{id}/stages/{node}", runs::stages::node),
         user("GET", "/api/v1/runs/{id}/graph/source", runs::graph_source),
         user("POST", "/api/v1/runs/{id}/steer", runs::steer),
         user("POST", "/runs/{id}/steer", runs::steer),

@@ -26,6 +26,7 @@ pub mod exec;
 pub mod interviewer;
 pub mod lifecycle;
 pub mod sse;
+pub mod stages;
 pub mod steer;
 pub mod usage;
 pub mod view;
