@@ -133,12 +133,18 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         .get_run(&args.run_id)
         .map_err(|e| Usage(format!("cannot read run {}: {e}", args.run_id)))?
         .ok_or_else(|| Usage(format!("run {} not found", args.run_id)))?;
+    // The one resume rule; an active status here was left by a process that is gone.
+    if let Some(why) = row.status.resume_refusal(true) {
+        return Err(Usage(format!("run {} cannot be resumed: {why}", row.id)));
+    }
     if row.status.is_terminal() {
-        return Err(Usage(format!(
-            "run {} already finished ({}); only interrupted runs can be resumed",
-            row.id,
-            row.status.name()
-        )));
+        // Back into the queue (as the server does): its old outcome no longer applies.
+        store
+            .append(
+                &row.id,
+                store::EventDraft::new("run.queued", json!({"resume": true})),
+            )
+            .map_err(|e| Usage(format!("cannot resume run {}: {e}", row.id)))?;
     }
     let path = PathBuf::from(row.workflow.path.clone().unwrap_or_default());
     let shown = row

@@ -127,13 +127,29 @@ impl Engine {
         let checkpoint = match restore(services.store.as_ref(), &options.run_id) {
             Ok(Some(c)) => c,
             Ok(None) => return Engine::run(wf, options, services),
-            Err(why) => return failed_early(options, services, why),
+            Err(why) => {
+                return dead(
+                    options,
+                    services,
+                    format!("cannot resume: the checkpoint cannot be read: {why}"),
+                )
+            }
         };
-        let shared = new_shared(options, services, checkpoint.stage_index);
         let next = checkpoint
             .next_node_id
             .as_deref()
             .and_then(|id| wf.node_index(id));
+        if next.is_none() {
+            return dead(
+                options,
+                services,
+                format!(
+                    "cannot resume: the checkpoint's next node `{}` is not in the workflow",
+                    checkpoint.next_node_id.unwrap_or_default()
+                ),
+            );
+        }
+        let shared = new_shared(options, services, checkpoint.stage_index);
         let mut walker = run_walker(wf, &shared, checkpoint.state);
         let begun = emit_run(
             &shared,
@@ -310,6 +326,25 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
         error,
         path: state.path,
         context: state.context,
+    }
+}
+
+/// The run can neither make progress nor ever be resumed: `run.dead {reason, error}`.
+/// (docs/decisions.md lists when.) The outcome is a failure with reason `dead`.
+pub fn dead(options: &RunOptions, services: &Services, why: String) -> RunOutcome {
+    let shared = new_shared(options, services, 0);
+    let props = json!({"reason": "unresumable", "error": why});
+    let error = match emit_run(&shared, "run.dead", props) {
+        Ok(()) => why,
+        Err(e) => format!("{why} (and the final event could not be recorded: {e})"),
+    };
+    RunOutcome {
+        run_id: options.run_id.clone(),
+        status: RunResult::Failed,
+        reason: "dead".into(),
+        error: Some(error),
+        path: Vec::new(),
+        context: Context::new(),
     }
 }
 

@@ -294,7 +294,10 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
             set_status(&mut row, RunStatus::Failed { reason }, ts);
             row.error = p.get("error").and_then(error_message);
         }
-        "run.dead" => set_status(&mut row, RunStatus::Dead, ts),
+        "run.dead" => {
+            set_status(&mut row, RunStatus::Dead, ts);
+            row.error = p.get("error").and_then(error_message);
+        }
         "run.cancel.requested" => row.pending_control = Some(Control::Cancel),
         "run.pause.requested" => row.pending_control = Some(Control::Pause),
         "run.unpause.requested" => row.pending_control = Some(Control::Unpause),

@@ -150,14 +150,21 @@ fn requested_model(row: &RunRow) -> Option<ModelChoice> {
     })
 }
 
+/// The run cannot start. A run that already has a checkpoint (a resume) can then never
+/// continue: it is `dead`; a fresh run fails with `launch_failed`.
 fn fail_launch(job: &Job, error: String) {
-    let _ = job.store.append(
-        &job.row.id,
+    let draft = if job.row.checkpoint.is_some() {
+        EventDraft::new(
+            "run.dead",
+            json!({"reason": "unresumable", "error": format!("cannot resume: {error}")}),
+        )
+    } else {
         EventDraft::new(
             "run.failed",
             json!({"reason": "launch_failed", "error": error, "causes": [], "duration_ms": 0}),
-        ),
-    );
+        )
+    };
+    let _ = job.store.append(&job.row.id, draft);
 }
 
 impl Executor for EngineExecutor {

@@ -75,17 +75,20 @@ pub fn start(row: &RunRow, resume: bool, actor: &Value) -> Result<Plan, ApiError
             wake: true,
             ..Plan::default()
         }),
-        RunStatus::Failed { reason } if resume && reason != "approval_denied" => Ok(Plan {
-            events: vec![queued(true)],
-            wake: true,
-            ..Plan::default()
-        }),
-        RunStatus::Dead if resume => Ok(Plan {
-            events: vec![queued(true)],
-            wake: true,
-            ..Plan::default()
-        }),
-        _ => Err(conflict(row, if resume { "resumed" } else { "started" })),
+        // The one resume rule (`RunStatus::resume_refusal`); this server's active runs are
+        // live, never orphaned.
+        _ if resume => match row.status.resume_refusal(false) {
+            None => Ok(Plan {
+                events: vec![queued(true)],
+                wake: true,
+                ..Plan::default()
+            }),
+            Some(why) => Err(ApiError::conflict(format!(
+                "Run {} cannot be resumed: {why}.",
+                row.id
+            ))),
+        },
+        _ => Err(conflict(row, "started")),
     }
 }
 
