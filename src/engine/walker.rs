@@ -322,6 +322,9 @@ impl<'w> Walker<'w> {
     }
 
     fn check_cancel(&self) -> Result<(), Stop> {
+        if self.scope.kind == ScopeKind::Run && self.scope.cancel.is_paused() {
+            self.honour_pause()?;
+        }
         if self.scope.cancel.wait_while_paused() || self.scope.cancel.is_cancelled() {
             return Err(Stop::Cancelled(
                 self.scope
@@ -329,6 +332,20 @@ impl<'w> Walker<'w> {
                     .reason()
                     .unwrap_or_else(|| "cancelled".into()),
             ));
+        }
+        Ok(())
+    }
+
+    /// The run holds before its next stage: `run.paused` settles the pending pause request
+    /// (`pending_control` shows `pause` until then). A run paused already (it was blocked on
+    /// a question when the pause came) records nothing more.
+    fn honour_pause(&self) -> Result<(), Stop> {
+        let store = &self.shared.services.store;
+        let paused = store
+            .get_run(&self.shared.options.run_id)?
+            .is_some_and(|r| matches!(r.status, crate::store::RunStatus::Paused { .. }));
+        if !paused {
+            self.emit("run.paused", None, json!({"prior_block": null}))?;
         }
         Ok(())
     }

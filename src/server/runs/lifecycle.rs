@@ -135,11 +135,10 @@ pub fn pause(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
     }
     let requested = ev("run.pause.requested", json!({"action": "pause"}), actor);
     match &row.status {
+        // The engine records `run.paused` when it holds, before its next stage; until then
+        // `pending_control` shows `pause`.
         RunStatus::Running => Ok(Plan {
-            events: vec![
-                requested,
-                ev("run.paused", json!({"prior_block": null}), actor),
-            ],
+            events: vec![requested],
             signal: Some(Signal::Pause),
             ..Plan::default()
         }),
@@ -364,7 +363,20 @@ mod tests {
         assert_eq!(resumed.status, RunStatus::Runnable);
 
         let running = row(RunStatus::Running);
-        let p = after(running.clone(), &pause(&running, &a).unwrap());
+        // The request alone: the engine records `run.paused` when it holds.
+        let requested = after(running.clone(), &pause(&running, &a).unwrap());
+        assert_eq!(requested.status, RunStatus::Running);
+        assert_eq!(requested.pending_control, Some(Control::Pause));
+        assert_eq!(pause(&requested, &a).unwrap_err().status, 409);
+        let p = fold(
+            requested,
+            &EventDraft::new("run.paused", json!({"prior_block": null})).into_event(
+                "R",
+                99,
+                "E".into(),
+                "t".into(),
+            ),
+        );
         assert_eq!(p.status, RunStatus::Paused { prior_block: None });
         assert_eq!(p.pending_control, None);
         let u = after(p.clone(), &unpause(&p, &a).unwrap());
