@@ -145,3 +145,83 @@ fn the_runs_goal_and_model_are_what_the_engine_uses() {
         "Work towards: the settings goal"
     );
 }
+
+/// first runs once; second blocks until `release` exists; third reads first's context.
+const RESUMABLE: &str = r#"digraph r {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  first [shape=parallelogram, output_schema="routing", script="echo x >> first.txt; echo '{\"context_updates\": {\"from_first\": \"kept\"}}'"]
+  second [shape=parallelogram, script="echo x >> second.txt; touch second.started; while [ ! -f release ]; do sleep 0.05; done"]
+  third [shape=parallelogram, script="echo \"$SVC_CONTEXT_FROM_FIRST\" >> third.txt"]
+  start -> first -> second -> third -> exit
+}"#;
+
+fn scratch(s: &Server, id: &str) -> std::path::PathBuf {
+    s.path().join("scratch").join(id)
+}
+
+fn lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_cancelled_run_resumes_from_its_checkpoint_and_retry_makes_a_new_run() {
+    let s = Server::start();
+    let id = create(
+        &s,
+        json!({"workflow": package(RESUMABLE), "inputs": {"who": "me"}}),
+    );
+    assert_eq!(start(&s, &id, "").status, 200);
+    let dir = scratch(&s, &id);
+    wait_for(30, "the second stage", || {
+        dir.join("second.started").exists().then_some(())
+    });
+    let c = s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    assert_eq!(c.json()["lifecycle"]["pending_control"], "cancel");
+    assert_eq!(wait_kind(&s, &id, &["failed"]), "failed");
+    let run = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert_eq!(run["lifecycle"]["status"]["reason"], "cancelled");
+
+    // The same rule as `svc resume`: a cancelled run continues at the interrupted stage.
+    std::fs::write(dir.join("release"), "").expect("release");
+    let r = start(&s, &id, r#"{"resume": true}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(wait_kind(&s, &id, &["succeeded", "failed"]), "succeeded");
+    assert_eq!(lines(&dir.join("first.txt")), 1, "first must not run again");
+    assert_eq!(lines(&dir.join("second.txt")), 2);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("third.txt")).unwrap_or_default(),
+        "kept\n"
+    );
+    // A succeeded run can be neither resumed nor retried.
+    assert_error(&start(&s, &id, r#"{"resume": true}"#), 409);
+    assert_error(&s.post(&format!("/api/v1/runs/{id}/retry"), ""), 409);
+
+    // Retry: a failed run gives a new run from the same version and inputs, started.
+    let failing = "digraph f { start [shape=Mdiamond]; exit [shape=Msquare]; boom [shape=parallelogram, script=\"echo $SVC_INPUT_WHO; exit 3\"]; start -> boom -> exit }";
+    let old = run_to_end(
+        &s,
+        json!({"workflow": package(failing), "inputs": {"who": "me"}, "goal": "try"}),
+    );
+    let before = s.get(&format!("/api/v1/runs/{old}")).json();
+    assert_eq!(before["lifecycle"]["status"]["kind"], "failed");
+    let r = s.post(&format!("/api/v1/runs/{old}/retry"), "");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let new = r.json();
+    let new_id = new["id"].as_str().unwrap_or("").to_string();
+    assert_ne!(new_id, old);
+    assert_eq!(new["retried_from"], old.as_str());
+    assert_eq!(new["goal"], "try");
+    assert_eq!(new["workflow"], before["workflow"]);
+    assert_eq!(wait_kind(&s, &new_id, &["succeeded", "failed"]), "failed");
+    let out = run_events(&s, &new_id)
+        .into_iter()
+        .find(|e| e["event"] == "command.completed")
+        .unwrap_or(Value::Null);
+    assert_eq!(out["properties"]["stdout"], "me\n", "same inputs");
+    assert_error(
+        &s.post("/api/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/retry", ""),
+        404,
+    );
+}

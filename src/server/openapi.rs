@@ -166,6 +166,13 @@ fn operations() -> Vec<Op> {
         op("post", "/api/v1/runs/{id}/unpause", "Runs", "Unpause a paused run").id().resp(vec![run(), nf(), conflict()]),
         op("post", "/api/v1/runs/{id}/archive", "Runs", "Archive a finished run (idempotent)").id().resp(vec![run(), nf(), conflict()]),
         op("post", "/api/v1/runs/{id}/unarchive", "Runs", "Unarchive a run (idempotent)").id().resp(vec![run(), nf()]),
+        op("post", "/api/v1/runs/{id}/retry", "Runs", "Retry a failed or dead run: a new run from the same workflow version and inputs, started at once")
+            .id()
+            .resp(vec![
+                ok("201", "The new run (`retried_from` names this one).", r("Run")),
+                nf(),
+                err("409", "The run is not failed or dead, or its workflow version no longer exists."),
+            ]),
         op("post", "/api/v1/runs/{id}/approve", "Runs", "Approve a run awaiting approval")
             .id()
             .body(json!({"type": "object"}), false)

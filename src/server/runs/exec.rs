@@ -176,6 +176,9 @@ impl Executor for EngineExecutor {
             }),
             None => Arc::new(crate::workflow::NoFiles),
         };
+        if let (Some(id), None) = (&job.row.workflow.version_id, &job.version) {
+            return fail_launch(job, format!("its workflow version {id} no longer exists"));
+        }
         let source = match &job.version {
             Some(v) => v.source().to_string(),
             None => job.row.workflow.source.clone(),

@@ -25,6 +25,7 @@
 pub mod exec;
 pub mod interviewer;
 pub mod lifecycle;
+pub mod retry;
 pub mod sse;
 pub mod stages;
 pub mod steer;
