@@ -60,3 +60,35 @@ fn child_events_carry_the_manager_prefix() {
     assert!(r.stderr.contains("▸ mgr/step1 (command)"), "{}", r.stderr);
     assert!(r.stderr.contains("mgr/step1 → mgr/step2"), "{}", r.stderr);
 }
+
+#[test]
+fn svc_run_records_children_and_needs_auto_approve_when_approval_is_required() {
+    let s = Sandbox::new();
+    let r = s.run("manager_inline.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The child is a run of its own, linked to the parent.
+    let runs = s.finish(s.command(&["runs", "--format", "json"]));
+    let rows = runs.json["data"].as_array().cloned().unwrap_or_default();
+    let child = rows
+        .iter()
+        .find(|row| row["parent_id"] == r.run_id().as_str())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(child["status"], "succeeded", "{rows:?}");
+
+    std::fs::create_dir_all(s.state()).expect("state dir");
+    std::fs::write(
+        s.state().join("settings.toml"),
+        "[run]\nchild_approval = \"required\"\n",
+    )
+    .expect("settings");
+    let refused = s.run("manager_inline.dot", &[]);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.error().contains("--auto-approve"),
+        "{}",
+        refused.error()
+    );
+    let approved = s.run("manager_inline.dot", &["--auto-approve"]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+}

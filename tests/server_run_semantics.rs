@@ -225,3 +225,106 @@ fn a_cancelled_run_resumes_from_its_checkpoint_and_retry_makes_a_new_run() {
         404,
     );
 }
+
+const MANAGER: &str = r#"digraph m {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  mgr [shape=house, manager.poll_interval=50ms, stack.child_dot_source="digraph c { start [shape=Mdiamond]; exit [shape=Msquare]; work [shape=parallelogram, script=\"echo ran >> child.txt\"]; start -> work -> exit }"]
+  start -> mgr -> exit
+}"#;
+
+/// The child run the manager stage of `parent` created (from `stage.child.created`).
+fn child_of(s: &Server, parent: &str) -> String {
+    wait_for(30, "the child run", || {
+        run_events(s, parent)
+            .iter()
+            .find(|e| e["event"] == "stage.child.created")
+            .and_then(|e| e["properties"]["child_run_id"].as_str().map(String::from))
+    })
+}
+
+#[test]
+fn manager_children_are_runs_that_wait_for_approval() {
+    let s = Server::with(Opts {
+        settings: Some(
+            "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nchild_approval = \"required\"\n",
+        ),
+        ..Opts::default()
+    });
+    let parent = create(
+        &s,
+        json!({"workflow": package(MANAGER), "goal": "parent goal"}),
+    );
+    assert_eq!(start(&s, &parent, "").status, 200);
+    let child = child_of(&s, &parent);
+    assert_eq!(wait_kind(&s, &child, &["pending"]), "pending");
+    let c = s.get(&format!("/api/v1/runs/{child}")).json();
+    assert_eq!(c["parent_id"], parent.as_str());
+    assert_eq!(c["lifecycle"]["status"]["reason"], "approval_required");
+    assert_eq!(c["lifecycle"]["approval"]["state"], "pending");
+    assert_eq!(c["goal"], "parent goal");
+    let p = s.get(&format!("/api/v1/runs/{parent}")).json();
+    assert_eq!(p["children_count"], 1);
+    assert_eq!(p["lifecycle"]["status"]["kind"], "running");
+    let dir = scratch(&s, &parent);
+    assert_eq!(lines(&dir.join("child.txt")), 0, "the child waits");
+
+    // Approve: the child runs, the manager stage and the parent succeed.
+    let a = s.post(&format!("/api/v1/runs/{child}/approve"), "");
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(
+        wait_kind(&s, &parent, &["succeeded", "failed"]),
+        "succeeded"
+    );
+    assert_eq!(wait_kind(&s, &child, &["succeeded", "failed"]), "succeeded");
+    assert_eq!(lines(&dir.join("child.txt")), 1);
+    let c = s.get(&format!("/api/v1/runs/{child}")).json();
+    assert_eq!(c["lifecycle"]["approval"]["state"], "approved");
+
+    // Deny: the manager stage fails with the reason.
+    let parent = create(&s, json!({"workflow": package(MANAGER)}));
+    assert_eq!(start(&s, &parent, "").status, 200);
+    let child = child_of(&s, &parent);
+    wait_kind(&s, &child, &["pending"]);
+    let d = s.post(
+        &format!("/api/v1/runs/{child}/deny"),
+        &json!({"reason": "not this week"}).to_string(),
+    );
+    assert_eq!(d.status, 200, "{}", d.text());
+    assert_eq!(wait_kind(&s, &parent, &["succeeded", "failed"]), "failed");
+    let p = s.get(&format!("/api/v1/runs/{parent}")).json();
+    let err = p["lifecycle"]["error"]["message"].as_str().unwrap_or("");
+    assert!(err.contains("approval denied: not this week"), "{err}");
+    let c = s.get(&format!("/api/v1/runs/{child}")).json();
+    assert_eq!(c["lifecycle"]["status"]["reason"], "approval_denied");
+    assert_eq!(lines(&scratch(&s, &parent).join("child.txt")), 0);
+}
+
+#[test]
+fn a_child_workflow_from_a_package_dependency_runs() {
+    let s = Server::start();
+    let child = "digraph lib { start [shape=Mdiamond]; exit [shape=Msquare]; work [shape=parallelogram, script=\"echo from-dependency >> dep.txt\"]; start -> work -> exit }";
+    let r = s.post(
+        "/api/v1/workflow-versions",
+        &json!({"entrypoint": "lib/child.dot", "files": {"lib/child.dot": child}}).to_string(),
+    );
+    assert!(r.status == 201 || r.status == 200, "{}", r.text());
+    let dep = r.json()["id"].as_str().unwrap_or("").to_string();
+    for named in [dep.as_str(), "lib/child.dot"] {
+        let dot = format!(
+            "digraph p {{ start [shape=Mdiamond]; exit [shape=Msquare]; mgr [shape=house, manager.poll_interval=50ms, stack.child_workflow=\"{named}\"]; start -> mgr -> exit }}"
+        );
+        let pkg =
+            json!({"entrypoint": "main.dot", "files": {"main.dot": dot}, "dependencies": [dep]});
+        let id = run_to_end(&s, json!({"workflow": pkg}));
+        let run = s.get(&format!("/api/v1/runs/{id}")).json();
+        assert_eq!(
+            run["lifecycle"]["status"]["kind"], "succeeded",
+            "{named}: {run}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(scratch(&s, &id).join("dep.txt")).unwrap_or_default(),
+            "from-dependency\n"
+        );
+        assert_eq!(run["children_count"], 1);
+    }
+}

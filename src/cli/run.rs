@@ -10,6 +10,7 @@ use super::validate::render;
 use super::Format;
 use crate::agent::backend::ProviderBackend;
 use crate::engine::redact::redact_json;
+use crate::engine::run::ChildApproval;
 use crate::engine::{
     DryRunBackend, Engine, LlmBackend, Redact, RunOptions, RunOutcome, RunResult, Services,
 };
@@ -263,6 +264,10 @@ fn execute(
                 .with_redactor(Arc::clone(&redactor)),
         )
     };
+    let options = &RunOptions {
+        child_approval: child_approval(&dir, flags.auto_approve),
+        ..options.clone()
+    };
     eprintln!("run {}", options.run_id);
     let mut services = Services::new(store.clone());
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
@@ -289,6 +294,19 @@ fn execute(
         RunResult::Succeeded => 0,
         RunResult::Failed => 1,
     })
+}
+
+/// `[run] child_approval` of the state directory's settings: `svc run` cannot take an
+/// approval over HTTP, so `required` needs `--auto-approve` (which approves every child).
+fn child_approval(dir: &Path, auto_approve: bool) -> ChildApproval {
+    let path = dir.join(crate::settings::SETTINGS_FILE);
+    let policy = crate::settings::Settings::load(&path)
+        .map(|s| s.run.child_approval)
+        .unwrap_or_default();
+    match (policy, auto_approve) {
+        (crate::settings::ChildApprovalPolicy::None, _) | (_, true) => ChildApproval::Automatic,
+        (crate::settings::ChildApprovalPolicy::Required, false) => ChildApproval::Unavailable,
+    }
 }
 
 fn parse_answers(raw: &[String]) -> Result<Vec<(String, String)>, Usage> {

@@ -38,6 +38,21 @@ pub struct RunOptions {
     pub goal: Option<String>,
     /// The run's model: LLM stages whose node names no `model` use it.
     pub model: Option<ModelChoice>,
+    /// Whether a manager stage's child run must be approved before it runs.
+    pub child_approval: ChildApproval,
+}
+
+/// `[run] child_approval` as the engine applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChildApproval {
+    /// Children run at once.
+    #[default]
+    Automatic,
+    /// A child waits in `pending{approval_required}` until approved or denied over HTTP.
+    Required,
+    /// Approval is required but nobody can give it (`svc run` without `--auto-approve`):
+    /// the manager stage fails saying so.
+    Unavailable,
 }
 
 /// A model the run asked for (`provider` optional: the catalog knows most names).
@@ -57,6 +72,7 @@ impl RunOptions {
             seed: None,
             goal: None,
             model: None,
+            child_approval: ChildApproval::Automatic,
         }
     }
 

@@ -8,8 +8,9 @@ use super::super::versions::{PackageFiles, Version};
 use super::interviewer::{AskEnd, RunHandle};
 use crate::engine::cancel::CancelToken;
 use crate::engine::human::Question;
-use crate::engine::run::ModelChoice;
+use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
+use crate::settings::ChildApprovalPolicy;
 use crate::store::{
     Event, EventDraft, Hub, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStore, StoreError,
 };
@@ -22,6 +23,8 @@ use std::sync::Arc;
 pub struct Job {
     pub row: RunRow,
     pub version: Option<Arc<Version>>,
+    /// The version's registered dependencies (child workflows by id or entry path).
+    pub deps: Vec<Arc<Version>>,
     pub handle: Arc<RunHandle>,
     /// Where commands and agents run (`<state-dir>/scratch/<run-id>`).
     pub workdir: PathBuf,
@@ -172,7 +175,7 @@ impl Executor for EngineExecutor {
         let files: Arc<dyn crate::workflow::FileSource + Send + Sync> = match &job.version {
             Some(v) => Arc::new(VersionFiles {
                 version: Arc::clone(v),
-                deps: Vec::new(),
+                deps: job.deps.clone(),
             }),
             None => Arc::new(crate::workflow::NoFiles),
         };
@@ -201,6 +204,10 @@ impl Executor for EngineExecutor {
             files,
             goal: Some(job.row.goal.clone()).filter(|g| !g.is_empty()),
             model: requested_model(&job.row),
+            child_approval: match self.settings.get().run.child_approval {
+                ChildApprovalPolicy::None => ChildApproval::Automatic,
+                ChildApprovalPolicy::Required => ChildApproval::Required,
+            },
             ..RunOptions::new(&job.row.id, job.workdir.clone())
         };
         let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);

@@ -219,6 +219,14 @@ pub fn approve(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
     if !awaiting_approval(row) {
         return Err(conflict(row, "approved (it is not awaiting approval)"));
     }
+    // A manager stage's child (created by a worker) is run by its parent's engine, which
+    // waits for the approval: it is not queued for the scheduler.
+    if is_managed_child(row) {
+        return Ok(Plan {
+            events: vec![ev("run.approved", json!({}), actor)],
+            ..Plan::default()
+        });
+    }
     Ok(Plan {
         events: vec![
             ev("run.approved", json!({}), actor),
@@ -227,6 +235,17 @@ pub fn approve(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
         wake: true,
         ..Plan::default()
     })
+}
+
+/// Created by a parent run's manager stage (its creator is a `worker` principal).
+fn is_managed_child(row: &RunRow) -> bool {
+    row.parent_id.is_some()
+        && row
+            .created_meta
+            .get("created_by")
+            .and_then(|c| c.get("kind"))
+            .and_then(Value::as_str)
+            == Some("worker")
 }
 
 /// `POST deny {reason}`: pending approval → failed(approval_denied).

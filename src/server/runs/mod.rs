@@ -275,9 +275,21 @@ impl Runs {
                 break;
             }
         }
+        // Registered dependencies: child workflows named by their id or entry path.
+        let deps = version
+            .as_ref()
+            .map(|v| {
+                v.package
+                    .dependencies
+                    .iter()
+                    .filter_map(|d| self.versions.get(d).ok().flatten())
+                    .collect()
+            })
+            .unwrap_or_default();
         let job = Job {
             row,
             version,
+            deps,
             handle,
             workdir,
             store: Arc::clone(&self.gated),
