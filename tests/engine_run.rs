@@ -381,3 +381,24 @@ fn run_logs_and_export_stages_write_the_per_stage_folders() {
         );
     }
 }
+
+#[test]
+fn svc_run_uses_the_settings_run_goal() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.state()).expect("state dir");
+    std::fs::write(
+        s.state().join("settings.toml"),
+        "[run]\ngoal = \"the settings goal\"\n",
+    )
+    .expect("settings");
+    let logs = s.work().join("logs");
+    let r = s.run(
+        "logs.dot",
+        &["--dry-run", "--logs", logs.to_str().unwrap_or("")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.ctx("graph.goal"), &json!("the settings goal"));
+    let prompt = std::fs::read_to_string(logs.join("ask/prompt.md")).unwrap_or_default();
+    assert!(prompt.contains("Goal: the settings goal"), "{prompt}");
+    assert!(prompt.ends_with("for: the settings goal"), "{prompt}");
+}
