@@ -351,6 +351,21 @@ fn run_logs_and_export_stages_write_the_per_stage_folders() {
     assert_eq!(&done[..3], ["start", "build", "ask"], "{cp}");
     assert_eq!(cp["context"]["graph.goal"], "ship the parser");
 
+    // `svc events` shows the same text in the stage's `stage.prompt` event.
+    let events = s
+        .command(&["events", &r.run_id()])
+        .output()
+        .expect("svc events");
+    let shown = String::from_utf8_lossy(&events.stdout).to_string();
+    let event = shown
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "stage.prompt")
+        .unwrap_or_default();
+    assert_eq!(event["node_id"], "ask");
+    assert_eq!(event["properties"]["text"], prompt.as_str());
+    assert_eq!(event["properties"]["fidelity"], "compact");
+
     // `svc export --stages DIR RUN_ID` writes the same layout from the store.
     let again = s.work().join("again");
     let out = s
