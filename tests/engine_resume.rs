@@ -82,14 +82,12 @@ fn resume_of_an_unknown_run_is_a_usage_error() {
     assert!(r.stderr.contains("not found"), "{}", r.stderr);
 }
 
-/// Ctrl-C (SIGINT) or SIGTERM cancels the run and kills its command; the cancelled run is
-/// resumable: `svc resume` continues at the interrupted stage without re-running finished
-/// ones, and a finished run cannot be resumed again.
-fn signal_then_resume(signal: &str) {
-    let s = Sandbox::new();
+/// Starts `svc run resume.dot`, waits until its `second` stage runs, sends `signal` to svc
+/// and returns the printed JSON outcome.
+fn interrupt_at_second(s: &Sandbox, signal: &str) -> serde_json::Value {
     let file = testdata("resume.dot");
-    let mut cmd = s.command(&["run", file.to_str().unwrap_or(""), "--format", "json"]);
-    let child = cmd
+    let child = s
+        .command(&["run", file.to_str().unwrap_or(""), "--format", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -103,8 +101,15 @@ fn signal_then_resume(signal: &str) {
         .status();
     let out = child.wait_with_output().expect("svc exits");
     assert_eq!(out.status.code(), Some(1));
-    let json: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM cancels the run and kills its command; the cancelled run is
+/// resumable: `svc resume` continues at the interrupted stage without re-running finished
+/// ones, and a finished run cannot be resumed again.
+fn signal_then_resume(signal: &str) {
+    let s = Sandbox::new();
+    let json = interrupt_at_second(&s, signal);
     assert_eq!(json["status"], "failed");
     assert_eq!(json["reason"], "cancelled");
     let pid: i32 = s.read("second.pid").trim().parse().unwrap_or(0);
@@ -142,23 +147,7 @@ fn sigterm_cancels_the_run_and_resume_continues_it() {
 #[test]
 fn a_run_that_cannot_be_resumed_becomes_dead() {
     let s = Sandbox::new();
-    let file = testdata("resume.dot");
-    let child = s
-        .command(&["run", file.to_str().unwrap_or(""), "--format", "json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("svc starts");
-    assert!(wait_for(
-        &s.work().join("second.pid"),
-        Duration::from_secs(20)
-    ));
-    let _ = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    let out = child.wait_with_output().expect("svc exits");
-    let json: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    let json = interrupt_at_second(&s, "-INT");
     let run_id = json["run_id"].as_str().unwrap_or("").to_string();
     // The workflow saved with the run loses the node the checkpoint resumes at.
     let db = rusqlite::Connection::open(s.state().join("svc.db")).expect("db");

@@ -12,14 +12,7 @@ use serde_json::{json, Value};
 use server_support::*;
 use svc::llm::{Provider, Usage};
 
-/// The usage every scripted turn reports unless a test needs its own.
-const SMALL: Usage = Usage {
-    input: 10,
-    output: 5,
-    reasoning: 0,
-    cache_read: 0,
-    cache_write: 0,
-};
+const SMALL: Usage = llm_common::SMALL_USAGE;
 
 /// Creates a run of `dot`, starts it and waits until it ends; returns its id.
 fn run_to_end(s: &Server, dot: &str) -> String {

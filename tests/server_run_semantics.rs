@@ -10,13 +10,7 @@ use serde_json::{json, Value};
 use server_support::*;
 use svc::llm::{Provider, Usage};
 
-const SMALL: Usage = Usage {
-    input: 10,
-    output: 5,
-    reasoning: 0,
-    cache_read: 0,
-    cache_write: 0,
-};
+const SMALL: Usage = llm_common::SMALL_USAGE;
 
 /// A scripted Anthropic endpoint answering every call with `answer`.
 fn always(answer: &'static str) -> ScriptedServer {
