@@ -92,3 +92,30 @@ fn svc_run_records_children_and_needs_auto_approve_when_approval_is_required() {
     let approved = s.run("manager_inline.dot", &["--auto-approve"]);
     assert_eq!(approved.code, 0, "{}", approved.stderr);
 }
+
+#[test]
+fn nested_children_link_to_the_run_their_manager_belongs_to() {
+    let s = Sandbox::new();
+    let r = s.run("nested_outer.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(s.read("deep.txt"), "deep\n");
+    let runs = s.finish(s.command(&["runs", "--format", "json"]));
+    let rows = runs.json["data"].as_array().cloned().unwrap_or_default();
+    let top = r.run_id();
+    let middle = rows
+        .iter()
+        .find(|row| row["parent_id"] == top.as_str())
+        .cloned()
+        .unwrap_or_default();
+    let inner = rows
+        .iter()
+        .find(|row| row["parent_id"] == middle["id"])
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        middle["workflow"]["graph_name"], "nested_middle",
+        "{rows:?}"
+    );
+    assert_eq!(inner["workflow"]["graph_name"], "c", "{rows:?}");
+    assert_eq!(inner["status"], "succeeded");
+}

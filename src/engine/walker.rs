@@ -126,6 +126,9 @@ pub(crate) struct Scope {
     pub cancel: CancelToken,
     /// Files relative to this workflow (schemas, child workflows).
     pub files: Arc<dyn FileSource + Send + Sync>,
+    /// The run this walk belongs to: the child run inside a manager's child workflow,
+    /// `None` for the run itself (its children link to it).
+    pub run_id: Option<String>,
 }
 
 /// State shared by every walker of one run.

@@ -1,5 +1,5 @@
-//! A manager stage's child as a first-class run: its run record (`parent_id` = the run
-//! whose stream holds the manager stage), the approval wait (`[run] child_approval`), and
+//! A manager stage's child as a first-class run: its run record (`parent_id` = the run the
+//! manager stage belongs to: the top run, or a child run for a nested manager), the approval wait (`[run] child_approval`), and
 //! its lifecycle events (`run.started`, `run.running`, `run.completed` / `run.failed`). The
 //! child's stages still record their events in the parent's stream as
 //! `<manager>/<node>` (one stream shows the whole tree; the parent's usage includes them).
@@ -44,6 +44,13 @@ pub(super) fn open(
 ) -> Result<ChildRun, Refused> {
     let store = &cx.walker.services().store;
     let options = cx.walker.options();
+    // The run this manager stage belongs to: a nested manager's child links to its child.
+    let parent = cx
+        .walker
+        .scope
+        .run_id
+        .clone()
+        .unwrap_or_else(|| options.run_id.clone());
     let goal = match child.goal() {
         "" => cx.goal().to_string(),
         g => g.to_string(),
@@ -62,14 +69,16 @@ pub(super) fn open(
         },
         working_dir: Some(options.workdir.display().to_string()),
         inputs: Value::Object(options.inputs.clone()),
-        parent_id: Some(options.run_id.clone()),
-        extra: json!({
-            "created_by": {"kind": "worker", "run_id": options.run_id},
-            "origin": {"kind": "api", "manager": {"run_id": options.run_id, "node_id": cx.scoped_id()}},
-        }),
         ..NewRun::default()
     };
-    let row = store.create_run(new)?;
+    let row = store.create_run(NewRun {
+        parent_id: Some(parent.clone()),
+        extra: json!({
+            "created_by": {"kind": "worker", "run_id": parent},
+            "origin": {"kind": "api", "manager": {"run_id": parent, "node_id": cx.scoped_id()}},
+        }),
+        ..new
+    })?;
     let run = ChildRun { id: row.id };
     cx.emit(
         "stage.child.created",

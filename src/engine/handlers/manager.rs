@@ -82,7 +82,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             )
         }
     };
-    let result = supervise(cx, &child, files, start);
+    let result = supervise(cx, &child, files, start, &record.id);
     let ended = match &result {
         Ok(o) if !o.is_failed() => child_run::end(cx, &record, Ok(())),
         Ok(o) => {
@@ -101,7 +101,13 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
 
 /// Runs the child workflow on its own thread, polling it and applying the stop condition
 /// and the cycle budget.
-fn supervise(cx: &StageCtx<'_, '_>, child: &Workflow, files: Files, start: usize) -> HandlerResult {
+fn supervise(
+    cx: &StageCtx<'_, '_>,
+    child: &Workflow,
+    files: Files,
+    start: usize,
+    child_run: &str,
+) -> HandlerResult {
     let v = cx.view();
     let poll = v
         .duration("manager.poll_interval")
@@ -128,6 +134,7 @@ fn supervise(cx: &StageCtx<'_, '_>, child: &Workflow, files: Files, start: usize
         stop_at: None,
         cancel: token.clone(),
         files,
+        run_id: Some(child_run.to_string()),
     };
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let (verdict, after) = std::thread::scope(|s| {
