@@ -273,6 +273,12 @@ fn manager_children_are_runs_that_wait_for_approval() {
     assert_eq!(lines(&dir.join("child.txt")), 1);
     let c = s.get(&format!("/api/v1/runs/{child}")).json();
     assert_eq!(c["lifecycle"]["approval"]["state"], "approved");
+    // The child's own stages (recorded in the parent's stream as `mgr/...`).
+    let st = s.get(&format!("/api/v1/runs/{child}/stages/work"));
+    assert_eq!(st.status, 200, "{}", st.text());
+    let visit = &st.json()["visits"][0];
+    assert_eq!(visit["outcome"], "succeeded");
+    assert_eq!(visit["command"]["exit_code"], 0);
 
     // Deny: the manager stage fails with the reason.
     let parent = create(&s, json!({"workflow": package(MANAGER)}));
