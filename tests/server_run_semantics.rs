@@ -328,3 +328,47 @@ fn a_child_workflow_from_a_package_dependency_runs() {
         assert_eq!(run["children_count"], 1);
     }
 }
+
+#[test]
+fn a_continued_full_thread_records_only_the_new_message() {
+    let llm = always("noted");
+    let s = served_anthropic(&llm.base, "");
+    let dot = r#"digraph t {
+  goal="thread goal"
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  a [shape=tab, fidelity="full", thread_id="t", prompt="First: $goal"]
+  b [shape=tab, fidelity="full", thread_id="t", prompt="Second"]
+  c [shape=tab, fidelity="truncate", prompt="Third"]
+  start -> a -> b -> c -> exit
+}"#;
+    let id = run_to_end(&s, json!({"workflow": package(dot)}));
+    let evs = run_events(&s, &id);
+    let prompts: Vec<&Value> = of_kind(&evs, "stage.prompt")
+        .into_iter()
+        .map(|e| &e["properties"])
+        .collect();
+    assert_eq!(prompts.len(), 3, "{evs:?}");
+    // The first call of a thread has nothing to continue: a preamble, then the prompt.
+    assert_eq!(prompts[0]["continued"], false);
+    assert_eq!(prompts[0]["fidelity"], "full");
+    let first = prompts[0]["text"].as_str().unwrap_or("");
+    assert!(
+        first.contains("Goal: thread goal") && first.ends_with("First: thread goal"),
+        "{first}"
+    );
+    // The second continues it: the model gets the earlier messages and this text alone.
+    assert_eq!(prompts[1]["continued"], true);
+    assert_eq!(prompts[1]["text"], "Second");
+    let reqs = llm.requests();
+    let seen = llm_common::user_texts(Provider::Anthropic, &reqs[1].body);
+    assert_eq!(seen.first().map(String::as_str), Some(first));
+    assert_eq!(seen.last().map(String::as_str), Some("Second"));
+    // truncate: goal and nothing else before the prompt.
+    assert_eq!(prompts[2]["fidelity"], "truncate");
+    let third = prompts[2]["text"].as_str().unwrap_or("");
+    assert!(
+        third.ends_with("Third") && third.contains("thread goal"),
+        "{third}"
+    );
+    assert!(!third.contains("First"), "{third}");
+}
