@@ -372,3 +372,33 @@ fn a_continued_full_thread_records_only_the_new_message() {
     );
     assert!(!third.contains("First"), "{third}");
 }
+
+#[test]
+fn a_child_whose_parent_ended_cannot_be_approved_and_is_dead() {
+    let settings =
+        "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nchild_approval = \"required\"\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let parent = create(&s, json!({"workflow": package(MANAGER)}));
+    assert_eq!(start(&s, &parent, "").status, 200);
+    let child = child_of(&s, &parent);
+    wait_kind(&s, &child, &["pending"]);
+    // The server stops while the child waits: the parent is interrupted, nobody waits.
+    let dir = s.kill();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    assert_eq!(wait_kind(&s, &parent, &["failed"]), "failed");
+    let r = s.post(&format!("/api/v1/runs/{child}/approve"), "");
+    let body = assert_error(&r, 409);
+    assert!(body.to_string().contains("ended while it waited"), "{body}");
+    let c = s.get(&format!("/api/v1/runs/{child}")).json();
+    assert_eq!(c["lifecycle"]["status"]["kind"], "dead", "{c}");
+    assert!(c["lifecycle"]["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains(&parent));
+}
