@@ -118,22 +118,15 @@ fn nested_children_link_to_the_run_their_manager_belongs_to() {
     );
     assert_eq!(inner["workflow"]["graph_name"], "c", "{rows:?}");
     assert_eq!(inner["status"], "succeeded");
-    // The innermost child's stage logs, from the top run's stream.
-    let logs = s.work().join("inner-logs");
-    let out = s
-        .command(&[
-            "export",
-            "--stages",
-            logs.to_str().unwrap_or(""),
-            inner["id"].as_str().unwrap_or(""),
-        ])
+    // Each run's stream holds its subtree, node ids relative to it.
+    let middle_events = s
+        .command(&["events", middle["id"].as_str().unwrap_or("")])
         .output()
-        .expect("svc export");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect("svc events");
+    let text = String::from_utf8_lossy(&middle_events.stdout);
+    assert!(text.contains("\"node_id\":\"inner/work\""), "{text}");
+    // The innermost child's stage logs, from its own stream.
+    let logs = s.export_stages("inner-logs", inner["id"].as_str().unwrap_or(""));
     let status = std::fs::read_to_string(logs.join("work/status.json")).unwrap_or_default();
     let status: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
     assert_eq!(status["outcome"], "succeeded", "{status}");

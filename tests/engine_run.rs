@@ -367,21 +367,7 @@ fn run_logs_and_export_stages_write_the_per_stage_folders() {
     assert_eq!(event["properties"]["fidelity"], "compact");
 
     // `svc export --stages DIR RUN_ID` writes the same layout from the store.
-    let again = s.work().join("again");
-    let out = s
-        .command(&[
-            "export",
-            "--stages",
-            again.to_str().unwrap_or(""),
-            &r.run_id(),
-        ])
-        .output()
-        .expect("svc export");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let again = s.export_stages("again", &r.run_id());
     for f in [
         "build/stdout",
         "build/status.json",

@@ -273,7 +273,17 @@ fn manager_children_are_runs_that_wait_for_approval() {
     assert_eq!(lines(&dir.join("child.txt")), 1);
     let c = s.get(&format!("/api/v1/runs/{child}")).json();
     assert_eq!(c["lifecycle"]["approval"]["state"], "approved");
-    // The child's own stages (recorded in the parent's stream as `mgr/...`).
+    // The child's stream holds its stages (node ids relative to it); the parent's has
+    // them too, as `mgr/<node>`.
+    let own = run_events(&s, &child);
+    assert!(
+        own.iter()
+            .any(|e| e["event"] == "stage.completed" && e["node_id"] == "work"),
+        "{own:?}"
+    );
+    assert!(run_events(&s, &parent)
+        .iter()
+        .any(|e| e["event"] == "stage.completed" && e["node_id"] == "mgr/work"));
     let st = s.get(&format!("/api/v1/runs/{child}/stages/work"));
     assert_eq!(st.status, 200, "{}", st.text());
     let visit = &st.json()["visits"][0];

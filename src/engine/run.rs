@@ -235,7 +235,7 @@ fn run_walker<'w>(wf: &'w Workflow, shared: &'w Shared<'w>, state: RunState) -> 
         stop_at: None,
         cancel: shared.services.cancel.clone(),
         files: shared.options.files.clone(),
-        run_id: None,
+        mirrors: Vec::new(),
     };
     Walker::new(wf, shared, scope, state)
 }

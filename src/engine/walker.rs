@@ -126,9 +126,25 @@ pub(crate) struct Scope {
     pub cancel: CancelToken,
     /// Files relative to this workflow (schemas, child workflows).
     pub files: Arc<dyn FileSource + Send + Sync>,
-    /// The run this walk belongs to: the child run inside a manager's child workflow,
-    /// `None` for the run itself (its children link to it).
-    pub run_id: Option<String>,
+    /// The manager child runs this walk is inside, outermost first: each gets a copy of
+    /// every event with its node ids relative to it (the first `strip` bytes of the scoped
+    /// id removed). Empty for the run itself.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// A child run that records the events of its subtree (see [`Scope::mirrors`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Mirror {
+    pub run_id: String,
+    /// Length of the scoped-id prefix (`<manager>/`) that its node ids drop.
+    pub strip: usize,
+}
+
+impl Scope {
+    /// The run this walk belongs to (the innermost child run), `None` for the run itself.
+    pub fn run_id(&self) -> Option<&str> {
+        self.mirrors.last().map(|m| m.run_id.as_str())
+    }
 }
 
 /// State shared by every walker of one run.
@@ -248,7 +264,26 @@ impl<'w> Walker<'w> {
         if let Some((group, branch)) = &self.scope.branch {
             draft = draft.parallel(group, branch);
         }
+        // Questions are asked and answered on the run itself only.
+        if !kind.starts_with("interview.") {
+            for m in &self.scope.mirrors {
+                self.mirror(m, &draft)?;
+            }
+        }
         self.shared.emitter.emit(draft)
+    }
+
+    /// A copy of `draft` for a child run, node ids relative to it.
+    fn mirror(&self, m: &Mirror, draft: &EventDraft) -> Result<(), StoreError> {
+        let mut copy = draft.clone();
+        if let Some(id) = &draft.node_id {
+            copy.node_id = Some(id.get(m.strip..).unwrap_or(id).to_string());
+        }
+        let emitter = Emitter {
+            run_id: m.run_id.clone(),
+            ..self.shared.emitter.clone()
+        };
+        emitter.emit(copy).map(|_| ())
     }
 
     /// Seeds the context (run start, loop restart, child workflow start).

@@ -189,61 +189,6 @@ pub fn run_events(store: &dyn RunStore, run_id: &str) -> Result<Vec<Event>, Stor
     }
 }
 
-/// The events a run's stages recorded. A manager stage's child run (created by a `worker`)
-/// has its stages in the stream of the run at the top of its tree, as `<manager>/<node>`
-/// between that manager's `stage.child.created {child_run_id}` and its stage end: those,
-/// with the prefix removed. Any other run: its own events.
-pub fn stage_events(store: &dyn RunStore, run_id: &str) -> Result<Vec<Event>, StoreError> {
-    let mut top = run_id.to_string();
-    // Climb to the run whose stream holds the whole tree (bounded: parents are older).
-    for _ in 0..64 {
-        match store.get_run(&top)?.as_ref().and_then(creator_run) {
-            Some(parent) => top = parent,
-            None => break,
-        }
-    }
-    let events = run_events(store, &top)?;
-    if top == run_id {
-        return Ok(events);
-    }
-    Ok(child_events(&events, run_id))
-}
-
-/// The run that created this one, when a manager stage did (`created_by` a worker).
-fn creator_run(row: &crate::store::RunRow) -> Option<String> {
-    let by = row.created_meta.get("created_by")?;
-    if by.get("kind")?.as_str()? != "worker" || row.parent_id.is_none() {
-        return None;
-    }
-    by.get("run_id")?.as_str().map(String::from)
-}
-
-/// The child's part of its tree's stream (see [`stage_events`]).
-fn child_events(events: &[Event], child_id: &str) -> Vec<Event> {
-    let created = events.iter().position(|e| {
-        e.event == "stage.child.created"
-            && e.properties.get("child_run_id").and_then(Value::as_str) == Some(child_id)
-    });
-    let Some(at) = created else {
-        return Vec::new();
-    };
-    let manager = events[at].node_id.clone().unwrap_or_default();
-    let prefix = format!("{manager}/");
-    let mut out = Vec::new();
-    for e in &events[at + 1..] {
-        let node = e.node_id.as_deref().unwrap_or("");
-        if node == manager && matches!(e.event.as_str(), "stage.completed" | "stage.failed") {
-            break;
-        }
-        if let Some(inner) = node.strip_prefix(&prefix) {
-            let mut e = e.clone();
-            e.node_id = Some(inner.to_string());
-            out.push(e);
-        }
-    }
-    out
-}
-
 /// `checkpoint.json`: the latest checkpoint's completed nodes (in order, with repeats),
 /// context, current and next node; `null` fields before the first checkpoint.
 pub fn checkpoint_json(store: &dyn RunStore, run_id: &str) -> Result<Value, String> {
@@ -265,7 +210,7 @@ pub fn checkpoint_json(store: &dyn RunStore, run_id: &str) -> Result<Value, Stri
 /// visit (earlier visits of a revisited node under `DIR/<node_id>/visit-<n>/`), and
 /// `DIR/checkpoint.json`. Existing files of the same names are overwritten.
 pub fn write_logs(store: &dyn RunStore, run_id: &str, dir: &Path) -> Result<(), String> {
-    let events = stage_events(store, run_id).map_err(|e| e.to_string())?;
+    let events = run_events(store, run_id).map_err(|e| e.to_string())?;
     let visits = collect(&events);
     let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;

@@ -1,8 +1,7 @@
 //! A manager stage's child as a first-class run: its run record (`parent_id` = the run the
 //! manager stage belongs to: the top run, or a child run for a nested manager), the approval wait (`[run] child_approval`), and
 //! its lifecycle events (`run.started`, `run.running`, `run.completed` / `run.failed`). The
-//! child's stages still record their events in the parent's stream as
-//! `<manager>/<node>` (one stream shows the whole tree; the parent's usage includes them).
+//! child's stage events reach its stream through the walker's scope mirrors.
 //! Must not touch: running the child workflow (the manager handler does).
 
 use super::StageCtx;
@@ -48,9 +47,8 @@ pub(super) fn open(
     let parent = cx
         .walker
         .scope
-        .run_id
-        .clone()
-        .unwrap_or_else(|| options.run_id.clone());
+        .run_id()
+        .map_or_else(|| options.run_id.clone(), String::from);
     let goal = match child.goal() {
         "" => cx.goal().to_string(),
         g => g.to_string(),

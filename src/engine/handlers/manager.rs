@@ -14,7 +14,7 @@ use crate::engine::context::{self, Context};
 use crate::engine::failure::FailureClass;
 use crate::engine::fidelity;
 use crate::engine::outcome::{Failure, StageOutcome};
-use crate::engine::walker::{Scope, ScopeKind, Stop, WalkEnd, Walker};
+use crate::engine::walker::{Mirror, Scope, ScopeKind, Stop, WalkEnd, Walker};
 use crate::workflow::condition::{Condition, MapEnv};
 use crate::workflow::{self, FileSource, Workflow};
 use crossbeam_channel::RecvTimeoutError;
@@ -134,8 +134,14 @@ fn supervise(
         stop_at: None,
         cancel: token.clone(),
         files,
-        run_id: Some(child_run.to_string()),
+        mirrors: cx.walker.scope.mirrors.clone(),
     };
+    let strip = scope.prefix.len();
+    let mut scope = scope;
+    scope.mirrors.push(Mirror {
+        run_id: child_run.to_string(),
+        strip,
+    });
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let (verdict, after) = std::thread::scope(|s| {
         s.spawn(|| {

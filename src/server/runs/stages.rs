@@ -1,6 +1,6 @@
 //! `GET /api/v1/runs/{id}/stages` and `GET /api/v1/runs/{id}/stages/{node}`: the run's stage
 //! visits (exact text sent to the model, response, outcome, command output) from
-//! [`crate::stages`]; a manager's child run shows its own stages.
+//! [`crate::stages`].
 //!
 //! Owns: the HTTP shape of stage records. Must not touch: how events fold into them.
 
@@ -15,7 +15,7 @@ use serde_json::json;
 pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let row = app.runs.row(ctx.param("id"))?;
     let events =
-        crate::stages::stage_events(app.runs.store.as_ref(), &row.id).map_err(store_error)?;
+        crate::stages::run_events(app.runs.store.as_ref(), &row.id).map_err(store_error)?;
     let visits = crate::stages::collect(&events);
     Ok(Reply::json(200, &json!({ "data": visits })))
 }
@@ -26,7 +26,7 @@ pub fn node(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let row = app.runs.row(ctx.param("id"))?;
     let node = ctx.param("node").replace("%2F", "/").replace("%2f", "/");
     let events =
-        crate::stages::stage_events(app.runs.store.as_ref(), &row.id).map_err(store_error)?;
+        crate::stages::run_events(app.runs.store.as_ref(), &row.id).map_err(store_error)?;
     let visits: Vec<_> = crate::stages::collect(&events)
         .into_iter()
         .filter(|v| v.node_id == node)
