@@ -17,5 +17,6 @@ pub mod procs;
 pub mod sandbox;
 pub mod server;
 pub mod settings;
+pub mod stages;
 pub mod store;
 pub mod workflow;

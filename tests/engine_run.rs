@@ -334,3 +334,106 @@ fn stall_watchdog_cancels_quiet_runs_but_not_waits_or_questions() {
     assert!(r.error().contains("stalled"), "{}", r.error());
     assert!(r.elapsed < Duration::from_millis(2900), "{:?}", r.elapsed);
 }
+
+#[test]
+fn last_stage_is_written_only_by_stages_that_do_work() {
+    let s = Sandbox::new();
+    let r = s.run("last_stage.dot", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Two diamonds in a row both see `build`, and so does the stage after them.
+    assert_eq!(r.path(), ["start", "build", "route", "again", "ok", "exit"]);
+    assert_eq!(s.read("seen.txt").trim(), "build");
+    // The exit leaves it at the last stage that did work.
+    assert_eq!(r.ctx("last_stage"), &json!("ok"));
+}
+
+#[test]
+fn run_logs_and_export_stages_write_the_per_stage_folders() {
+    let s = Sandbox::new();
+    let logs = s.work().join("logs");
+    let r = s.run(
+        "logs.dot",
+        &["--dry-run", "--logs", logs.to_str().unwrap_or("")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let read = |p: &str| std::fs::read_to_string(logs.join(p)).unwrap_or_default();
+    let json = |p: &str| serde_json::from_str::<serde_json::Value>(&read(p)).unwrap_or_default();
+    // Command stage: its output files and status.
+    assert_eq!(read("build/stdout"), "hello\n");
+    assert_eq!(read("build/stderr"), "warning\n");
+    let status = json("build/status.json");
+    assert_eq!(status["outcome"], "succeeded");
+    assert_eq!(status["failure_reason"], json!(null));
+    assert_eq!(status["context_updates"]["command.output"], "hello\n");
+    // LLM stage: exactly what the model would have been sent, and its response.
+    let prompt = read("ask/prompt.md");
+    assert!(prompt.contains("Goal: ship the parser"), "{prompt}");
+    assert!(
+        prompt.ends_with("Summarise the build for: ship the parser"),
+        "{prompt}"
+    );
+    assert!(read("ask/response.md").starts_with("[dry run]"));
+    assert_eq!(json("ask/status.json")["outcome"], "succeeded");
+    // checkpoint.json: completed nodes in order, and the context.
+    let cp = json("checkpoint.json");
+    let done: Vec<&str> = cp["completed_nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(&done[..3], ["start", "build", "ask"], "{cp}");
+    assert_eq!(cp["context"]["graph.goal"], "ship the parser");
+
+    // `svc events` shows the same text in the stage's `stage.prompt` event.
+    let events = s
+        .command(&["events", &r.run_id()])
+        .output()
+        .expect("svc events");
+    let shown = String::from_utf8_lossy(&events.stdout).to_string();
+    let event = shown
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "stage.prompt")
+        .unwrap_or_default();
+    assert_eq!(event["node_id"], "ask");
+    assert_eq!(event["properties"]["text"], prompt.as_str());
+    assert_eq!(event["properties"]["fidelity"], "compact");
+
+    // `svc export --stages DIR RUN_ID` writes the same layout from the store.
+    let again = s.export_stages("again", &r.run_id());
+    for f in [
+        "build/stdout",
+        "build/status.json",
+        "ask/prompt.md",
+        "ask/response.md",
+        "checkpoint.json",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(again.join(f)).unwrap_or_default(),
+            read(f),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn svc_run_uses_the_settings_run_goal() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.state()).expect("state dir");
+    std::fs::write(
+        s.state().join("settings.toml"),
+        "[run]\ngoal = \"the settings goal\"\n",
+    )
+    .expect("settings");
+    let logs = s.work().join("logs");
+    let r = s.run(
+        "logs.dot",
+        &["--dry-run", "--logs", logs.to_str().unwrap_or("")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.ctx("graph.goal"), &json!("the settings goal"));
+    let prompt = std::fs::read_to_string(logs.join("ask/prompt.md")).unwrap_or_default();
+    assert!(prompt.contains("Goal: the settings goal"), "{prompt}");
+    assert!(prompt.ends_with("for: the settings goal"), "{prompt}");
+}

@@ -214,6 +214,10 @@ fn openapi_document_describes_every_route() {
             assert!(op["security"].is_array());
         }
     }
+    // The unprefixed alias (SPEC 9.3) serves the same document, without credentials.
+    let alias = s.raw("GET", "/openapi.json", &[], None);
+    assert_eq!(alias.status, 200);
+    assert_eq!(alias.json(), doc);
     // Placeholders are 501 with the error body.
     assert_error(&s.get("/api/v1/sandboxes"), 501);
     // The steer alias is routed: an unknown run is 404.

@@ -12,33 +12,7 @@ use serde_json::{json, Value};
 use server_support::*;
 use svc::llm::{Provider, Usage};
 
-/// The usage every scripted turn reports unless a test needs its own.
-const SMALL: Usage = Usage {
-    input: 10,
-    output: 5,
-    reasoning: 0,
-    cache_read: 0,
-    cache_write: 0,
-};
-
-/// Stores a provider key in the server's vault with `svc secrets set`, as a user would.
-fn store_key(s: &Server, name: &str, value: &str) {
-    let o = std::process::Command::new(bin())
-        .args(["secrets", "set", name, value, "--state-dir"])
-        .arg(s.path())
-        .output()
-        .expect("svc secrets set");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
-/// Settings with dev-token auth and each `(provider, base_url)` pointed at a test server.
-fn settings_with(providers: &[(&str, &str)]) -> String {
-    let mut s = "[server.auth]\nmethods = [\"dev-token\"]\n".to_string();
-    for (name, url) in providers {
-        s.push_str(&format!("[llm.providers.{name}]\nbase_url = \"{url}\"\n"));
-    }
-    s
-}
+const SMALL: Usage = llm_common::SMALL_USAGE;
 
 /// Creates a run of `dot`, starts it and waits until it ends; returns its id.
 fn run_to_end(s: &Server, dot: &str) -> String {
@@ -87,13 +61,7 @@ fn server_runs_prompt_stages_with_vault_keys() {
 
 /// A dev server whose Anthropic endpoint is `llm`, with a key in its vault.
 fn served(llm: &ScriptedServer) -> Server {
-    let settings = settings_with(&[("anthropic", &llm.base)]);
-    let s = Server::with(Opts {
-        settings: Some(&settings),
-        ..Opts::default()
-    });
-    store_key(&s, "ANTHROPIC_API_KEY", "served-key");
-    s
+    served_anthropic(&llm.base, "")
 }
 
 fn create(s: &Server, dot: &str) -> String {
@@ -110,23 +78,8 @@ fn start(s: &Server, id: &str) {
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
-fn status_kind(s: &Server, id: &str) -> Value {
-    s.get(&format!("/api/v1/runs/{id}")).json()["lifecycle"]["status"]["kind"].clone()
-}
-
-fn wait_kind(s: &Server, id: &str, kinds: &[&str]) -> Value {
-    wait_for(60, &format!("run {id} to be one of {kinds:?}"), || {
-        let k = status_kind(s, id);
-        kinds.iter().any(|w| k == *w).then_some(k)
-    })
-}
-
 fn events(s: &Server, id: &str) -> Vec<Value> {
-    s.get(&format!("/api/v1/runs/{id}/events?limit=1000"))
-        .json()["data"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    run_events(s, id)
 }
 
 fn steer(s: &Server, path: &str, body: &Value) -> Resp {

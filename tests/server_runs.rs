@@ -294,9 +294,15 @@ fn cancel_pause_unpause() {
     wait_status(&s, &id, "running", 20);
     let p = s.post(&format!("/api/v1/runs/{id}/pause"), "");
     assert_eq!(p.status, 200, "{}", p.text());
-    assert_eq!(p.json()["lifecycle"]["status"]["kind"], "paused");
+    // Until the engine holds (after stage a), the request shows as pending.
+    assert_eq!(p.json()["lifecycle"]["status"]["kind"], "running");
+    assert_eq!(p.json()["lifecycle"]["pending_control"], "pause");
     assert_error(&s.post(&format!("/api/v1/runs/{id}/pause"), ""), 409);
-    std::thread::sleep(Duration::from_millis(2000));
+    let held = wait_status(&s, &id, "paused", 20);
+    assert_eq!(held["kind"], "paused");
+    let row = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert_eq!(row["lifecycle"]["pending_control"], json!(null));
+    std::thread::sleep(Duration::from_millis(500));
     let evs = s
         .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
         .json();

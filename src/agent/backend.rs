@@ -266,6 +266,11 @@ impl ProviderBackend {
         };
         let started = std::time::Instant::now();
         let prompt = self.stage.redactor().redact(&req.prompt).into_owned();
+        events(
+            "stage.prompt",
+            serde_json::json!({"text": prompt, "provider": "acp", "model": launch.command,
+                               "continued": false}),
+        );
         let mut deltas = Deltas::default();
         let result = super::acp::run_stage(
             config,

@@ -247,6 +247,16 @@ impl Drop for ActiveSession {
 /// An `agent.*` event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
+    /// The exact text of the user message a stage call sends (preamble + expanded prompt,
+    /// or the repair message of a continued conversation), after redaction.
+    Prompt {
+        text: String,
+        provider: Provider,
+        model: String,
+        /// The call continues an earlier conversation (a `full` thread or a repair turn),
+        /// whose messages the model also sees.
+        continued: bool,
+    },
     SessionStarted {
         provider: Provider,
         model: String,
@@ -319,6 +329,7 @@ impl AgentEvent {
     /// The event kind (api.md §3.3 names).
     pub fn kind(&self) -> &'static str {
         match self {
+            AgentEvent::Prompt { .. } => "stage.prompt",
             AgentEvent::SessionStarted { .. } | AgentEvent::AcpSessionStarted { .. } => {
                 "agent.session.started"
             }
@@ -338,6 +349,13 @@ impl AgentEvent {
     /// The event's properties object.
     pub fn properties(&self) -> Value {
         match self {
+            AgentEvent::Prompt {
+                text,
+                provider,
+                model,
+                continued,
+            } => json!({"text": text, "provider": provider.id(), "model": model,
+                        "continued": continued}),
             AgentEvent::SessionStarted { provider, model } => {
                 json!({"provider": provider.id(), "model": model})
             }

@@ -282,6 +282,12 @@ impl StageBackend {
             _ => first,
         };
         let input = self.redactor.redact(&input).into_owned();
+        on_event(AgentEvent::Prompt {
+            text: input.clone(),
+            provider,
+            model: model_id.clone(),
+            continued: previous.is_some() || continued.is_some(),
+        });
         let from = match (previous, continued) {
             (Some(k), _) => Origin::Repair(k.conv),
             (None, Some(t)) => Origin::Thread(t),

@@ -27,7 +27,10 @@ impl Printer {
                     if let Some(line) = describe(&e) {
                         eprintln!("{line}");
                     }
-                    if matches!(e.event.as_str(), "run.completed" | "run.failed") {
+                    if matches!(
+                        e.event.as_str(),
+                        "run.completed" | "run.failed" | "run.dead"
+                    ) {
                         break;
                     }
                 }

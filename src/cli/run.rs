@@ -10,6 +10,7 @@ use super::validate::render;
 use super::Format;
 use crate::agent::backend::ProviderBackend;
 use crate::engine::redact::redact_json;
+use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{
     DryRunBackend, Engine, LlmBackend, Redact, RunOptions, RunOutcome, RunResult, Services,
 };
@@ -40,6 +41,10 @@ pub struct Shared {
     inputs: Vec<String>,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// When the run ends, write its stage logs here: DIR/<node_id>/{prompt.md, response.md,
+    /// status.json, stdout, stderr} and DIR/checkpoint.json (see the README).
+    #[arg(long, value_name = "DIR")]
+    logs: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -96,9 +101,16 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
     let inputs = parse_pairs(&args.shared.inputs, "--input")?;
     let store = open_store(args.shared.state_dir.as_deref())?;
     let abs_path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+    // `[run] goal` and `[run.model]` of the settings, as on the server.
+    let defaults = load_settings(&state_dir(args.shared.state_dir.as_deref())).run;
+    let goal = defaults.goal.clone().filter(|g| !g.trim().is_empty());
+    let model = defaults.model.as_ref().map(|m| ModelChoice {
+        provider: m.provider.clone(),
+        name: m.name.clone(),
+    });
     let new = NewRun {
         title: title_of(&wf),
-        goal: wf.goal().to_string(),
+        goal: goal.clone().unwrap_or_else(|| wf.goal().to_string()),
         workflow: WorkflowMeta {
             name: Some(wf.name().to_string()),
             graph_name: Some(wf.name().to_string()),
@@ -110,6 +122,7 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         },
         working_dir: Some(workdir.display().to_string()),
         inputs: Value::Object(inputs.clone()),
+        extra: json!({"models": model.as_ref().map(|m| vec![json!({"provider": m.provider, "name": m.name})]).unwrap_or_default()}),
         ..NewRun::default()
     };
     let row = store
@@ -118,6 +131,8 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
     let options = RunOptions {
         inputs,
         files: Arc::new(DirFiles::for_file(&abs_path)),
+        goal,
+        model,
         ..RunOptions::new(&row.id, workdir)
     };
     execute(&wf, &options, store, &args.shared, false)
@@ -129,12 +144,18 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         .get_run(&args.run_id)
         .map_err(|e| Usage(format!("cannot read run {}: {e}", args.run_id)))?
         .ok_or_else(|| Usage(format!("run {} not found", args.run_id)))?;
+    // The one resume rule; an active status here was left by a process that is gone.
+    if let Some(why) = row.status.resume_refusal(true) {
+        return Err(Usage(format!("run {} cannot be resumed: {why}", row.id)));
+    }
     if row.status.is_terminal() {
-        return Err(Usage(format!(
-            "run {} already finished ({}); only interrupted runs can be resumed",
-            row.id,
-            row.status.name()
-        )));
+        // Back into the queue (as the server does): its old outcome no longer applies.
+        store
+            .append(
+                &row.id,
+                store::EventDraft::new("run.queued", json!({"resume": true})),
+            )
+            .map_err(|e| Usage(format!("cannot resume run {}: {e}", row.id)))?;
     }
     let path = PathBuf::from(row.workflow.path.clone().unwrap_or_default());
     let shown = row
@@ -146,9 +167,21 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
     let workdir = PathBuf::from(row.working_dir.clone().unwrap_or_else(|| ".".into()));
     let mut inputs = row.inputs.as_object().cloned().unwrap_or_default();
     inputs.extend(parse_pairs(&args.shared.inputs, "--input")?);
+    let model = row
+        .created_meta
+        .get("models")
+        .and_then(|m| m.get(0))
+        .and_then(|m| {
+            Some(ModelChoice {
+                provider: m.get("provider").and_then(Value::as_str).map(String::from),
+                name: m.get("name")?.as_str()?.to_string(),
+            })
+        });
     let options = RunOptions {
         inputs,
         files: Arc::new(DirFiles::for_file(&path)),
+        goal: Some(row.goal.clone()).filter(|g| !g.is_empty()),
+        model,
         ..RunOptions::new(&row.id, workdir)
     };
     execute(&wf, &options, store, &args.shared, true)
@@ -253,6 +286,10 @@ fn execute(
                 .with_redactor(Arc::clone(&redactor)),
         )
     };
+    let options = &RunOptions {
+        child_approval: child_approval(&dir, flags.auto_approve),
+        ..options.clone()
+    };
     eprintln!("run {}", options.run_id);
     let mut services = Services::new(store.clone());
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
@@ -269,11 +306,32 @@ fn execute(
     if let Some(p) = printer {
         p.finish();
     }
+    if let Some(dir) = &flags.logs {
+        if let Err(e) = crate::stages::write_logs(store.as_ref(), &options.run_id, dir) {
+            eprintln!("warning: the stage logs were not written: {e}");
+        }
+    }
     report(&outcome, flags.format, redactor.as_ref());
     Ok(match outcome.status {
         RunResult::Succeeded => 0,
         RunResult::Failed => 1,
     })
+}
+
+/// `[run] child_approval` of the state directory's settings: `svc run` cannot take an
+/// approval over HTTP, so `required` needs `--auto-approve` (which approves every child).
+fn child_approval(dir: &Path, auto_approve: bool) -> ChildApproval {
+    let policy = load_settings(dir).run.child_approval;
+    match (policy, auto_approve) {
+        (crate::settings::ChildApprovalPolicy::None, _) | (_, true) => ChildApproval::Automatic,
+        (crate::settings::ChildApprovalPolicy::Required, false) => ChildApproval::Unavailable,
+    }
+}
+
+/// The state directory's `settings.toml`; defaults when it is missing or invalid (the
+/// provider setup reports an invalid file itself).
+fn load_settings(dir: &Path) -> crate::settings::Settings {
+    crate::settings::Settings::load(&dir.join(crate::settings::SETTINGS_FILE)).unwrap_or_default()
 }
 
 fn parse_answers(raw: &[String]) -> Result<Vec<(String, String)>, Usage> {

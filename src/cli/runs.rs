@@ -69,11 +69,15 @@ pub struct ExportArgs {
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Directory to write (created if missing; existing runs in it are not overwritten)
-    #[arg(value_name = "OUT_DIR")]
-    pub out_dir: PathBuf,
+    #[arg(value_name = "OUT_DIR", required_unless_present = "stages")]
+    pub out_dir: Option<PathBuf>,
     /// Runs to export [default: all]
     #[arg(value_name = "RUN_ID")]
     pub run_ids: Vec<String>,
+    /// Instead, write one run's stage logs to DIR (`svc export --stages DIR RUN_ID`): the
+    /// layout of `svc run --logs DIR`
+    #[arg(long, value_name = "DIR")]
+    pub stages: Option<PathBuf>,
 }
 
 /// Import a directory in the portable format, verifying every run byte for byte.
@@ -265,6 +269,20 @@ pub fn events(args: EventsArgs) -> i32 {
 
 /// `svc export OUT_DIR [RUN_ID...]`. Exit 0, or 1 on failure.
 pub fn export(args: ExportArgs) -> i32 {
+    if let Some(logs) = &args.stages {
+        // `--stages DIR RUN_ID`: the one positional is the run id.
+        let ids: Vec<String> = args
+            .out_dir
+            .iter()
+            .map(|p| p.display().to_string())
+            .chain(args.run_ids.iter().cloned())
+            .collect();
+        return export_stages(&args.state_dir, logs, &ids);
+    }
+    let Some(out_dir) = args.out_dir.clone() else {
+        eprintln!("svc: export needs OUT_DIR (or --stages DIR RUN_ID)");
+        return USAGE;
+    };
     if let Some(bad) = args.run_ids.iter().find(|id| !is_canonical_ulid(id)) {
         eprintln!("svc: invalid run id {bad:?}: expected a ULID (26 uppercase characters)");
         return USAGE;
@@ -280,15 +298,53 @@ pub fn export(args: ExportArgs) -> i32 {
         }
         Err(e) => return fail(e),
     };
-    match export_runs(&store, &args.out_dir, &args.run_ids) {
+    match export_runs(&store, &out_dir, &args.run_ids) {
         Ok(s) => {
             println!(
                 "exported {} run(s), {} event(s), {} blob(s) to {}",
                 s.runs,
                 s.events,
                 s.blobs,
-                args.out_dir.display()
+                out_dir.display()
             );
+            0
+        }
+        Err(e) => fail(format!("export failed: {e}")),
+    }
+}
+
+/// `svc export --stages DIR RUN_ID`: the run's stage logs (see `crate::stages`).
+fn export_stages(state: &Option<PathBuf>, logs: &Path, ids: &[String]) -> i32 {
+    let [run_id] = ids else {
+        eprintln!("svc: export --stages DIR takes exactly one RUN_ID");
+        return USAGE;
+    };
+    if !is_canonical_ulid(run_id) {
+        eprintln!("svc: invalid run id {run_id:?}: expected a ULID (26 uppercase characters)");
+        return USAGE;
+    }
+    let dir = state_dir(state);
+    let store = match open_for_reading(&dir) {
+        Ok(Some(store)) => store,
+        Ok(None) => {
+            return fail(StoreError::NotFound {
+                run_id: run_id.clone(),
+            })
+        }
+        Err(e) => return fail(e),
+    };
+    match store.get_run(run_id) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return fail(StoreError::NotFound {
+                run_id: run_id.clone(),
+            })
+        }
+        Err(e) => return fail(e),
+    }
+    match crate::stages::write_logs(&store, run_id, logs) {
+        Ok(()) => {
+            println!("wrote the stage logs of run {run_id} to {}", logs.display());
             0
         }
         Err(e) => fail(format!("export failed: {e}")),
@@ -378,7 +434,7 @@ mod tests {
         }
         match parse(&["export", "--state-dir", "/s", "/out", "A", "B"]) {
             Ok(Cmd::Export(a)) => {
-                assert_eq!(a.out_dir, PathBuf::from("/out"));
+                assert_eq!(a.out_dir, Some(PathBuf::from("/out")));
                 assert_eq!(a.run_ids, vec!["A".to_string(), "B".to_string()]);
             }
             other => panic!("{other:?}"),
@@ -476,8 +532,9 @@ mod tests {
         let out = tmp.path().join("export");
         let code = export(ExportArgs {
             state_dir: Some(state.clone()),
-            out_dir: out.clone(),
+            out_dir: Some(out.clone()),
             run_ids: vec![ids[1].clone()],
+            stages: None,
         });
         assert_eq!(code, 0);
         assert!(out
@@ -488,8 +545,9 @@ mod tests {
         assert!(!out.join("runs").join(&ids[0]).exists());
         let bad = export(ExportArgs {
             state_dir: Some(state.clone()),
-            out_dir: tmp.path().join("x"),
+            out_dir: Some(tmp.path().join("x")),
             run_ids: vec![crate::store::new_ulid()],
+            stages: None,
         });
         assert_eq!(bad, 1);
 

@@ -61,6 +61,7 @@ impl Drop for QuietGuard<'_> {
 }
 
 /// Appends a run's events.
+#[derive(Clone)]
 pub struct Emitter {
     pub store: Arc<dyn RunStore>,
     pub run_id: String,

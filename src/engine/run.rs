@@ -33,6 +33,33 @@ pub struct RunOptions {
     pub files: Arc<dyn FileSource + Send + Sync>,
     /// Seed of weighted edge selection and retry jitter; `None` derives one from the run id.
     pub seed: Option<u64>,
+    /// The run's goal (create body or `[run] goal`); `None` keeps the graph's `goal`. It is
+    /// `$goal`, `$SVC_GOAL`, `graph.goal`, the preambles' goal and `run.started`'s.
+    pub goal: Option<String>,
+    /// The run's model: LLM stages whose node names no `model` use it.
+    pub model: Option<ModelChoice>,
+    /// Whether a manager stage's child run must be approved before it runs.
+    pub child_approval: ChildApproval,
+}
+
+/// `[run] child_approval` as the engine applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChildApproval {
+    /// Children run at once.
+    #[default]
+    Automatic,
+    /// A child waits in `pending{approval_required}` until approved or denied over HTTP.
+    Required,
+    /// Approval is required but nobody can give it (`svc run` without `--auto-approve`):
+    /// the manager stage fails saying so.
+    Unavailable,
+}
+
+/// A model the run asked for (`provider` optional: the catalog knows most names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelChoice {
+    pub provider: Option<String>,
+    pub name: String,
 }
 
 impl RunOptions {
@@ -43,7 +70,15 @@ impl RunOptions {
             inputs: Context::new(),
             files: Arc::new(NoFiles),
             seed: None,
+            goal: None,
+            model: None,
+            child_approval: ChildApproval::Automatic,
         }
+    }
+
+    /// The goal this run works towards: the run's own, else the graph's.
+    pub fn goal_of<'a>(&'a self, wf: &'a Workflow) -> &'a str {
+        self.goal.as_deref().unwrap_or_else(|| wf.goal())
     }
 }
 
@@ -88,7 +123,7 @@ impl Engine {
         let begun = emit_run(
             &shared,
             "run.started",
-            json!({"name": wf.name(), "goal": wf.goal()}),
+            json!({"name": wf.name(), "goal": options.goal_of(wf)}),
         )
         .and_then(|()| emit_run(&shared, "run.running", Value::Null))
         .and_then(|()| paused_before_start(&shared));
@@ -109,13 +144,29 @@ impl Engine {
         let checkpoint = match restore(services.store.as_ref(), &options.run_id) {
             Ok(Some(c)) => c,
             Ok(None) => return Engine::run(wf, options, services),
-            Err(why) => return failed_early(options, services, why),
+            Err(why) => {
+                return dead(
+                    options,
+                    services,
+                    format!("cannot resume: the checkpoint cannot be read: {why}"),
+                )
+            }
         };
-        let shared = new_shared(options, services, checkpoint.stage_index);
         let next = checkpoint
             .next_node_id
             .as_deref()
             .and_then(|id| wf.node_index(id));
+        if next.is_none() {
+            return dead(
+                options,
+                services,
+                format!(
+                    "cannot resume: the checkpoint's next node `{}` is not in the workflow",
+                    checkpoint.next_node_id.unwrap_or_default()
+                ),
+            );
+        }
+        let shared = new_shared(options, services, checkpoint.stage_index);
         let mut walker = run_walker(wf, &shared, checkpoint.state);
         let begun = emit_run(
             &shared,
@@ -195,6 +246,7 @@ fn run_walker<'w>(wf: &'w Workflow, shared: &'w Shared<'w>, state: RunState) -> 
         stop_at: None,
         cancel: shared.services.cancel.clone(),
         files: shared.options.files.clone(),
+        mirrors: Vec::new(),
     };
     Walker::new(wf, shared, scope, state)
 }
@@ -302,6 +354,25 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
         error,
         path: state.path,
         context: state.context,
+    }
+}
+
+/// The run can neither make progress nor ever be resumed: `run.dead {reason, error}`.
+/// (docs/decisions.md lists when.) The outcome is a failure with reason `dead`.
+pub fn dead(options: &RunOptions, services: &Services, why: String) -> RunOutcome {
+    let shared = new_shared(options, services, 0);
+    let props = json!({"reason": "unresumable", "error": why});
+    let error = match emit_run(&shared, "run.dead", props) {
+        Ok(()) => why,
+        Err(e) => format!("{why} (and the final event could not be recorded: {e})"),
+    };
+    RunOutcome {
+        run_id: options.run_id.clone(),
+        status: RunResult::Failed,
+        reason: "dead".into(),
+        error: Some(error),
+        path: Vec::new(),
+        context: Context::new(),
     }
 }
 

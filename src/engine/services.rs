@@ -209,8 +209,18 @@ impl LlmBackend for DryRunBackend {
         &self,
         req: &LlmRequest,
         _: &CancelToken,
-        _: LlmEvents<'_>,
+        events: LlmEvents<'_>,
     ) -> Result<LlmResponse, LlmError> {
+        // What a provider would have been sent on a fresh conversation.
+        let text = match req.preamble.as_deref().filter(|p| !p.trim().is_empty()) {
+            Some(p) => format!("{p}\n\n{}", req.prompt),
+            None => req.prompt.clone(),
+        };
+        events(
+            "stage.prompt",
+            serde_json::json!({"text": text, "provider": null, "model": req.model,
+                               "continued": false, "simulated": true}),
+        );
         let first_line = req.prompt.lines().next().unwrap_or("").trim();
         let shown: String = first_line.chars().take(80).collect();
         Ok(LlmResponse {

@@ -126,6 +126,25 @@ pub(crate) struct Scope {
     pub cancel: CancelToken,
     /// Files relative to this workflow (schemas, child workflows).
     pub files: Arc<dyn FileSource + Send + Sync>,
+    /// The manager child runs this walk is inside, outermost first: each gets a copy of
+    /// every event with its node ids relative to it (the first `strip` bytes of the scoped
+    /// id removed). Empty for the run itself.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// A child run that records the events of its subtree (see [`Scope::mirrors`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Mirror {
+    pub run_id: String,
+    /// Length of the scoped-id prefix (`<manager>/`) that its node ids drop.
+    pub strip: usize,
+}
+
+impl Scope {
+    /// The run this walk belongs to (the innermost child run), `None` for the run itself.
+    pub fn run_id(&self) -> Option<&str> {
+        self.mirrors.last().map(|m| m.run_id.as_str())
+    }
 }
 
 /// State shared by every walker of one run.
@@ -245,14 +264,44 @@ impl<'w> Walker<'w> {
         if let Some((group, branch)) = &self.scope.branch {
             draft = draft.parallel(group, branch);
         }
+        // Questions are asked and answered on the run itself only.
+        if !kind.starts_with("interview.") {
+            for m in &self.scope.mirrors {
+                self.mirror(m, &draft)?;
+            }
+        }
         self.shared.emitter.emit(draft)
+    }
+
+    /// A copy of `draft` for a child run, node ids relative to it.
+    fn mirror(&self, m: &Mirror, draft: &EventDraft) -> Result<(), StoreError> {
+        let mut copy = draft.clone();
+        if let Some(id) = &draft.node_id {
+            copy.node_id = Some(id.get(m.strip..).unwrap_or(id).to_string());
+        }
+        let emitter = Emitter {
+            run_id: m.run_id.clone(),
+            ..self.shared.emitter.clone()
+        };
+        emitter.emit(copy).map(|_| ())
     }
 
     /// Seeds the context (run start, loop restart, child workflow start).
     pub fn seed_context(&mut self) {
         let opts = self.shared.options;
         let work_dir = opts.workdir.display().to_string();
+        let inherited = self.state.context.get(context::GRAPH_GOAL).cloned();
         context::seed(&mut self.state.context, self.wf, &opts.run_id, &work_dir);
+        // The run's goal (create body, `[run] goal`) wins over the graph's; a manager's
+        // child workflow keeps its own goal, or the parent's when it has none.
+        let goal = match self.scope.kind {
+            ScopeKind::Run => opts.goal.clone().map(Value::String),
+            _ if self.wf.goal().is_empty() => inherited,
+            _ => None,
+        };
+        if let Some(goal) = goal {
+            self.state.set(context::GRAPH_GOAL.to_string(), goal);
+        }
     }
 
     /// Walks from `node` until the exit, the scope's join, or a stop.
@@ -311,6 +360,9 @@ impl<'w> Walker<'w> {
     }
 
     fn check_cancel(&self) -> Result<(), Stop> {
+        if self.scope.kind == ScopeKind::Run && self.scope.cancel.is_paused() {
+            self.honour_pause()?;
+        }
         if self.scope.cancel.wait_while_paused() || self.scope.cancel.is_cancelled() {
             return Err(Stop::Cancelled(
                 self.scope
@@ -318,6 +370,20 @@ impl<'w> Walker<'w> {
                     .reason()
                     .unwrap_or_else(|| "cancelled".into()),
             ));
+        }
+        Ok(())
+    }
+
+    /// The run holds before its next stage: `run.paused` settles the pending pause request
+    /// (`pending_control` shows `pause` until then). A run paused already (it was blocked on
+    /// a question when the pause came) records nothing more.
+    fn honour_pause(&self) -> Result<(), Stop> {
+        let store = &self.shared.services.store;
+        let paused = store
+            .get_run(&self.shared.options.run_id)?
+            .is_some_and(|r| matches!(r.status, crate::store::RunStatus::Paused { .. }));
+        if !paused {
+            self.emit("run.paused", None, json!({"prior_block": null}))?;
         }
         Ok(())
     }
@@ -630,11 +696,12 @@ impl<'w> Walker<'w> {
             format!("{}{id}", context::RETRY_COUNT_PREFIX),
             Value::from(f.attempts.saturating_sub(1)),
         );
-        st.set(context::LAST_STAGE, Value::String(id.to_string()));
-        // A conditional node is transparent: it leaves the previous stage's outcome keys.
-        if self.wf.handler(node) == Some(HandlerKind::Conditional) {
+        // Start, exit and conditional nodes do no work: they leave `last_stage` and the
+        // previous stage's outcome keys, so a diamond routes on the stage before it.
+        if !writes_last_stage(self.wf.handler(node)) {
             return;
         }
+        st.set(context::LAST_STAGE, Value::String(id.to_string()));
         st.set(context::OUTCOME, Value::String(o.status.as_str().into()));
         let failure = o.failure.as_ref().filter(|_| o.is_failed());
         let class = failure.map(|f| f.class.as_str()).unwrap_or("");
@@ -961,4 +1028,14 @@ pub(crate) fn describe_duration(d: Duration) -> String {
     } else {
         format!("{:.1}s", d.as_secs_f64())
     }
+}
+
+/// Whether a stage of this handler is "a stage that does work": it sets `last_stage`,
+/// `outcome`, `failure_class`, `failure_signature` and `preferred_label`. Start, exit and
+/// conditional nodes do not (docs/decisions.md lists the handlers).
+fn writes_last_stage(kind: Option<HandlerKind>) -> bool {
+    !matches!(
+        kind,
+        Some(HandlerKind::Start | HandlerKind::Exit | HandlerKind::Conditional)
+    )
 }

@@ -297,6 +297,12 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             j(v)
         }
         ("POST", "/api/v1/runs/{id}/unarchive") => j(run_json(&find(ctx)?)),
+        ("POST", "/api/v1/runs/{id}/retry") => {
+            let f = find(ctx)?;
+            let mut v = with_status(&f, json!({"kind": "runnable"}), None);
+            v["retried_from"] = json!(f.id);
+            Ok(Reply::json(201, &v))
+        }
         ("POST", "/api/v1/runs/{id}/approve") => {
             j(with_status(&find(ctx)?, json!({"kind": "runnable"}), None))
         }
@@ -322,6 +328,14 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
         ("GET", "/api/v1/runs/{id}/checkpoint") => {
             find(ctx)?;
             j(Value::Null)
+        }
+        ("GET", "/api/v1/runs/{id}/stages") => {
+            find(ctx)?;
+            j(json!({"data": []}))
+        }
+        ("GET", "/api/v1/runs/{id}/stages/{node}") => {
+            find(ctx)?;
+            Err(ApiError::not_found("Demo runs have no stage records."))
         }
         ("GET", "/api/v1/runs/{id}/graph/source") => {
             find(ctx)?;

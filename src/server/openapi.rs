@@ -134,6 +134,9 @@ fn operations() -> Vec<Op> {
         op("get", "/api/v1/openapi.json", "Discovery", "This document")
             .public()
             .resp(vec![ok("200", "OpenAPI 3.1 description.", json!({"type": "object"}))]),
+        op("get", "/openapi.json", "Discovery", "Alias of GET /api/v1/openapi.json (SPEC 9.3)")
+            .public()
+            .resp(vec![ok("200", "OpenAPI 3.1 description.", json!({"type": "object"}))]),
         op("get", "/api/v1/user", "Auth", "The authenticated user")
             .resp(vec![ok("200", "The caller.", r("User"))]),
         op("post", "/api/v1/workflow-versions", "Workflows", "Register a workflow package")
@@ -177,6 +180,13 @@ fn operations() -> Vec<Op> {
         op("post", "/api/v1/runs/{id}/unpause", "Runs", "Unpause a paused run").id().resp(vec![run(), nf(), conflict()]),
         op("post", "/api/v1/runs/{id}/archive", "Runs", "Archive a finished run (idempotent)").id().resp(vec![run(), nf(), conflict()]),
         op("post", "/api/v1/runs/{id}/unarchive", "Runs", "Unarchive a run (idempotent)").id().resp(vec![run(), nf()]),
+        op("post", "/api/v1/runs/{id}/retry", "Runs", "Retry a failed or dead run: a new run from the same workflow version and inputs, started at once")
+            .id()
+            .resp(vec![
+                ok("201", "The new run (`retried_from` names this one).", r("Run")),
+                nf(),
+                err("409", "The run is not failed or dead, or its workflow version no longer exists."),
+            ]),
         op("post", "/api/v1/runs/{id}/approve", "Runs", "Approve a run awaiting approval")
             .id()
             .body(json!({"type": "object"}), false)
@@ -221,6 +231,13 @@ fn operations() -> Vec<Op> {
         op("get", "/api/v1/runs/{id}/checkpoint", "Run Internals", "Latest checkpoint (or null)")
             .id()
             .resp(vec![ok("200", "The checkpoint, or null.", json!({"type": ["object", "null"]})), nf()]),
+        op("get", "/api/v1/runs/{id}/stages", "Run Internals", "Every stage visit: exact prompt text, response, outcome, command output")
+            .id()
+            .resp(vec![ok("200", "Stage visits in the order they started.", json!({"type": "object", "properties": {"data": {"type": "array", "items": r("StageVisit")}}})), nf()]),
+        op("get", "/api/v1/runs/{id}/stages/{node}", "Run Internals", "The visits of one stage")
+            .id()
+            .param("node", "path", json!({"type": "string"}), "Node id (`<manager>%2F<node>` inside a child workflow).")
+            .resp(vec![ok("200", "The node's visits.", json!({"type": "object", "properties": {"node_id": {"type": "string"}, "visits": {"type": "array", "items": r("StageVisit")}}})), err("404", "No such run, or the stage never ran.")]),
         op("get", "/api/v1/runs/{id}/graph/source", "Run Internals", "The run's DOT source")
             .id()
             .resp(vec![
@@ -425,6 +442,25 @@ fn schemas() -> Value {
         "Principal": {"type": "object", "required": ["kind"], "properties": {
             "kind": {"enum": ["user", "worker", "webhook", "chat", "agent", "system"]}
         }},
+        "StageVisit": {
+            "type": "object",
+            "required": ["node_id", "visit", "attempts", "outcome", "context_updates", "prompts"],
+            "properties": {
+                "node_id": {"type": "string"},
+                "visit": {"type": "integer", "minimum": 1},
+                "handler_type": nullable("string"),
+                "attempts": {"type": "integer"},
+                "outcome": {"enum": ["succeeded", "partially_succeeded", "skipped", "failed", "running"]},
+                "notes": nullable("string"),
+                "failure_reason": nullable("string"),
+                "preferred_label": nullable("string"),
+                "context_updates": {"type": "object"},
+                "prompts": {"type": "array", "items": {"type": "object", "description": "`stage.prompt` properties: text (exactly what was sent), mode, provider, model, continued, fidelity, thread_id, preamble, prompt, visit."}},
+                "response": nullable("string"),
+                "command": {"type": ["object", "null"], "description": "`command.completed` properties (stdout, stderr, exit_code...)."},
+                "duration_ms": {"type": ["integer", "null"]}
+            }
+        },
         "Run": {
             "type": "object",
             "required": ["id", "children_count", "title", "goal", "workflow", "automation", "repository", "created_by", "origin", "labels", "lifecycle", "sandbox", "models", "source_directory", "timestamps", "timing", "billing", "size", "ask_svc", "diff", "pull_request", "current_question", "superseded_by", "retried_from", "links"],

@@ -211,9 +211,23 @@ impl PackageFiles<'_> {
 }
 
 impl FileSource for PackageFiles<'_> {
+    /// A path of the package (relative to the referring file), else the same path in a
+    /// dependency; a dependency's id or entry path reads that dependency's entry workflow
+    /// (how `stack.child_workflow` names a dependency).
     fn read(&self, rel: &str) -> Option<String> {
-        let p = resolve(&self.from, rel)?;
-        self.lookup(&p).map(str::to_string)
+        let p = resolve(&self.from, rel);
+        if let Some(found) = p.as_deref().and_then(|p| self.files.get(p)) {
+            return Some(found.clone());
+        }
+        let trimmed = rel.trim();
+        if let Some(dep) = self
+            .deps
+            .iter()
+            .find(|d| d.id == trimmed || d.package.entrypoint == trimmed)
+        {
+            return Some(dep.source().to_string());
+        }
+        self.lookup(&p?).map(str::to_string)
     }
     fn describe(&self, rel: &str) -> String {
         resolve(&self.from, rel).unwrap_or_else(|| rel.to_string())

@@ -229,6 +229,18 @@ pub struct RunDefaults {
     pub metadata: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxDefault>,
+    /// Whether a manager stage's child run waits for approval (`none` by default).
+    pub child_approval: ChildApprovalPolicy,
+}
+
+/// `[run] child_approval`: `none` (children run at once, the default) or `required`
+/// (each child waits in `pending{approval_required}` until approved or denied over HTTP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildApprovalPolicy {
+    #[default]
+    None,
+    Required,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

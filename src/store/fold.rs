@@ -103,6 +103,7 @@ impl RunRow {
                 .filter_map(|k| Some((k.to_string(), p.get(*k)?.clone())))
                 .collect(),
             usage: UsageTotals::default(),
+            models_used: Vec::new(),
         }
     }
 }
@@ -137,6 +138,7 @@ pub(crate) fn empty_row() -> RunRow {
         current_question: None,
         questions: Vec::new(),
         superseded_by: None,
+        models_used: Vec::new(),
         created_meta: Map::new(),
         usage: UsageTotals::default(),
     }
@@ -230,6 +232,18 @@ fn add_usage(totals: &mut UsageTotals, usage: &Value) {
     totals.tool_time_ms += int(u.get("tool_time_ms"));
 }
 
+/// Adds the model of a stage attempt's `usage` to the models the run used (once each).
+fn note_model(models: &mut Vec<Value>, usage: &Value) {
+    let Some(name) = usage.get("model").and_then(Value::as_str) else {
+        return;
+    };
+    let provider = usage.get("provider").cloned().unwrap_or(Value::Null);
+    let m = json!({"provider": provider, "name": name});
+    if !models.contains(&m) {
+        models.push(m);
+    }
+}
+
 /// Applies one event to a row. Pure: the result depends only on `row` and `event`.
 /// Unknown kinds change only the bookkeeping fields (`last_seq`, `last_event_at`, `updated_at`).
 pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
@@ -280,7 +294,10 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
             set_status(&mut row, RunStatus::Failed { reason }, ts);
             row.error = p.get("error").and_then(error_message);
         }
-        "run.dead" => set_status(&mut row, RunStatus::Dead, ts),
+        "run.dead" => {
+            set_status(&mut row, RunStatus::Dead, ts);
+            row.error = p.get("error").and_then(error_message);
+        }
         "run.cancel.requested" => row.pending_control = Some(Control::Cancel),
         "run.pause.requested" => row.pending_control = Some(Control::Pause),
         "run.unpause.requested" => row.pending_control = Some(Control::Unpause),
@@ -313,6 +330,7 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
         "stage.completed" | "stage.failed" => {
             if let Some(u) = p.get("usage") {
                 add_usage(&mut row.usage, u);
+                note_model(&mut row.models_used, u);
             }
         }
         "interview.started" => row.questions.push(p.clone()),

@@ -208,6 +208,35 @@ impl RunStatus {
         }
     }
 
+    /// The one resume rule (`svc resume` and `POST start {resume:true}`): why a run in this
+    /// status cannot continue from its last checkpoint, or `None` when it can. A failed run
+    /// can, whatever the failure (cancelled, interrupted by a signal or a server stop, a
+    /// stage failure), except one denied approval (it never ran). `orphaned` says that an
+    /// active status was left by a process that is gone (the CLI cannot tell otherwise; the
+    /// server marks its own interrupted runs failed at startup): such a run can continue.
+    /// Succeeded and dead runs cannot (retry makes a new run).
+    pub fn resume_refusal(&self, orphaned: bool) -> Option<String> {
+        match self {
+            RunStatus::Failed { reason } if reason == "approval_denied" => {
+                Some("its approval was denied, so it never ran".into())
+            }
+            RunStatus::Failed { .. } => None,
+            RunStatus::Starting
+            | RunStatus::Running
+            | RunStatus::Blocked { .. }
+            | RunStatus::Paused { .. }
+                if orphaned =>
+            {
+                None
+            }
+            RunStatus::Succeeded { .. } => Some("it already finished (succeeded)".into()),
+            RunStatus::Dead => {
+                Some("it is dead: it cannot make progress (retry creates a new run)".into())
+            }
+            other => Some(format!("it is {}, not failed or interrupted", other.name())),
+        }
+    }
+
     /// Every `kind` tag, in lifecycle order.
     pub const NAMES: [&'static str; 11] = [
         "submitted",
@@ -276,6 +305,10 @@ pub struct RunRow {
     /// LLM usage summed over every stage attempt that reported one.
     #[serde(default)]
     pub usage: UsageTotals,
+    /// The models LLM stage attempts reported using (`{provider, name}`), distinct, in
+    /// order of first use.
+    #[serde(default)]
+    pub models_used: Vec<Value>,
 }
 
 /// Run-level sums of the `usage` objects on `stage.completed` / `stage.failed` events

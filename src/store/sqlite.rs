@@ -135,6 +135,7 @@ struct StateRef<'a> {
     questions: &'a [Value],
     superseded_by: &'a Option<String>,
     usage: &'a UsageTotals,
+    models_used: &'a [Value],
 }
 
 #[derive(Deserialize)]
@@ -157,6 +158,8 @@ struct StateOwned {
     superseded_by: Option<String>,
     #[serde(default)]
     usage: UsageTotals,
+    #[serde(default)]
+    models_used: Vec<Value>,
 }
 
 fn encode_state(row: &RunRow) -> Result<String, StoreError> {
@@ -176,6 +179,7 @@ fn encode_state(row: &RunRow) -> Result<String, StoreError> {
         questions: &row.questions,
         superseded_by: &row.superseded_by,
         usage: &row.usage,
+        models_used: &row.models_used,
     })
     .map_err(|source| StoreError::Encode {
         what: "row state",
@@ -223,6 +227,7 @@ fn assemble(
     row.questions = s.questions;
     row.superseded_by = s.superseded_by;
     row.usage = s.usage;
+    row.models_used = s.models_used;
     if let Some(text) = checkpoint {
         row.checkpoint = Some(parse_event(run_id, 0, text)?.properties);
     }

@@ -100,6 +100,21 @@ impl Sandbox {
         }
     }
 
+    /// `svc export --stages <work>/<dir> RUN_ID`, asserted to succeed; returns the folder.
+    pub fn export_stages(&self, dir: &str, run_id: &str) -> PathBuf {
+        let logs = self.work().join(dir);
+        let out = self
+            .command(&["export", "--stages", logs.to_str().unwrap_or(""), run_id])
+            .output()
+            .expect("svc export");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        logs
+    }
+
     /// Lines in a file of the working directory (0 when it does not exist).
     pub fn lines(&self, file: &str) -> usize {
         std::fs::read_to_string(self.work().join(file))

@@ -190,6 +190,15 @@ pub const PROVIDERS: [Provider; 5] = [
     Provider::OpenAiCompatible,
 ];
 
+/// The usage a scripted turn reports when a test needs no particular figures.
+pub const SMALL_USAGE: Usage = Usage {
+    input: 10,
+    output: 5,
+    reasoning: 0,
+    cache_read: 0,
+    cache_write: 0,
+};
+
 pub fn text(t: &str) -> Turn {
     Turn::Text(t.to_string())
 }

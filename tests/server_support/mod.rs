@@ -521,3 +521,56 @@ pub fn assert_error(r: &Resp, status: u16) -> Value {
     assert_eq!(e["request_id"], rid.as_str());
     b
 }
+
+/// Stores a provider key in the server's vault with `svc secrets set`, as a user would.
+pub fn store_key(s: &Server, name: &str, value: &str) {
+    let o = Command::new(bin())
+        .args(["secrets", "set", name, value, "--state-dir"])
+        .arg(s.path())
+        .output()
+        .expect("svc secrets set");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Settings with dev-token auth and each `(provider, base_url)` pointed at a test server.
+pub fn settings_with(providers: &[(&str, &str)]) -> String {
+    let mut s = "[server.auth]\nmethods = [\"dev-token\"]\n".to_string();
+    for (name, url) in providers {
+        s.push_str(&format!("[llm.providers.{name}]\nbase_url = \"{url}\"\n"));
+    }
+    s
+}
+
+/// A dev server whose Anthropic endpoint is `base` (a scripted test server), with a key in
+/// its vault and `extra` appended to its settings.
+pub fn served_anthropic(base: &str, extra: &str) -> Server {
+    let settings = settings_with(&[("anthropic", base)]) + extra;
+    let s = Server::with(Opts {
+        settings: Some(&settings),
+        ..Opts::default()
+    });
+    store_key(&s, "ANTHROPIC_API_KEY", "served-key");
+    s
+}
+
+/// The run's status kind (`lifecycle.status.kind`).
+pub fn status_kind(s: &Server, id: &str) -> Value {
+    s.get(&format!("/api/v1/runs/{id}")).json()["lifecycle"]["status"]["kind"].clone()
+}
+
+/// Waits (up to 60 s) until the run's status kind is one of `kinds`.
+pub fn wait_kind(s: &Server, id: &str, kinds: &[&str]) -> Value {
+    wait_for(60, &format!("run {id} to be one of {kinds:?}"), || {
+        let k = status_kind(s, id);
+        kinds.iter().any(|w| k == *w).then_some(k)
+    })
+}
+
+/// Every event of a run (first 1,000).
+pub fn run_events(s: &Server, id: &str) -> Vec<Value> {
+    s.get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+        .json()["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}

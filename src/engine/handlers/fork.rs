@@ -146,6 +146,7 @@ fn run_branch(
         stop_at: Some(join),
         cancel: cx.cancel.clone(),
         files: parent.scope.files.clone(),
+        mirrors: parent.scope.mirrors.clone(),
     };
     let mut walker = Walker::new(parent.wf, parent.shared, scope, parent.state.clone());
     let started = Instant::now();

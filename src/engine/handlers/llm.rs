@@ -9,6 +9,7 @@ use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX, VISI
 use crate::engine::failure::StageStatus;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, StructuredOutput};
+use crate::engine::run::ModelChoice;
 use crate::engine::services::{LlmBackend, LlmMode, LlmRequest, LlmStop, LlmUsage};
 use crate::llm::{PricedUsage, Timing};
 use crate::workflow::HandlerKind;
@@ -53,6 +54,14 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         },
     };
     let plan = cx.walker.plan.as_ref();
+    // The node's own model (attribute or stylesheet), else the run's.
+    let model = match v.nonempty("model") {
+        Some(name) => Some(ModelChoice {
+            provider: None,
+            name: name.to_string(),
+        }),
+        None => cx.walker.options().model.clone(),
+    };
     let mut req = LlmRequest {
         node_id: cx.scoped_id(),
         mode: if cx.kind == HandlerKind::Prompt {
@@ -61,8 +70,11 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             LlmMode::Agent
         },
         prompt: cx.expand(prompt),
-        model: v.nonempty("model").map(String::from),
-        provider: v.nonempty("provider").map(String::from),
+        model: model.as_ref().map(|m| m.name.clone()),
+        provider: v
+            .nonempty("provider")
+            .map(String::from)
+            .or_else(|| model.as_ref().and_then(|m| m.provider.clone())),
         reasoning_effort: Some(
             v.nonempty("reasoning_effort")
                 .unwrap_or(DEFAULT_REASONING_EFFORT)
@@ -130,6 +142,9 @@ fn converse(
         let result = backend.complete(req, cx.cancel, &mut |kind, mut props| {
             if let Value::Object(m) = &mut props {
                 m.entry("visit").or_insert_with(|| visit.clone());
+                if kind == "stage.prompt" {
+                    describe_prompt(cx, req, m);
+                }
             }
             if store_error.is_none() {
                 store_error = cx.emit(kind, props).err();
@@ -244,6 +259,29 @@ impl Spent {
         o.files_touched = self.files_touched;
         o
     }
+}
+
+/// `stage.prompt` also says how the text was put together: the stage's mode, fidelity,
+/// thread, and the preamble and expanded prompt it was made of.
+fn describe_prompt(
+    cx: &StageCtx<'_, '_>,
+    req: &LlmRequest,
+    m: &mut serde_json::Map<String, Value>,
+) {
+    let mode = match req.mode {
+        LlmMode::Agent => "agent",
+        LlmMode::Prompt => "prompt",
+    };
+    m.insert("mode".into(), Value::from(mode));
+    if let Some(plan) = cx.walker.plan.as_ref() {
+        m.insert("fidelity".into(), Value::from(plan.fidelity.as_str()));
+        m.insert("thread_id".into(), Value::from(plan.thread.clone()));
+    }
+    m.insert(
+        "preamble".into(),
+        req.preamble.clone().map_or(Value::Null, Value::from),
+    );
+    m.insert("prompt".into(), Value::from(req.prompt.clone()));
 }
 
 fn record_response(cx: &StageCtx<'_, '_>, o: &mut StageOutcome, text: &str) {

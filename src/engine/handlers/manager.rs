@@ -7,13 +7,14 @@
 //! Must not touch: the parent's state beyond the stage outcome (the child's new context
 //! keys come back as context updates, engine keys excluded).
 
+use super::child_run::{self, Refused};
 use super::{HandlerResult, Interrupt, StageCtx};
 use crate::engine::checkpoint::RunState;
 use crate::engine::context::{self, Context};
 use crate::engine::failure::FailureClass;
 use crate::engine::fidelity;
 use crate::engine::outcome::{Failure, StageOutcome};
-use crate::engine::walker::{Scope, ScopeKind, Stop, WalkEnd, Walker};
+use crate::engine::walker::{Mirror, Scope, ScopeKind, Stop, WalkEnd, Walker};
 use crate::workflow::condition::{Condition, MapEnv};
 use crate::workflow::{self, FileSource, Workflow};
 use crossbeam_channel::RecvTimeoutError;
@@ -63,13 +64,50 @@ enum Verdict {
 }
 
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
-    let (child, files) = match load_child(cx) {
+    let (child, files, source, path) = match load_child(cx) {
         Ok(x) => x,
         Err(why) => return deterministic(cx, &why),
     };
     let Some(start) = child.start else {
         return deterministic(cx, "has a child workflow without a start node");
     };
+    let record = match child_run::open(cx, &child, &source, path) {
+        Ok(r) => r,
+        Err(Refused::Store(e)) => return Err(Interrupt::Store(e)),
+        Err(Refused::Cancelled) => return Err(Interrupt::Cancelled),
+        Err(Refused::Denied(why)) => {
+            return deterministic(
+                cx,
+                &format!("could not run its child: approval denied: {why}"),
+            )
+        }
+    };
+    let result = supervise(cx, &child, files, start, &record.id);
+    let ended = match &result {
+        Ok(o) if !o.is_failed() => child_run::end(cx, &record, Ok(())),
+        Ok(o) => {
+            let why = o.failure.as_ref().map_or("failed", |f| f.message.as_str());
+            child_run::end(cx, &record, Err(("workflow_error", why)))
+        }
+        Err(_) => child_run::end(
+            cx,
+            &record,
+            Err(("cancelled", "the manager stage was cancelled")),
+        ),
+    };
+    ended?;
+    result
+}
+
+/// Runs the child workflow on its own thread, polling it and applying the stop condition
+/// and the cycle budget.
+fn supervise(
+    cx: &StageCtx<'_, '_>,
+    child: &Workflow,
+    files: Files,
+    start: usize,
+    child_run: &str,
+) -> HandlerResult {
     let v = cx.view();
     let poll = v
         .duration("manager.poll_interval")
@@ -96,7 +134,14 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         stop_at: None,
         cancel: token.clone(),
         files,
+        mirrors: cx.walker.scope.mirrors.clone(),
     };
+    let strip = scope.prefix.len();
+    let mut scope = scope;
+    scope.mirrors.push(Mirror {
+        run_id: child_run.to_string(),
+        strip,
+    });
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let (verdict, after) = std::thread::scope(|s| {
         s.spawn(|| {
@@ -113,7 +158,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
                     state.context.remove(fidelity::PARENT_PREAMBLE);
                 }
             }
-            let mut walker = Walker::new(&child, cx.walker.shared, scope, state);
+            let mut walker = Walker::new(child, cx.walker.shared, scope, state);
             walker.seed_context();
             *mirror.lock() = walker.state.context.clone();
             walker.mirror = Some(mirror.clone());
@@ -162,10 +207,11 @@ fn deterministic(cx: &StageCtx<'_, '_>, what: &str) -> HandlerResult {
     ))))
 }
 
-/// The child's source and the files it may reference.
-fn load_child(cx: &StageCtx<'_, '_>) -> Result<(Workflow, Files), String> {
+/// The child workflow, the files it may reference, its source and its path (none inline).
+fn load_child(cx: &StageCtx<'_, '_>) -> Result<(Workflow, Files, String, Option<String>), String> {
     let v = cx.view();
     let parent_files = cx.walker.scope.files.clone();
+    let named = v.nonempty("stack.child_workflow").map(String::from);
     let (source, files): (String, Files) = if let Some(src) = v.nonempty("stack.child_dot_source") {
         (src.to_string(), parent_files)
     } else if let Some(path) = v.nonempty("stack.child_workflow") {
@@ -191,6 +237,7 @@ fn load_child(cx: &StageCtx<'_, '_>) -> Result<(Workflow, Files), String> {
             "has no child workflow (set stack.child_workflow or stack.child_dot_source)".into(),
         );
     };
+    let named = named.filter(|_| v.nonempty("stack.child_dot_source").is_none());
     let loaded = workflow::load(&source, files.as_ref())
         .map_err(|e| format!("has a child workflow that does not parse: {}", e.message))?;
     if loaded.has_errors() {
@@ -205,7 +252,7 @@ fn load_child(cx: &StageCtx<'_, '_>) -> Result<(Workflow, Files), String> {
             errors.join("; ")
         ));
     }
-    Ok((loaded.workflow, files))
+    Ok((loaded.workflow, files, source, named))
 }
 
 /// The stop condition against the child's context (its latest `outcome` and label).

@@ -3,6 +3,7 @@
 //! token was cancelled or the store failed).
 //! Must not touch: routing, retries, visits or checkpoints (the walker owns those).
 
+mod child_run;
 mod fork;
 mod gate;
 mod llm;

@@ -8,7 +8,9 @@ use super::super::versions::{PackageFiles, Version};
 use super::interviewer::{AskEnd, RunHandle};
 use crate::engine::cancel::CancelToken;
 use crate::engine::human::Question;
+use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
+use crate::settings::ChildApprovalPolicy;
 use crate::store::{
     Event, EventDraft, Hub, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStore, StoreError,
 };
@@ -21,6 +23,8 @@ use std::sync::Arc;
 pub struct Job {
     pub row: RunRow,
     pub version: Option<Arc<Version>>,
+    /// The version's registered dependencies (child workflows by id or entry path).
+    pub deps: Vec<Arc<Version>>,
     pub handle: Arc<RunHandle>,
     /// Where commands and agents run (`<state-dir>/scratch/<run-id>`).
     pub workdir: PathBuf,
@@ -142,24 +146,42 @@ pub struct EngineExecutor {
     pub settings: crate::settings::SettingsHandle,
 }
 
-/// Ends a run that cannot start; after an interruption the reason is `resume_failed` and
-/// the error says why the resume was impossible.
+/// The model the run was created with (create body `model`, else `[run] model` then).
+fn requested_model(row: &RunRow) -> Option<ModelChoice> {
+    let m = row.created_meta.get("models")?.as_array()?.first()?;
+    Some(ModelChoice {
+        provider: m.get("provider").and_then(Value::as_str).map(String::from),
+        name: m.get("name")?.as_str()?.to_string(),
+    })
+}
+
+/// The run cannot start. After an interruption (a server stop) it fails with
+/// `resume_failed` and an error saying why the resume was impossible (the user may still
+/// retry or resume it by hand); a resume asked for by a user of a run that already has a
+/// checkpoint can then never continue: it is `dead`; a fresh run fails with `launch_failed`.
 fn fail_launch(job: &Job, error: String) {
-    let (reason, error) = if job.recovery {
-        (
-            "resume_failed",
-            format!("the run was interrupted by a server stop and cannot be resumed: {error}"),
-        )
-    } else {
-        ("launch_failed", error)
-    };
-    let _ = job.store.append(
-        &job.row.id,
+    let draft = if job.recovery {
         EventDraft::new(
             "run.failed",
-            json!({"reason": reason, "error": error, "causes": [], "duration_ms": 0}),
-        ),
-    );
+            json!({
+                "reason": "resume_failed",
+                "error": format!("the run was interrupted by a server stop and cannot be resumed: {error}"),
+                "causes": [],
+                "duration_ms": 0,
+            }),
+        )
+    } else if job.row.checkpoint.is_some() {
+        EventDraft::new(
+            "run.dead",
+            json!({"reason": "unresumable", "error": format!("cannot resume: {error}")}),
+        )
+    } else {
+        EventDraft::new(
+            "run.failed",
+            json!({"reason": "launch_failed", "error": error, "causes": [], "duration_ms": 0}),
+        )
+    };
+    let _ = job.store.append(&job.row.id, draft);
 }
 
 impl Executor for EngineExecutor {
@@ -167,10 +189,13 @@ impl Executor for EngineExecutor {
         let files: Arc<dyn crate::workflow::FileSource + Send + Sync> = match &job.version {
             Some(v) => Arc::new(VersionFiles {
                 version: Arc::clone(v),
-                deps: Vec::new(),
+                deps: job.deps.clone(),
             }),
             None => Arc::new(crate::workflow::NoFiles),
         };
+        if let (Some(id), None) = (&job.row.workflow.version_id, &job.version) {
+            return fail_launch(job, format!("its workflow version {id} no longer exists"));
+        }
         let source = match &job.version {
             Some(v) => v.source().to_string(),
             None => job.row.workflow.source.clone(),
@@ -191,6 +216,12 @@ impl Executor for EngineExecutor {
         let options = RunOptions {
             inputs,
             files,
+            goal: Some(job.row.goal.clone()).filter(|g| !g.is_empty()),
+            model: requested_model(&job.row),
+            child_approval: match self.settings.get().run.child_approval {
+                ChildApprovalPolicy::None => ChildApproval::Automatic,
+                ChildApprovalPolicy::Required => ChildApproval::Required,
+            },
             ..RunOptions::new(&job.row.id, job.workdir.clone())
         };
         let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);

@@ -75,17 +75,20 @@ pub fn start(row: &RunRow, resume: bool, actor: &Value) -> Result<Plan, ApiError
             wake: true,
             ..Plan::default()
         }),
-        RunStatus::Failed { reason } if resume && reason != "approval_denied" => Ok(Plan {
-            events: vec![queued(true)],
-            wake: true,
-            ..Plan::default()
-        }),
-        RunStatus::Dead if resume => Ok(Plan {
-            events: vec![queued(true)],
-            wake: true,
-            ..Plan::default()
-        }),
-        _ => Err(conflict(row, if resume { "resumed" } else { "started" })),
+        // The one resume rule (`RunStatus::resume_refusal`); this server's active runs are
+        // live, never orphaned.
+        _ if resume => match row.status.resume_refusal(false) {
+            None => Ok(Plan {
+                events: vec![queued(true)],
+                wake: true,
+                ..Plan::default()
+            }),
+            Some(why) => Err(ApiError::conflict(format!(
+                "Run {} cannot be resumed: {why}.",
+                row.id
+            ))),
+        },
+        _ => Err(conflict(row, "started")),
     }
 }
 
@@ -132,11 +135,10 @@ pub fn pause(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
     }
     let requested = ev("run.pause.requested", json!({"action": "pause"}), actor);
     match &row.status {
+        // The engine records `run.paused` when it holds, before its next stage; until then
+        // `pending_control` shows `pause`.
         RunStatus::Running => Ok(Plan {
-            events: vec![
-                requested,
-                ev("run.paused", json!({"prior_block": null}), actor),
-            ],
+            events: vec![requested],
             signal: Some(Signal::Pause),
             ..Plan::default()
         }),
@@ -217,6 +219,14 @@ pub fn approve(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
     if !awaiting_approval(row) {
         return Err(conflict(row, "approved (it is not awaiting approval)"));
     }
+    // A manager stage's child (created by a worker) is run by its parent's engine, which
+    // waits for the approval: it is not queued for the scheduler.
+    if is_managed_child(row) {
+        return Ok(Plan {
+            events: vec![ev("run.approved", json!({}), actor)],
+            ..Plan::default()
+        });
+    }
     Ok(Plan {
         events: vec![
             ev("run.approved", json!({}), actor),
@@ -225,6 +235,17 @@ pub fn approve(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
         wake: true,
         ..Plan::default()
     })
+}
+
+/// Created by a parent run's manager stage (its creator is a `worker` principal).
+fn is_managed_child(row: &RunRow) -> bool {
+    row.parent_id.is_some()
+        && row
+            .created_meta
+            .get("created_by")
+            .and_then(|c| c.get("kind"))
+            .and_then(Value::as_str)
+            == Some("worker")
 }
 
 /// `POST deny {reason}`: pending approval → failed(approval_denied).
@@ -416,7 +437,20 @@ mod tests {
         assert_eq!(resumed.status, RunStatus::Runnable);
 
         let running = row(RunStatus::Running);
-        let p = after(running.clone(), &pause(&running, &a).unwrap());
+        // The request alone: the engine records `run.paused` when it holds.
+        let requested = after(running.clone(), &pause(&running, &a).unwrap());
+        assert_eq!(requested.status, RunStatus::Running);
+        assert_eq!(requested.pending_control, Some(Control::Pause));
+        assert_eq!(pause(&requested, &a).unwrap_err().status, 409);
+        let p = fold(
+            requested,
+            &EventDraft::new("run.paused", json!({"prior_block": null})).into_event(
+                "R",
+                99,
+                "E".into(),
+                "t".into(),
+            ),
+        );
         assert_eq!(p.status, RunStatus::Paused { prior_block: None });
         assert_eq!(p.pending_control, None);
         let u = after(p.clone(), &unpause(&p, &a).unwrap());

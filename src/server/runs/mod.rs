@@ -29,7 +29,9 @@
 pub mod exec;
 pub mod interviewer;
 pub mod lifecycle;
+pub mod retry;
 pub mod sse;
+pub mod stages;
 pub mod steer;
 pub mod usage;
 pub mod view;
@@ -322,9 +324,21 @@ impl Runs {
                 break;
             }
         }
+        // Registered dependencies: child workflows named by their id or entry path.
+        let deps = version
+            .as_ref()
+            .map(|v| {
+                v.package
+                    .dependencies
+                    .iter()
+                    .filter_map(|d| self.versions.get(d).ok().flatten())
+                    .collect()
+            })
+            .unwrap_or_default();
         let job = Job {
             row,
             version,
+            deps,
             handle,
             workdir,
             store: Arc::clone(&self.gated),
@@ -861,10 +875,46 @@ pub fn approve(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     // No fields are defined, but a body must still be an object.
     let _: Map<String, Value> = ctx.inc.json_or_default()?;
     let actor = actor_of(ctx);
-    let row = app
-        .runs
-        .control(ctx.param("id"), &actor, lifecycle::approve)?;
+    let id = ctx.param("id").to_string();
+    check_id(&id)?;
+    if let Some(parent) = ended_parent(app, &id)? {
+        // Nobody waits for this child any more: it can never run.
+        let why = format!("its parent run {parent} ended while it waited for approval");
+        let dead = EventDraft::new("run.dead", json!({"reason": "parent_ended", "error": why}))
+            .actor(actor.clone());
+        app.runs.control(&id, &actor, |r, _| match &r.status {
+            RunStatus::Pending { .. } => Ok(lifecycle::Plan {
+                events: vec![dead.clone()],
+                ..lifecycle::Plan::default()
+            }),
+            _ => Ok(lifecycle::Plan::default()),
+        })?;
+        return Err(ApiError::conflict(format!(
+            "Run {id} cannot be approved: {why}."
+        )));
+    }
+    let row = app.runs.control(&id, &actor, lifecycle::approve)?;
     control_reply(app, row)
+}
+
+/// A manager's child (created by a worker) whose parent run has ended: its engine no longer
+/// waits for the approval. Returns the parent's id.
+fn ended_parent(app: &App, id: &str) -> Result<Option<String>, ApiError> {
+    let row = app.runs.row(id)?;
+    let by_worker = row
+        .created_meta
+        .get("created_by")
+        .and_then(|c| c.get("kind"))
+        .and_then(Value::as_str)
+        == Some("worker");
+    let Some(parent) = row.parent_id.filter(|_| by_worker) else {
+        return Ok(None);
+    };
+    let ended = match app.runs.store.get_run(&parent).map_err(store_error)? {
+        Some(p) => p.status.is_terminal(),
+        None => true,
+    };
+    Ok(ended.then_some(parent))
 }
 
 pub fn deny(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {

@@ -5,7 +5,7 @@
 //! batches of 256 and then follows live; without, it follows live from after the current
 //! last event. To miss nothing between replay and live it subscribes to the hub first and
 //! skips live events already replayed (a gap is filled from the store). A `: keep-alive`
-//! comment goes out every 15 s. The stream closes right after `run.completed` /
+//! comment goes out every 15 s. The stream closes right after `run.completed`, `run.dead` /
 //! `run.failed`, or after replay when the run is terminal. Attaching to a terminal run with
 //! nothing left to send answers 410 with the error body.
 //!
@@ -49,7 +49,10 @@ fn frame(seq: Option<u64>, json: &str) -> Vec<u8> {
 }
 
 fn is_end(e: &Event) -> bool {
-    matches!(e.event.as_str(), "run.completed" | "run.failed")
+    matches!(
+        e.event.as_str(),
+        "run.completed" | "run.failed" | "run.dead"
+    )
 }
 
 fn int_param(ctx: &Ctx<'_, '_>, name: &str) -> Result<Option<i64>, ApiError> {

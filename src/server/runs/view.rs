@@ -144,6 +144,17 @@ struct Links {
     web: Option<String>,
 }
 
+/// `models`: before the run starts, the model it asked for (create body or `[run] model`);
+/// once started, the models its LLM stages actually used (none if none ran).
+fn models_of<'a>(row: &'a RunRow, created: &'a Map<String, Value>) -> Cow<'a, Value> {
+    if row.started_at.is_some() || !row.models_used.is_empty() {
+        return Cow::Owned(Value::Array(row.models_used.clone()));
+    }
+    created
+        .get("models")
+        .map_or_else(|| Cow::Owned(json!([])), Cow::Borrowed)
+}
+
 /// The full Run resource. `created` holds the `run.created` properties (created_by, origin,
 /// models, sandbox) and `queue_position` is 1-based among runnable runs.
 pub fn run_view<'a>(
@@ -211,7 +222,7 @@ pub fn run_view<'a>(
             archived_at: &row.archived_at,
         },
         sandbox,
-        models: or("models", || json!([])),
+        models: models_of(row, created),
         source_directory: &row.working_dir,
         timestamps: TimestampsView {
             created_at: &row.created_at,
