@@ -31,7 +31,11 @@ fn replay(target: &str, check: fn(&[u8])) {
     }
     // The committed seeds alone are dozens per target: an empty directory means the corpus
     // went missing, not that everything passed.
-    assert!(inputs >= 10, "{target}: only {inputs} inputs in {}", dir.display());
+    assert!(
+        inputs >= 10,
+        "{target}: only {inputs} inputs in {}",
+        dir.display()
+    );
 }
 
 #[test]

@@ -395,20 +395,65 @@ fn a_child_whose_parent_ended_cannot_be_approved_and_is_dead() {
     assert_eq!(start(&s, &parent, "").status, 200);
     let child = child_of(&s, &parent);
     wait_kind(&s, &child, &["pending"]);
-    // The server stops while the child waits: the parent is interrupted, nobody waits.
+    // The server stops while the child waits, and the next start does not resume
+    // interrupted runs: the parent fails, nobody waits for the child.
     let dir = s.kill();
+    std::fs::write(
+        dir.path().join("settings.toml"),
+        format!("{settings}[server.recovery]\nresume_interrupted = false\n"),
+    )
+    .expect("settings");
     let s = Server::with(Opts {
         dir: Some(dir),
         ..Opts::default()
     });
-    assert_eq!(wait_kind(&s, &parent, &["failed"]), "failed");
-    let r = s.post(&format!("/api/v1/runs/{child}/approve"), "");
-    let body = assert_error(&r, 409);
-    assert!(body.to_string().contains("ended while it waited"), "{body}");
+    assert_eq!(wait_kind(&s, &parent, &["failed", "dead"]), "failed");
     let c = s.get(&format!("/api/v1/runs/{child}")).json();
     assert_eq!(c["lifecycle"]["status"]["kind"], "dead", "{c}");
     assert!(c["lifecycle"]["error"]["message"]
         .as_str()
         .unwrap_or("")
         .contains(&parent));
+    let r = s.post(&format!("/api/v1/runs/{child}/approve"), "");
+    assert_error(&r, 409);
+}
+
+/// With crash recovery on, the interrupted parent resumes and its manager stage runs again,
+/// asking approval for a new child; the child that waited before the crash is `dead` (its
+/// engine is gone), and approving the new one lets the parent finish.
+#[test]
+fn a_resumed_manager_asks_again_with_a_new_child() {
+    let settings =
+        "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nchild_approval = \"required\"\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let parent = create(&s, json!({"workflow": package(MANAGER)}));
+    assert_eq!(start(&s, &parent, "").status, 200);
+    let old = child_of(&s, &parent);
+    wait_kind(&s, &old, &["pending"]);
+    let dir = s.kill();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    let c = s.get(&format!("/api/v1/runs/{old}")).json();
+    assert_eq!(c["lifecycle"]["status"]["kind"], "dead", "{c}");
+    let new = wait_for(30, "a new child run", || {
+        run_events(&s, &parent)
+            .iter()
+            .filter(|e| e["event"] == "stage.child.created")
+            .filter_map(|e| e["properties"]["child_run_id"].as_str().map(String::from))
+            .find(|id| *id != old)
+    });
+    wait_kind(&s, &new, &["pending"]);
+    assert_eq!(
+        s.post(&format!("/api/v1/runs/{new}/approve"), "").status,
+        200
+    );
+    assert_eq!(
+        wait_kind(&s, &parent, &["succeeded", "failed"]),
+        "succeeded"
+    );
 }

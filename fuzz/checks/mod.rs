@@ -102,8 +102,8 @@ pub fn eval_condition(data: &[u8]) {
     };
     let mut bytes = Bytes(data.get(split + 1..).unwrap_or(&[]), 0);
     let words = literals(src);
-    let outcome = ["succeeded", "failed", "partially_succeeded", "skipped", ""]
-        [bytes.next() as usize % 5];
+    let outcome =
+        ["succeeded", "failed", "partially_succeeded", "skipped", ""][bytes.next() as usize % 5];
     let label = bytes.word(&words);
     let mut context = Map::new();
     for key in c.keys() {
@@ -130,7 +130,11 @@ pub fn eval_condition(data: &[u8]) {
         context: &context,
     };
     let verdict = c.eval(&env);
-    assert_eq!(c.eval(&env), verdict, "evaluation is not deterministic: {c}");
+    assert_eq!(
+        c.eval(&env),
+        verdict,
+        "evaluation is not deterministic: {c}"
+    );
     assert_eq!(reparse(&c).eval(&env), verdict, "reprinted differs: {c}");
     let mut wider = context.clone();
     for i in 0..4 {

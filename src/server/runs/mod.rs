@@ -164,6 +164,7 @@ impl Runs {
             for draft in plan.events {
                 self.store.append(&row.id, draft)?;
             }
+            self.orphan_waiting_children(&row.id)?;
             if !plan.resume {
                 log::warn!(
                     "run {} was {} when the server stopped: failed",
@@ -189,6 +190,29 @@ impl Runs {
             self.launch_with(row, workers, true, paused);
         }
         Ok(done)
+    }
+
+    /// The children of an interrupted run that wait for approval can never run: the engine
+    /// that waited for them is gone, and a resumed manager stage runs again from its start,
+    /// creating (and asking approval for) a new child. They become `dead`, saying so.
+    fn orphan_waiting_children(&self, parent: &str) -> Result<(), StoreError> {
+        let children = self.store.query_runs(&RunQuery {
+            statuses: vec!["pending".to_string()],
+            parent_id: Some(parent.to_string()),
+            limit: 1_000_000,
+            ..RunQuery::default()
+        })?;
+        for child in children {
+            let why = format!(
+                "its parent run {parent} was interrupted by a server stop while it waited for \
+                 approval (a resumed manager stage asks again with a new child run)"
+            );
+            self.store.append(
+                &child.id,
+                EventDraft::new("run.dead", json!({"reason": "parent_ended", "error": why})),
+            )?;
+        }
+        Ok(())
     }
 
     /// Starts the scheduler thread.
