@@ -126,5 +126,69 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     println!("peak RSS: whole process high-water mark while loading that size (+ growth over the RSS before it)");
+    lint_rules(100_000)
+}
+
+/// Each lint rule alone on the largest workflow (median of 3 runs on one workflow, so rules
+/// after the first that needs reachability find it worked out), then `no_path_to_exit` on
+/// fresh workflows, reachability included: on gen_big (every node reaches the exit) and on
+/// the same graph turned into one 100,000-node loop with no way out (its worst case: every
+/// node is a suspect and Tarjan walks them all).
+fn lint_rules(n: usize) -> Result<(), Box<dyn Error>> {
+    let src = generate(n)?;
+    let trapped = src.replace(
+        &format!("  n{} -> exit\n", n - 1),
+        &format!(
+            "  n{} -> n0\n  start -> exit [condition=\"outcome=failed\"]\n",
+            n - 1
+        ),
+    );
+    println!("\nlint rules at {n} nodes (median of 3 runs)");
+    let graph = svc::dot::parse(&src)?;
+    let wf = workflow::Workflow::from_graph(graph.clone(), &NoFiles);
+    let mut total = Duration::ZERO;
+    let mut rows = Vec::new();
+    for (name, rule) in workflow::lint::RULES {
+        let mut times = Vec::with_capacity(3);
+        let mut found = 0;
+        for _ in 0..3 {
+            let mut out = Vec::new();
+            let t = Instant::now();
+            rule(&wf, &NoFiles, &mut out);
+            times.push(t.elapsed());
+            found = out.len();
+        }
+        let med = median(&mut times);
+        total += med;
+        rows.push((*name, med, found));
+    }
+    println!("  all {} rules: {:.1} ms", rows.len(), ms(total));
+    for (name, t, found) in &rows {
+        println!("    {name:<32} {:>7.2} ms  ({found} diagnostics)", ms(*t));
+    }
+    let no_path = workflow::lint::RULES
+        .iter()
+        .find(|(name, _)| *name == "no_path_to_exit")
+        .map(|(_, rule)| *rule)
+        .ok_or("no_path_to_exit is not a rule")?;
+    for (label, graph) in [
+        ("gen_big", graph),
+        ("trapped loop", svc::dot::parse(&trapped)?),
+    ] {
+        let mut times = Vec::with_capacity(3);
+        let mut found = 0;
+        for _ in 0..3 {
+            let fresh = workflow::Workflow::from_graph(graph.clone(), &NoFiles);
+            let mut out = Vec::new();
+            let t = Instant::now();
+            no_path(&fresh, &NoFiles, &mut out);
+            times.push(t.elapsed());
+            found = out.len();
+        }
+        println!(
+            "  no_path_to_exit with reachability, {label}: {:.2} ms ({found} diagnostics)",
+            ms(median(&mut times))
+        );
+    }
     Ok(())
 }

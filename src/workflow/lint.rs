@@ -1038,21 +1038,39 @@ fn alias_msg(what: &str, theirs: &str, ours: &str, both: bool) -> String {
 }
 
 /// A condition reading another engine's context key (`context.tool.output`) reads ours
-/// when theirs is not set; the warning names ours.
+/// when theirs is not set; the warning names ours. Edge conditions and manager stop
+/// conditions alike.
 fn alias_context_key(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
     for (i, c) in wf.conditions.iter().enumerate() {
-        let Some(Ok(c)) = c else { continue };
-        let mut seen: Vec<&str> = Vec::new();
-        for (key, ours) in c.alias_keys() {
-            if !seen.contains(&key) {
-                seen.push(key);
-                let msg = format!(
-                    "condition key `{key}` is another engine's name: svc reads it as `context.{ours}` when it is not set; write `context.{ours}`"
-                );
+        if let Some(Ok(c)) = c {
+            for msg in alias_key_msgs(c) {
                 out.push(warning("alias_context_key", msg).edge(wf, i));
             }
         }
     }
+    for i in wf.nodes_of(HandlerKind::ManagerLoop) {
+        let text = wf.node_view(i).nonempty("manager.stop_condition");
+        if let Some(Ok(c)) = text.map(super::condition::Condition::parse) {
+            for msg in alias_key_msgs(&c) {
+                let msg = format!("node `{}`: manager.stop_condition: {msg}", wf.node(i).id);
+                out.push(warning("alias_context_key", msg).node(wf, i));
+            }
+        }
+    }
+}
+
+fn alias_key_msgs(c: &super::condition::Condition) -> Vec<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut msgs = Vec::new();
+    for (key, ours) in c.alias_keys() {
+        if !seen.contains(&key) {
+            seen.push(key);
+            msgs.push(format!(
+                "condition key `{key}` is another engine's name: svc reads it as `context.{ours}` when it is not set; write `context.{ours}`"
+            ));
+        }
+    }
+    msgs
 }
 
 /// Variables a prompt or script may use: `$goal`, `$context.<key>`, `$inputs.<key>`, also

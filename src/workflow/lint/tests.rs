@@ -849,6 +849,13 @@ fn tool_output_condition_key_warns_naming_command_output() {
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].severity, Severity::Warning);
     assert!(d[0].message.contains("context.command.output"));
+    // A manager's stop condition too.
+    let d = fired(
+        &flow("start -> m -> exit\n m [shape=house, stack.child_dot_source=\"digraph C { start -> exit }\", manager.stop_condition=\"tool.output=done\"]"),
+        "alias_context_key",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].node_id.as_deref(), Some("m"));
 }
 
 #[test]
