@@ -172,7 +172,6 @@ fn every_file_parses_with_listed_counts_and_expectation() {
                 }
                 let errs = errors(&l);
                 match row.expect.as_str() {
-                    "invalid" if row.file == DEAD_END => {} // see dead_end_is_a_warning
                     "valid" if !errs.is_empty() => {
                         failures.push(format!("{}: listed valid but refused: {errs:?}", row.file))
                     }
@@ -232,9 +231,9 @@ fn orphan_node_is_valid_with_reachability_warning() {
 const DEAD_END: &str =
     "wcraigjones__attractor/conformance__02-validation__04-dead-end__pipeline.dot";
 
-/// SOURCES.md lists the fkyeah suite's dead-end file `invalid`, after an older rule of
-/// ours. decisions.md (issue 14) makes a dead end a warning, as Fabro and StrongDM do, so
-/// svc accepts it, deliberately, and says what a run that gets there would do.
+/// The fkyeah suite's dead-end file: its suite refuses it, and our table once did too.
+/// decisions.md (issue 14) makes a dead end a warning, as Fabro and StrongDM do, so svc
+/// accepts it (SOURCES.md lists it `valid`) and says what a run that gets there would do.
 #[test]
 fn dead_end_is_a_warning() {
     let l = load(DEAD_END).expect("parses");
