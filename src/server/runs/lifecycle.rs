@@ -282,7 +282,10 @@ pub struct Recovery {
 pub fn interrupted(row: &RunRow, resume: bool) -> Recovery {
     let cancelling = row.pending_control == Some(Control::Cancel);
     let resumable = resume && !cancelling && row.status != RunStatus::Removing;
-    let paused = matches!(row.status, RunStatus::Paused { .. });
+    // A pause the engine had not honoured yet (`pending_control`) counts too: the user asked
+    // for it, and the resumed run must not start a stage before being unpaused.
+    let paused = matches!(row.status, RunStatus::Paused { .. })
+        || row.pending_control == Some(Control::Pause);
     let action = if resumable { "resume" } else { "fail" };
     let mut events = vec![EventDraft::new(
         "run.interrupted",
