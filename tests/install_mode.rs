@@ -386,6 +386,16 @@ fn s3_object_store_and_skipped_steps() {
         .status,
         204
     );
+    // A failing finish keeps nothing and says which env keys it touched (none: no env file).
+    let vault_path = s.path().join("secrets.json");
+    std::fs::create_dir(&vault_path).unwrap();
+    let failed = call(&s, &token, "POST", "/install/finish", None);
+    let b = assert_error(&failed, 500);
+    assert_eq!(b["leftover_env_keys"], json!([]));
+    assert_eq!(b["removed_env_keys"], json!([]));
+    assert!(!s.path().join("settings.toml").exists());
+    assert!(!s.path().join("dev-token").exists());
+    std::fs::remove_dir(&vault_path).unwrap();
     assert_eq!(
         call(&s, &token, "POST", "/install/finish", None).status,
         202
