@@ -89,7 +89,13 @@ pub struct Sessions {
     state_key: XChaCha20Poly1305,
     revoked: RwLock<HashMap<String, u64>>,
     revoked_path: PathBuf,
+    /// Cookie values already decrypted, with their claims (a browser repeats its cookie on
+    /// every request); expiry and revocation are still checked on every use.
+    opened: RwLock<HashMap<Box<str>, SessionClaims>>,
 }
+
+/// At most this many opened cookies are remembered (the map is cleared when full).
+const OPENED_CAP: usize = 4096;
 
 impl Sessions {
     /// Derives the keys from `secret` (at least 32 bytes) and loads the revocation list
@@ -112,6 +118,7 @@ impl Sessions {
             state_key: derive(b"oauth state cookie"),
             revoked: RwLock::new(revoked),
             revoked_path,
+            opened: RwLock::new(HashMap::new()),
         })
     }
 
@@ -141,9 +148,24 @@ impl Sessions {
 
     /// The claims of a valid, unexpired, unrevoked session cookie.
     pub fn open(&self, value: &str, now: u64) -> Option<SessionClaims> {
-        let json = open(&self.cookie_key, SESSION_COOKIE, value)?;
-        let c: SessionClaims = serde_json::from_slice(&json).ok()?;
-        if c.v != 1 || c.exp <= now || self.revoked.read().contains_key(&c.sid) {
+        let cached = self.opened.read().get(value).cloned();
+        let c = match cached {
+            Some(c) => c,
+            None => {
+                let json = open(&self.cookie_key, SESSION_COOKIE, value)?;
+                let c: SessionClaims = serde_json::from_slice(&json).ok()?;
+                if c.v != 1 {
+                    return None;
+                }
+                let mut m = self.opened.write();
+                if m.len() >= OPENED_CAP {
+                    m.clear();
+                }
+                m.insert(value.into(), c.clone());
+                c
+            }
+        };
+        if c.exp <= now || self.revoked.read().contains_key(&c.sid) {
             return None;
         }
         Some(c)
