@@ -1,9 +1,9 @@
 //! Authentication benchmark (harness = false; `cargo bench --bench auth_bench`): requests/s
 //! of an authenticated `GET /api/v1/runs/{id}` over keep-alive loopback connections with each
 //! credential (dev token, session cookie, Ed25519 JWT), and each one's ratio to the dev
-//! token. Rounds alternate the methods so a noisy machine hurts them alike.
-//! `SVC_BENCH_SECS` (default 1) sets each measurement's length, `SVC_BENCH_ROUNDS` (default
-//! 3) the rounds, `SVC_BENCH_CONNS` (default 4) the connections.
+//! token. Many short rounds alternate the methods so a noisy machine hurts them alike.
+//! `SVC_BENCH_SECS` (default 0.25) sets each measurement's length, `SVC_BENCH_ROUNDS`
+//! (default 16) the rounds, `SVC_BENCH_CONNS` (default 4) the connections.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -99,8 +99,8 @@ fn rps(addr: &str, header: &str, path: &str, conns: usize, secs: f64) -> f64 {
 }
 
 fn main() {
-    let secs = env_num("SVC_BENCH_SECS", 1.0);
-    let rounds = env_num("SVC_BENCH_ROUNDS", 3.0) as usize;
+    let secs = env_num("SVC_BENCH_SECS", 0.25);
+    let rounds = env_num("SVC_BENCH_ROUNDS", 16.0) as usize;
     let conns = env_num("SVC_BENCH_CONNS", 4.0) as usize;
     let key = SigningKey::from_bytes(&[42u8; 32]);
     let pem = key
