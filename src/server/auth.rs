@@ -405,4 +405,16 @@ mod tests {
         }
         assert_eq!(safe_next(None), "/");
     }
+
+    #[test]
+    fn cookies_are_secure_behind_https() {
+        let mut s = Settings::default();
+        let plain = set_cookie(&s, SESSION_COOKIE, "v", "/", 60);
+        assert_eq!(
+            plain,
+            "__svc_session=v; Path=/; Max-Age=60; HttpOnly; SameSite=Lax"
+        );
+        s.server.web.url = Some("https://svc.example.com".into());
+        assert!(set_cookie(&s, SESSION_COOKIE, "v", "/", 60).ends_with("; Secure"));
+    }
 }
