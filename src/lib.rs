@@ -8,9 +8,11 @@
 #![recursion_limit = "256"]
 
 pub mod agent;
+pub mod auth;
 pub mod cli;
 pub mod dot;
 pub mod engine;
+pub mod install;
 pub mod llm;
 pub mod perms;
 pub mod procs;

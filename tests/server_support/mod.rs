@@ -21,6 +21,8 @@ pub struct Server {
     pub dir: tempfile::TempDir,
     pub token: String,
     pub stderr_path: PathBuf,
+    /// Lines the server printed before `svc: listening on` (install URL and token, ...).
+    pub banner: Vec<String>,
 }
 
 pub struct Resp {
@@ -36,6 +38,23 @@ impl Resp {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+    /// Every value of header `name` (e.g. several `Set-Cookie`).
+    pub fn headers_named(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The value a `Set-Cookie` header gives cookie `name` (`None` when not set).
+    pub fn set_cookie(&self, name: &str) -> Option<String> {
+        self.headers_named("set-cookie").into_iter().find_map(|c| {
+            let (k, rest) = c.split_once('=')?;
+            (k == name).then(|| rest.split(';').next().unwrap_or("").to_string())
+        })
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
@@ -54,6 +73,8 @@ pub struct Opts<'a> {
     pub nofile: Option<u64>,
     /// The server's umask (default: inherited).
     pub umask: Option<u32>,
+    /// Extra environment variables for the server process (e.g. `SESSION_SECRET`).
+    pub env: Vec<(&'a str, String)>,
 }
 
 impl Default for Opts<'_> {
@@ -65,6 +86,7 @@ impl Default for Opts<'_> {
             dir: None,
             nofile: None,
             umask: None,
+            env: Vec::new(),
         }
     }
 }
@@ -130,10 +152,14 @@ impl Server {
                 });
             }
         }
+        for (k, v) in &o.env {
+            cmd.env(k, v);
+        }
         let mut child = cmd.spawn().expect("spawn svc");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
+        let mut banner = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             match lines.next() {
@@ -146,6 +172,7 @@ impl Server {
                         });
                         break;
                     }
+                    banner.push(l);
                 }
                 _ => break,
             }
@@ -168,6 +195,7 @@ impl Server {
             dir,
             token,
             stderr_path,
+            banner,
         }
     }
 
@@ -234,10 +262,13 @@ impl Server {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
         if let Some(b) = body {
-            req.push_str(&format!(
-                "Content-Length: {}\r\nContent-Type: application/json\r\n",
-                b.len()
-            ));
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                req.push_str("Content-Type: application/json\r\n");
+            }
         }
         req.push_str("\r\n");
         s.write_all(req.as_bytes()).expect("write");
