@@ -16,4 +16,5 @@ pub mod sandbox;
 pub mod server;
 pub mod settings;
 pub mod store;
+pub mod web;
 pub mod workflow;

@@ -5,6 +5,7 @@
 //! Must not touch: handler logic.
 
 use super::models;
+use super::pages;
 use super::router::{Access, Route};
 use super::runs;
 use super::system;
@@ -68,6 +69,7 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/attach", runs::attach_all),
         user("GET", "/api/v1/runs/{id}/checkpoint", runs::checkpoint),
         user("GET", "/api/v1/runs/{id}/graph/source", runs::graph_source),
+        user("GET", "/api/v1/runs/{id}/graph", runs::graph_svg),
         user("POST", "/api/v1/runs/{id}/steer", runs::steer),
         user("POST", "/runs/{id}/steer", runs::steer),
         user("GET", "/api/v1/runs/{id}/usage", runs::usage::get),
@@ -80,4 +82,23 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/sandboxes", ni),
         user("GET", "/api/v1/sandboxes/{id}", ni),
     ]
+}
+
+/// The web UI's pages and assets (public: the pages hold no data; they read the API with
+/// the browser's session). Not API routes, so not in the OpenAPI document.
+pub fn page_routes() -> Vec<Route> {
+    vec![
+        public("GET", "/sign-in", pages::sign_in),
+        public("GET", "/sign-out", pages::sign_out),
+        public("GET", "/runs/new", pages::new_run),
+        public("GET", "/runs/{id}", pages::run),
+        public("GET", "/assets/{name}", pages::asset),
+    ]
+}
+
+/// Every route the server answers: the API, then the pages.
+pub fn all() -> Vec<Route> {
+    let mut r = routes();
+    r.extend(page_routes());
+    r
 }
