@@ -383,8 +383,7 @@
       refreshRunSoon();
       if (ev.event === 'run.completed' || ev.event === 'run.failed') {
         agents.clear();
-        questions.clear();
-        renderQuestions();
+        renderSteer();
         loadUsageSoon();
         loadFiles();
       }

@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""End-to-end test of svc's web UI in a real headless Chromium (Debian's chromium and
+chromedriver, driven by Selenium). Launches the real svc binary with the web UI on.
+
+    python3 tests/browser/test_web.py --bin target/debug/svc --out target/web-screenshots
+    python3 tests/browser/test_web.py --bin target/release/svc --bench   # speed figures
+
+Exits non-zero with a message on the first failed check.
+"""
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+CHROMIUM = os.environ.get("SVC_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("SVC_CHROMEDRIVER", "/usr/bin/chromedriver")
+
+GATE = """digraph ship {
+  goal="Build and ship with a human check"
+  start [shape=Mdiamond]
+  build [shape=parallelogram, script="echo building; sleep 2"]
+  review [shape=hexagon, label="Ship the build?"]
+  exit [shape=Msquare]
+  start -> build -> review
+  review -> exit [label="[Y] Yes"]
+  review -> build [label="[N] No"]
+}
+"""
+
+BROKEN = """digraph broken {
+  start [shape=Mdiamond]
+  a [shape=parallelogram script="true"
+  exit [shape=Msquare]
+}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The real svc binary with the web UI enabled, on a loopback port."""
+
+    def __init__(self, binary, settings_extra=""):
+        self.dir = tempfile.mkdtemp(prefix="svc-web-")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        with open(os.path.join(self.dir, "settings.toml"), "w") as f:
+            f.write(f'[server.web]\nenabled = true\nurl = "{self.base}"\n{settings_extra}')
+        env = dict(os.environ, SESSION_SECRET=secrets.token_hex(32), RUST_LOG="warn,tiny_http=off")
+        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        self.proc = subprocess.Popen(
+            [binary, "server", "start", "--dev", "--state-dir", self.dir,
+             "--listen", f"127.0.0.1:{self.port}"],
+            stdout=subprocess.PIPE, stderr=self.log, env=env, text=True)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("svc: listening on"):
+                break
+        else:
+            raise SystemExit("svc did not start")
+        with open(os.path.join(self.dir, "dev-token")) as f:
+            self.token = f.read().strip()
+
+    def api(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, method=method, data=data, headers={
+            "Authorization": "Bearer " + self.token, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                raw = r.read()
+                return r.status, (json.loads(raw) if raw else None)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def create(self, dot, start=True, name="flow.dot"):
+        st, run = self.api("POST", "/api/v1/runs", {"workflow": {"entrypoint": name, "files": {name: dot}}})
+        check(st == 201, f"create: {st} {run}")
+        if start:
+            st, _ = self.api("POST", f"/api/v1/runs/{run['id']}/start", {})
+            check(st == 200, f"start: {st}")
+        return run["id"]
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def browser():
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="svc-chromium-")
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1000"]:
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    d.set_page_load_timeout(30)
+    d._svc_profile = profile
+    return d
+
+
+def wait(d, what, f, secs=20):
+    try:
+        return WebDriverWait(d, secs, poll_frequency=0.05).until(lambda _: f())
+    except Exception as e:
+        shot(d, "failure")
+        raise AssertionError(f"timed out waiting for {what} on {d.current_url}; console: {console(d)}") from e
+
+
+def console(d):
+    try:
+        return [m["message"] for m in d.get_log("browser")][-10:]
+    except Exception:
+        return []
+
+
+SHOTS = None
+
+
+def shot(d, name):
+    if SHOTS:
+        os.makedirs(SHOTS, exist_ok=True)
+        d.save_screenshot(os.path.join(SHOTS, name + ".png"))
+
+
+def q(d, css):
+    return d.find_elements(By.CSS_SELECTOR, css)
+
+
+def texts(d, css):
+    return [e.text for e in q(d, css)]
+
+
+def controls(d):
+    return sorted(e.get_attribute("data-action") for e in q(d, "#controls button"))
+
+
+def no_csp_violations(d):
+    bad = [m for m in console(d) if "Content Security Policy" in m or "Refused to" in m]
+    check(not bad, f"CSP violations: {bad}")
+
+
+# ---------------------------------------------------------------- checks
+
+def test_demo(d, s):
+    d.get(s.base + "/sign-in")
+    wait(d, "the demo button", lambda: q(d, "#demo-enter"))
+    q(d, "#demo-enter")[0].click()
+    wait(d, "demo cards on the board", lambda: len(q(d, ".card")) >= 7)
+    check(q(d, "#demo-badge")[0].is_displayed(), "demo badge shown")
+    cols = {c.get_attribute("data-column"): len(c.find_elements(By.CSS_SELECTOR, ".card"))
+            for c in q(d, ".column")}
+    check(cols["running"] == 2 and cols["blocked"] == 1 and cols["queued"] == 1, f"columns {cols}")
+    blocked = q(d, '.column[data-column="blocked"] .card')[0]
+    check("Apply the migration" in blocked.text, "blocked card shows its question")
+    # A blocked run: its question as buttons, cancel and pause allowed, no archive/delete/start.
+    d.get(s.base + "/runs/01JNDEM0000000000000000004")
+    wait(d, "demo graph", lambda: len(q(d, "#graph g.node")) == 6)
+    wait(d, "demo question", lambda: q(d, '#questions form button.option'))
+    check(not q(d, "#questions")[0].get_attribute("hidden"), "question panel visible")
+    check(controls(d) == ["cancel", "pause"], f"blocked controls {controls(d)}")
+    # A finished run: archive and delete only.
+    d.get(s.base + "/runs/01JNDEM0000000000000000006")
+    wait(d, "succeeded badge", lambda: "succeeded" in q(d, "#run-status")[0].text if q(d, "#run-status") else False)
+    check(controls(d) == ["archive", "delete"], f"succeeded controls {controls(d)}")
+    wait(d, "demo diffs", lambda: q(d, "#files .file-diff"))
+    wait(d, "demo usage", lambda: q(d, "#usage table"))
+    no_csp_violations(d)
+    q(d, "#demo-leave")[0].click()
+    wait(d, "sign-in page after leaving demo", lambda: "/sign-in" in d.current_url)
+    check("svc-demo=1" not in d.execute_script("return document.cookie"), "demo cookie cleared")
+
+
+def sign_in(d, s):
+    d.get(s.base + "/")
+    wait(d, "redirect to sign-in", lambda: "/sign-in" in d.current_url and q(d, "#dev-token"))
+    q(d, "#dev-token")[0].send_keys("svc_dev_wrong")
+    q(d, "#signin-submit")[0].click()
+    wait(d, "a refused sign-in in words", lambda: q(d, "#signin-msg .error"))
+    box = q(d, "#dev-token")[0]
+    box.clear()
+    box.send_keys(s.token)
+    q(d, "#signin-submit")[0].click()
+    wait(d, "the board after sign-in", lambda: q(d, "#board") and d.current_url.rstrip("/") == s.base)
+
+
+def test_validation_inline(d, s):
+    before = s.api("GET", "/api/v1/runs?page[limit]=100")[1]["data"]
+    d.get(s.base + "/runs/new")
+    wait(d, "the new-run form", lambda: q(d, "#wf-source"))
+    d.execute_script("document.getElementById('wf-source').value = arguments[0]", BROKEN)
+    q(d, "#create")[0].click()
+    wait(d, "inline diagnostics", lambda: q(d, "#diagnostics li"))
+    first = q(d, "#diagnostics li")[0]
+    check(first.get_attribute("data-line") not in ("", None), "diagnostic names a line")
+    check("Line" in first.text and "column" in first.text, f"line and column in words: {first.text}")
+    check(q(d, "#wf-source")[0].get_attribute("aria-invalid") == "true", "editor marked invalid")
+    after = s.api("GET", "/api/v1/runs?page[limit]=100")[1]["data"]
+    check(len(after) == len(before), "nothing was created")
+    shot(d, "new-run-validation")
+
+
+def test_live_run(d, s):
+    # The board stays open in its own window; the run is created in another.
+    d.get(s.base + "/")
+    wait(d, "board live", lambda: q(d, ".live.ok"))
+    d.execute_script("window.__noReload = 1")
+    board = d.current_window_handle
+    d.switch_to.new_window("tab")
+    d.get(s.base + "/runs/new")
+    wait(d, "the new-run form", lambda: q(d, "#wf-source"))
+    d.execute_script("document.getElementById('wf-source').value = arguments[0]", GATE)
+    q(d, "#goal")[0].send_keys("Ship the web UI")
+    q(d, "#create")[0].click()
+    wait(d, "the run page", lambda: "/runs/01" in d.current_url and q(d, "#graph g.node"))
+    run_id = d.current_url.rstrip("/").split("/")[-1]
+    wait(d, "build node running live", lambda: "s-running" in (q(d, 'g.node[data-node="build"]')[0].get_attribute("class") or ""))
+    wait(d, "the event log streaming", lambda: any("stage.started" in t for t in texts(d, "#events .kind")))
+    check(controls(d) == ["cancel", "pause"], f"running controls {controls(d)}")
+    wait(d, "the question as buttons", lambda: q(d, '#questions button.option'), secs=30)
+    wait(d, "blocked badge", lambda: "blocked" in q(d, "#run-status")[0].text)
+    shot(d, "run-page-question")
+    # Stage details of the finished build stage.
+    q(d, 'g.node[data-node="build"]')[0].click()
+    wait(d, "stage details", lambda: "building" in q(d, "#details")[0].text)
+    yes = [b for b in q(d, '#questions button.option') if "Yes" in b.text]
+    check(yes, "a Yes option")
+    yes[0].click()
+    wait(d, "the run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=30)
+    wait(d, "exit node succeeded", lambda: "s-succeeded" in (q(d, 'g.node[data-node="exit"]')[0].get_attribute("class") or ""))
+    check(q(d, "#questions")[0].get_attribute("hidden") is not None, "question gone")
+    check(controls(d) == ["archive", "delete"], f"finished controls {controls(d)}")
+    check("not available" in q(d, "#files")[0].text or q(d, "#files .file-diff") or "not changed" in q(d, "#files")[0].text,
+          "diffs or an unavailable message in words")
+    no_csp_violations(d)
+    shot(d, "run-page")
+    d.close()
+    d.switch_to.window(board)
+    wait(d, "the card in Succeeded without reload", lambda: q(d, f'.column[data-column="succeeded"] .card[data-id="{run_id}"]'))
+    check(d.execute_script("return window.__noReload") == 1, "the board did not reload")
+    shot(d, "board")
+    return run_id
+
+
+def test_errors_in_words(d, s):
+    d.get(s.base + "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    wait(d, "a not-found message", lambda: q(d, "main .error"))
+    text = q(d, "main .error")[0].text
+    check("does not exist" in text and "{" not in text, f"words, not JSON: {text}")
+
+
+# ---------------------------------------------------------------- benchmark
+
+CHAIN = "digraph chain {{\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n{nodes}\n  start -> {chain} -> exit\n}}\n"
+
+
+def chain(n, sleep):
+    nodes = "\n".join(f'  s{i} [shape=parallelogram, script="sleep {sleep}"]' for i in range(n))
+    return CHAIN.format(nodes=nodes, chain=" -> ".join(f"s{i}" for i in range(n)))
+
+
+def bench(d, binary):
+    out = {}
+    # Board first paint with 1,000 runs.
+    s = Server(binary)
+    try:
+        dot = chain(1, 0)
+        for _ in range(1000):
+            s.create(dot, start=False)
+        d.get(s.base + "/sign-in")
+        sign_in_only(d, s)
+        paints = []
+        for _ in range(5):
+            d.get(s.base + "/")
+            wait(d, "board painted", lambda: d.execute_script("return window.__svcBoardPainted"))
+            paints.append(d.execute_script("return window.__svcBoardPainted"))
+        out["board_first_paint_ms_1000_runs"] = {"median": statistics.median(paints), "max": max(paints)}
+    finally:
+        s.stop()
+    # Stage event commit to DOM change with 50 runs on the board.
+    s = Server(binary, "[server.scheduler]\nmax_concurrent_runs = 60\n")
+    try:
+        d.get(s.base + "/sign-in")
+        sign_in_only(d, s)
+        ids = [s.create(chain(20, 0.2), start=False) for _ in range(50)]
+        d.get(s.base + "/runs/" + ids[0])
+        wait(d, "graph", lambda: q(d, "#graph g.node"))
+        d.switch_to.new_window("tab")
+        d.get(s.base + "/")
+        wait(d, "board live", lambda: q(d, ".live.ok"))
+        for i in ids:
+            s.api("POST", f"/api/v1/runs/{i}/start", {})
+        wait(d, "board cards succeed", lambda: len(q(d, '.column[data-column="succeeded"] .card')) == 50, secs=120)
+        board = d.execute_script("return svc.probes")
+        d.switch_to.window(d.window_handles[0])
+        wait(d, "run page finished", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=60)
+        run = d.execute_script("return svc.probes")
+
+        def pct(xs, p):
+            xs = sorted(xs)
+            return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else None
+        out["run_page_stage_event_to_dom_ms"] = {"n": len(run), "p50": pct(run, 50), "p99": pct(run, 99), "max": max(run or [0])}
+        out["board_run_event_to_dom_ms_50_runs"] = {"n": len(board), "p50": pct(board, 50), "p99": pct(board, 99), "max": max(board or [0])}
+    finally:
+        s.stop()
+    return out
+
+
+def sign_in_only(d, s):
+    wait(d, "sign-in form", lambda: q(d, "#dev-token"))
+    q(d, "#dev-token")[0].send_keys(s.token)
+    q(d, "#signin-submit")[0].click()
+    wait(d, "signed in", lambda: "/sign-in" not in d.current_url)
+
+
+def main():
+    global SHOTS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", default=None, help="directory for screenshots")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--only", default=None)
+    a = ap.parse_args()
+    SHOTS = a.out
+    d = browser()
+    try:
+        if a.bench:
+            print(json.dumps(bench(d, a.bin), indent=2))
+            return
+        s = Server(a.bin)
+        try:
+            steps = [("demo mode", test_demo), ("sign in", sign_in), ("inline validation", test_validation_inline),
+                     ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words)]
+            for name, f in steps:
+                if a.only and a.only not in name and name != "sign in":
+                    continue
+                t = time.time()
+                f(d, s)
+                print(f"ok: {name} ({time.time() - t:.1f}s)", flush=True)
+        finally:
+            s.stop()
+    finally:
+        d.quit()
+        shutil.rmtree(getattr(d, "_svc_profile", ""), ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        sys.exit(1)
