@@ -165,7 +165,11 @@ def texts(d, css):
 
 
 def controls(d):
-    return sorted(e.get_attribute("data-action") for e in q(d, "#controls button"))
+    return d.execute_script("return [...document.querySelectorAll('#controls button')].map(b => b.dataset.action).sort()")
+
+
+def wait_controls(d, want):
+    wait(d, f"controls {want} (have {controls(d)})", lambda: controls(d) == want)
 
 
 def no_csp_violations(d):
@@ -191,11 +195,11 @@ def test_demo(d, s):
     wait(d, "demo graph", lambda: len(q(d, "#graph g.node")) == 6)
     wait(d, "demo question", lambda: q(d, '#questions form button.option'))
     check(not q(d, "#questions")[0].get_attribute("hidden"), "question panel visible")
-    check(controls(d) == ["cancel", "pause"], f"blocked controls {controls(d)}")
+    wait_controls(d, ["cancel", "pause"])
     # A finished run: archive and delete only.
     d.get(s.base + "/runs/01JNDEM0000000000000000006")
     wait(d, "succeeded badge", lambda: "succeeded" in q(d, "#run-status")[0].text if q(d, "#run-status") else False)
-    check(controls(d) == ["archive", "delete"], f"succeeded controls {controls(d)}")
+    wait_controls(d, ["archive", "delete"])
     wait(d, "demo diffs", lambda: q(d, "#files .file-diff"))
     wait(d, "demo usage", lambda: q(d, "#usage table"))
     no_csp_violations(d)
@@ -205,6 +209,10 @@ def test_demo(d, s):
 
 
 def sign_in(d, s):
+    if os.environ.get("SVC_WEB_BEARER") == "1":
+        d.execute_cdp_cmd("Network.enable", {})
+        d.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer " + s.token}})
+        return
     d.get(s.base + "/")
     wait(d, "redirect to sign-in", lambda: "/sign-in" in d.current_url and q(d, "#dev-token"))
     q(d, "#dev-token")[0].send_keys("svc_dev_wrong")
@@ -240,6 +248,8 @@ def test_live_run(d, s):
     d.execute_script("window.__noReload = 1")
     board = d.current_window_handle
     d.switch_to.new_window("tab")
+    if os.environ.get("SVC_WEB_BEARER") == "1":
+        sign_in(d, s)
     d.get(s.base + "/runs/new")
     wait(d, "the new-run form", lambda: q(d, "#wf-source"))
     d.execute_script("document.getElementById('wf-source').value = arguments[0]", GATE)
@@ -249,7 +259,7 @@ def test_live_run(d, s):
     run_id = d.current_url.rstrip("/").split("/")[-1]
     wait(d, "build node running live", lambda: "s-running" in (q(d, 'g.node[data-node="build"]')[0].get_attribute("class") or ""))
     wait(d, "the event log streaming", lambda: any("stage.started" in t for t in texts(d, "#events .kind")))
-    check(controls(d) == ["cancel", "pause"], f"running controls {controls(d)}")
+    wait_controls(d, ["cancel", "pause"])
     wait(d, "the question as buttons", lambda: q(d, '#questions button.option'), secs=30)
     wait(d, "blocked badge", lambda: "blocked" in q(d, "#run-status")[0].text)
     shot(d, "run-page-question")
@@ -262,7 +272,7 @@ def test_live_run(d, s):
     wait(d, "the run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=30)
     wait(d, "exit node succeeded", lambda: "s-succeeded" in (q(d, 'g.node[data-node="exit"]')[0].get_attribute("class") or ""))
     check(q(d, "#questions")[0].get_attribute("hidden") is not None, "question gone")
-    check(controls(d) == ["archive", "delete"], f"finished controls {controls(d)}")
+    wait_controls(d, ["archive", "delete"])
     check("not available" in q(d, "#files")[0].text or q(d, "#files .file-diff") or "not changed" in q(d, "#files")[0].text,
           "diffs or an unavailable message in words")
     no_csp_violations(d)

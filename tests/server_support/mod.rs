@@ -50,6 +50,8 @@ pub struct Opts<'a> {
     pub settings: Option<&'a str>,
     pub dev: bool,
     pub dir: Option<tempfile::TempDir>,
+    /// Extra environment variables for the server process (e.g. `SESSION_SECRET`).
+    pub env: Vec<(&'a str, &'a str)>,
 }
 
 impl Default for Opts<'_> {
@@ -59,6 +61,7 @@ impl Default for Opts<'_> {
             settings: None,
             dev: true,
             dir: None,
+            env: Vec::new(),
         }
     }
 }
@@ -97,6 +100,9 @@ impl Server {
             .stderr(stderr);
         if o.dev {
             cmd.arg("--dev");
+        }
+        for (k, v) in &o.env {
+            cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("spawn svc");
         let stdout = child.stdout.take().expect("stdout");

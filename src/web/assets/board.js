@@ -160,7 +160,7 @@
     cards.clear();
     for (const item of page.data) place(item);
     for (const [col] of COLUMNS) setCount(col);
-    nav.replaceChildren(
+    svc.fill(nav,
       offset > 0 ? el('a', {href: href(Math.max(0, offset - LIMIT), archived), rel: 'prev'}, '← Newer') : null,
       el('span', {class: 'muted'}, page.data.length
         ? `Runs ${offset + 1}–${offset + page.data.length}` : 'No runs yet.'),

@@ -86,11 +86,16 @@ const svc = (() => {
     return document.getElementById('main');
   }
 
+  // Replaces a node's children, skipping null/undefined/false (replaceChildren would
+  // print them as text).
+  function fill(node, ...kids) {
+    node.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+    return node;
+  }
+
   // Replaces the page's content.
   function show(...kids) {
-    const m = main();
-    m.replaceChildren(...kids);
-    return m;
+    return fill(main(), ...kids);
   }
 
   function fmtSecs(s) {
@@ -168,7 +173,7 @@ const svc = (() => {
   }
   document.addEventListener('DOMContentLoaded', setupChrome);
 
-  return {demo, el, api, text, ApiError, errorBox, show, main, signIn, fmtSecs, fmtMs, fmtUsd,
+  return {demo, el, fill, api, text, ApiError, errorBox, show, main, signIn, fmtSecs, fmtMs, fmtUsd,
     fmtInt, fmtTime, column, statusWords, isTerminal, probes, probe};
 })();
 window.svc = svc;

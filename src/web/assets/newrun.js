@@ -29,7 +29,7 @@
 
   function showDiagnostics(list, source) {
     const lines = source.split('\n');
-    f.diag.replaceChildren(el('p', {class: 'error', role: 'alert'},
+    svc.fill(f.diag, el('p', {class: 'error', role: 'alert'},
       'The workflow has errors; nothing was created. Fix them and submit again.'),
     el('ul', {class: 'diagnostics', id: 'diagnostics'}, list.map((d) => {
       const where = d.line ? `Line ${d.line}${d.column ? ', column ' + d.column : ''}` : (d.node_id ? `Node ${d.node_id}` : 'Workflow');
@@ -54,30 +54,31 @@
 
   async function submit(e) {
     e.preventDefault();
-    f.diag.replaceChildren();
-    f.msg.replaceChildren();
+    svc.fill(f.diag);
+    svc.fill(f.msg);
     f.source.removeAttribute('aria-invalid');
     const source = f.source.value;
     const version = f.version.value.trim();
     const body = {};
     if (version && source.trim()) {
-      f.msg.replaceChildren(errorBox('Give either a workflow to paste or a registered version id, not both.'));
+      svc.fill(f.msg, errorBox('Give either a workflow to paste or a registered version id, not both.'));
       return;
     }
     if (version) body.workflow_version_id = version;
     else if (source.trim()) {
-      const name = (f.fileName || 'workflow.dot').replace(/[^A-Za-z0-9._-]/g, '_');
+      const graph = /^\s*digraph\s+"?([A-Za-z_][A-Za-z0-9_]*)/m.exec(source);
+      const name = (f.fileName || (graph ? graph[1] + '.dot' : 'workflow.dot')).replace(/[^A-Za-z0-9._-]/g, '_');
       body.workflow = {entrypoint: name, files: {[name]: source}};
     } else {
-      f.diag.replaceChildren(errorBox('Paste or upload a workflow, or give a registered version id.'));
+      svc.fill(f.diag, errorBox('Paste or upload a workflow, or give a registered version id.'));
       f.source.focus();
       return;
     }
     if (f.goal.value.trim()) body.goal = f.goal.value;
     if (f.title.value.trim()) body.title = f.title.value.trim();
     const [inputs, bad] = parseInputs(f.inputs.value);
-    if (bad) { f.inputsMsg.replaceChildren(errorBox(bad)); f.inputs.focus(); return; }
-    f.inputsMsg.replaceChildren();
+    if (bad) { svc.fill(f.inputsMsg, errorBox(bad)); f.inputs.focus(); return; }
+    svc.fill(f.inputsMsg);
     if (Object.keys(inputs).length) body.inputs = inputs;
     if (f.model.value.trim()) body.model = {name: f.model.value.trim()};
     if (f.sandbox.value) body.sandbox = {provider: f.sandbox.value};
@@ -93,7 +94,7 @@
         const errors = entry.diagnostics.filter((d) => d.severity !== 'warning' && d.severity !== 'info');
         showDiagnostics(errors.length ? errors : entry.diagnostics, source);
       } else {
-        f.msg.replaceChildren(errorBox(err, 'The run was not created'));
+        svc.fill(f.msg, errorBox(err, 'The run was not created'));
       }
     }
   }
@@ -101,10 +102,10 @@
   function upload(e) {
     const file = e.target.files && e.target.files[0];
     if (!file) return;
-    if (file.size > 512 * 1024) { f.diag.replaceChildren(errorBox('That file is larger than 512 KiB.')); return; }
+    if (file.size > 512 * 1024) { svc.fill(f.diag, errorBox('That file is larger than 512 KiB.')); return; }
     const r = new FileReader();
     r.onload = () => { f.source.value = String(r.result); f.fileName = file.name; };
-    r.onerror = () => f.diag.replaceChildren(errorBox('The file could not be read.'));
+    r.onerror = () => svc.fill(f.diag, errorBox('The file could not be read.'));
     r.readAsText(file);
   }
 

@@ -42,7 +42,7 @@
   }
 
   async function control(action) {
-    ui.controlMsg.replaceChildren();
+    svc.fill(ui.controlMsg);
     try {
       if (action === 'delete') {
         if (!window.confirm('Delete this run and its events? This cannot be undone.')) return;
@@ -60,7 +60,7 @@
       run = await api('POST', `${base}/${action}`, body);
       renderHead();
     } catch (e) {
-      ui.controlMsg.replaceChildren(errorBox(e, 'That did not work'));
+      svc.fill(ui.controlMsg, errorBox(e, 'That did not work'));
     }
   }
 
@@ -84,11 +84,11 @@
     if (r.lifecycle.queue_position) facts.push(['Queue position', String(r.lifecycle.queue_position)]);
     if (r.lifecycle.pending_control) facts.push(['Pending', r.lifecycle.pending_control]);
     if (r.lifecycle.archived) facts.push(['Archived', fmtTime(r.lifecycle.archived_at)]);
-    ui.facts.replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+    svc.fill(ui.facts, ...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
     ui.goal.textContent = r.goal || '';
-    ui.runError.replaceChildren(r.lifecycle.error
+    svc.fill(ui.runError, r.lifecycle.error
       ? el('p', {class: 'error', role: 'alert'}, r.lifecycle.error.message) : '');
-    ui.controls.replaceChildren(...controlsFor(r).map(([a, label]) =>
+    svc.fill(ui.controls, ...controlsFor(r).map(([a, label]) =>
       el('button', {type: 'button', class: 'ctl ctl-' + a + (a === 'delete' || a === 'cancel' || a === 'deny' ? ' danger' : ''),
         'data-action': a, on: {click: () => control(a)}}, label)));
     renderSteer();
@@ -124,7 +124,7 @@
       const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
       const svg = document.importNode(doc.documentElement, true);
       if (svg.nodeName.toLowerCase() !== 'svg') throw new Error('The graph could not be drawn.');
-      ui.graph.replaceChildren(svg);
+      svc.fill(ui.graph, svg);
       for (const g of svg.querySelectorAll('g.node')) {
         const pick = () => select(g.dataset.node);
         g.addEventListener('click', pick);
@@ -132,7 +132,7 @@
         paint(g.dataset.node);
       }
     } catch (e) {
-      ui.graph.replaceChildren(errorBox(e, 'The graph is unavailable'));
+      svc.fill(ui.graph, errorBox(e, 'The graph is unavailable'));
     }
   }
 
@@ -160,7 +160,7 @@
   function renderDetails() {
     const box = ui.details;
     if (!selected) {
-      box.replaceChildren(el('p', {class: 'muted'}, 'Select a node in the graph to see its prompt, output, usage and timing.'));
+      svc.fill(box, el('p', {class: 'muted'}, 'Select a node in the graph to see its prompt, output, usage and timing.'));
       return;
     }
     const g = nodeEl(selected);
@@ -201,7 +201,7 @@
       }
     }
     const state = nodeState.get(selected) || 'pending';
-    box.replaceChildren(
+    svc.fill(box,
       el('h3', {}, title, ' ', el('span', {class: 'badge s-' + state}, state)),
       el('p', {class: 'muted'}, `Node ${selected}`),
       block('Prompt / script', desc),
@@ -218,20 +218,20 @@
   function renderQuestions() {
     const qs = [...questions.values()];
     ui.questions.hidden = qs.length === 0;
-    ui.qlist.replaceChildren(...qs.map(questionForm));
+    svc.fill(ui.qlist, ...qs.map(questionForm));
   }
 
   function questionForm(q) {
     const msg = el('div', {class: 'q-msg'});
     const send = async (body, form) => {
-      msg.replaceChildren();
+      svc.fill(msg);
       for (const b of form.querySelectorAll('button, input, textarea')) b.disabled = true;
       try {
         await api('POST', `${base}/questions/${encodeURIComponent(q.id)}/answer`, body);
-        msg.replaceChildren(el('p', {class: 'ok', role: 'status'}, 'Answer sent.'));
+        svc.fill(msg, el('p', {class: 'ok', role: 'status'}, 'Answer sent.'));
       } catch (e) {
         for (const b of form.querySelectorAll('button, input, textarea')) b.disabled = false;
-        msg.replaceChildren(errorBox(e, 'The answer was not accepted'));
+        svc.fill(msg, errorBox(e, 'The answer was not accepted'));
       }
     };
     const form = el('form', {class: 'question-form', 'data-question': q.id});
@@ -256,7 +256,7 @@
       kids.push(input, el('button', {type: 'submit', class: 'primary'}, 'Send answer'));
       form.addEventListener('submit', (e) => {
         e.preventDefault();
-        if (!input.value.trim()) { msg.replaceChildren(errorBox('Write an answer first.')); return; }
+        if (!input.value.trim()) { svc.fill(msg, errorBox('Write an answer first.')); return; }
         send({value: input.value}, form);
       });
     } else {
@@ -283,14 +283,14 @@
   async function steer(e) {
     e.preventDefault();
     const guidance = ui.steerText.value.trim();
-    ui.steerMsg.replaceChildren();
-    if (!guidance) { ui.steerMsg.replaceChildren(errorBox('Write some guidance first.')); return; }
+    svc.fill(ui.steerMsg);
+    if (!guidance) { svc.fill(ui.steerMsg, errorBox('Write some guidance first.')); return; }
     try {
       await api('POST', base + '/steer', {guidance});
       ui.steerText.value = '';
-      ui.steerMsg.replaceChildren(el('p', {class: 'ok', role: 'status'}, 'Guidance sent to the agent.'));
+      svc.fill(ui.steerMsg, el('p', {class: 'ok', role: 'status'}, 'Guidance sent to the agent.'));
     } catch (err) {
-      ui.steerMsg.replaceChildren(errorBox(err, 'The guidance was not accepted'));
+      svc.fill(ui.steerMsg, errorBox(err, 'The guidance was not accepted'));
     }
   }
 
@@ -432,11 +432,11 @@
   async function loadUsage() {
     let u;
     try { u = await api('GET', base + '/usage'); } catch (e) {
-      ui.usage.replaceChildren(errorBox(e, 'Usage is unavailable'));
+      svc.fill(ui.usage, errorBox(e, 'Usage is unavailable'));
       return;
     }
     if (!u.stages || u.stages.length === 0) {
-      ui.usage.replaceChildren(el('p', {class: 'muted'}, 'No model usage yet.'));
+      svc.fill(ui.usage, el('p', {class: 'muted'}, 'No model usage yet.'));
       return;
     }
     const row = (name, model, usage, timing, stages) => {
@@ -450,7 +450,7 @@
     const head = (first, extra) => el('thead', {}, el('tr', {}, el('th', {}, first), el('th', {}, 'Model'), extra ? el('th', {}, extra) : null,
       el('th', {}, 'Input'), el('th', {}, 'Output'), el('th', {}, 'Cache'), el('th', {}, 'Cost'), extra ? null : el('th', {}, 'Active')));
     const modelName = (m) => m ? `${m.model_id || m.id || ''}${m.provider ? ' (' + m.provider + ')' : ''}` : '–';
-    ui.usage.replaceChildren(
+    svc.fill(ui.usage,
       el('table', {class: 'usage-table'}, el('caption', {}, 'Per stage'), head('Stage'),
         el('tbody', {}, u.stages.map((s) => row(s.stage.name || s.stage.id, modelName(s.model), s.usage, s.timing))),
         el('tfoot', {}, row('Total', '', u.totals.usage, u.totals.timing))),
@@ -484,15 +484,15 @@
   async function loadFiles() {
     let page;
     try { page = await api('GET', base + '/files?page[limit]=100'); } catch (e) {
-      ui.files.replaceChildren(el('p', {class: 'muted'},
+      svc.fill(ui.files, el('p', {class: 'muted'},
         e.status === 501 ? 'File diffs are not available on this server yet.' : `File diffs are unavailable: ${e.message}`));
       return;
     }
     if (!page.data || page.data.length === 0) {
-      ui.files.replaceChildren(el('p', {class: 'muted'}, 'This run has not changed any files.'));
+      svc.fill(ui.files, el('p', {class: 'muted'}, 'This run has not changed any files.'));
       return;
     }
-    ui.files.replaceChildren(...page.data.map((f) => {
+    svc.fill(ui.files, ...page.data.map((f) => {
       const name = (f.new_file && f.new_file.name) || (f.old_file && f.old_file.name) || 'file';
       const lines = diffLines((f.old_file && f.old_file.contents) || '', (f.new_file && f.new_file.contents) || '');
       const add = lines.filter((l) => l[0] === '+').length;

@@ -36,15 +36,15 @@
       el('button', {type: 'submit', class: 'primary', id: 'signin-submit'}, 'Sign in'), msg);
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
-      msg.replaceChildren();
-      if (!token.value.trim()) { msg.replaceChildren(errorBox('Enter the dev token.')); return; }
+      svc.fill(msg);
+      if (!token.value.trim()) { svc.fill(msg, errorBox('Enter the dev token.')); return; }
       let r;
       try {
         r = await fetch('/auth/dev-token', {method: 'POST', credentials: 'same-origin',
           headers: {'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json'},
           body: new URLSearchParams({token: token.value.trim(), next}).toString(), redirect: 'manual'});
       } catch (err) {
-        msg.replaceChildren(errorBox('The server could not be reached. Check the connection and try again.'));
+        svc.fill(msg, errorBox('The server could not be reached. Check the connection and try again.'));
         return;
       }
       if (r.ok || r.type === 'opaqueredirect' || (r.status >= 300 && r.status < 400)) {
@@ -53,7 +53,7 @@
       }
       let words = `Sign-in failed (${r.status}).`;
       try { const b = await r.json(); if (b.errors && b.errors[0]) words = b.errors[0].detail; } catch (err) { /* keep words */ }
-      msg.replaceChildren(errorBox(words));
+      svc.fill(msg, errorBox(words));
     });
     const ms = await methods();
     show(el('h1', {}, 'Sign in'),
@@ -71,7 +71,7 @@
         if (!r.ok && r.status !== 401) throw new Error(`The server answered ${r.status}.`);
         show(el('h1', {}, 'Signed out'), el('p', {}, 'You are signed out. ', el('a', {href: '/sign-in'}, 'Sign in again')));
       } catch (err) {
-        msg.replaceChildren(errorBox(err, 'Sign-out failed'));
+        svc.fill(msg, errorBox(err, 'Sign-out failed'));
       }
     }}}, 'Sign out');
     show(el('h1', {}, 'Sign out'), el('p', {}, 'End this browser\u2019s session on the server.'), button, msg);
