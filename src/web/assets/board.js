@@ -95,23 +95,61 @@
     };
   }
 
-  // One refresh per run at a time; events arriving meanwhile trigger one more.
+  // Status changes the event itself tells: the card moves at once, without a request.
+  const KIND_COLUMN = {
+    'run.queued': 'queued', 'run.pending': 'queued', 'run.approved': 'queued',
+    'run.starting': 'initializing', 'run.started': 'running', 'run.running': 'running',
+    'run.unpaused': 'running', 'run.paused': 'running', 'run.unblocked': 'running',
+    'run.blocked': 'blocked', 'run.failed': 'failed',
+  };
+
+  function onEvent(ev) {
+    const k = ev.event || '';
+    if (!ev.run_id || !(k.startsWith('run.') || k.startsWith('interview.'))) return;
+    const p = ev.properties || {};
+    const c = cards.get(ev.run_id);
+    if (c) {
+      let col = KIND_COLUMN[k];
+      if (k === 'run.completed') col = column(p.status) || 'succeeded';
+      const item = Object.assign({}, c.item);
+      if (k === 'interview.started') item.question = {text: p.question};
+      if (k === 'interview.completed' || k === 'interview.timeout' || k === 'interview.interrupted') item.question = null;
+      if (col) item.status = col;
+      if (col !== c.item.status || item.question !== c.item.question) {
+        place(item);
+        svc.probe(ev);
+      }
+    }
+    // Then the run itself, for what events do not carry (title, timing, diff, archive).
+    refreshSoon(ev.run_id, ev, c ? 250 : 0);
+  }
+
+  // One refresh per run at a time, coalescing bursts of events.
+  const timers = new Map();
   const inflight = new Map();
+  function refreshSoon(id, ev, delay) {
+    if (timers.has(id)) return;
+    timers.set(id, setTimeout(() => { timers.delete(id); refresh(id, ev); }, delay));
+  }
+
   async function refresh(id, ev) {
     if (inflight.has(id)) { inflight.set(id, ev); return; }
     inflight.set(id, null);
     try {
       const r = await api('GET', '/api/v1/runs/' + encodeURIComponent(id));
       const item = itemFromRun(r);
+      const had = cards.get(id);
       if (item.archived && !archived) drop(id);
-      else if (cards.has(id) || offset === 0) place(item);
-      svc.probe(ev);
+      else if (had || offset === 0) {
+        place(item);
+        if (!had || had.item.status !== item.status) svc.probe(ev);
+      }
     } catch (e) {
       if (e.status === 404) drop(id);
     } finally {
       const again = inflight.get(id);
       inflight.delete(id);
-      if (again) refresh(id, again);
+      if (again) refreshSoon(id, again, 250);
     }
   }
 
@@ -134,8 +172,7 @@
     es.onmessage = (m) => {
       let ev;
       try { ev = JSON.parse(m.data); } catch (e) { return; }
-      const k = ev.event || '';
-      if (ev.run_id && (k.startsWith('run.') || k.startsWith('interview.'))) refresh(ev.run_id, ev);
+      onEvent(ev);
     };
   }
 
