@@ -25,6 +25,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = os.environ.get("SVC_CHROMIUM", "/usr/bin/chromium")
@@ -263,12 +264,29 @@ def test_live_run(d, s):
     wait(d, "the question as buttons", lambda: q(d, '#questions button.option'), secs=30)
     wait(d, "blocked badge", lambda: "blocked" in q(d, "#run-status")[0].text)
     shot(d, "run-page-question")
-    # Stage details of the finished build stage.
-    q(d, 'g.node[data-node="build"]')[0].click()
+    # Stage details of the finished build stage, chosen with the keyboard.
+    node = q(d, 'g.node[data-node="build"]')[0]
+    d.execute_script("arguments[0].focus()", node)
+    node.send_keys(Keys.ENTER)
     wait(d, "stage details", lambda: "building" in q(d, "#details")[0].text)
-    yes = [b for b in q(d, '#questions button.option') if "Yes" in b.text]
-    check(yes, "a Yes option")
-    yes[0].click()
+    check("echo building" in q(d, "#details")[0].text, "the script is shown")
+    # Pause: answers are refused in words; unpause and answer.
+    q(d, '#controls button[data-action="pause"]')[0].click()
+    wait_controls(d, ["cancel", "unpause"])
+
+    def yes():
+        b = [b for b in q(d, '#questions button.option') if "Yes" in b.text]
+        check(b, "a Yes option")
+        return b[0]
+    wait(d, "options enabled", lambda: yes().is_enabled())
+    yes().click()
+    wait(d, "a refusal in words", lambda: q(d, "#questions .error"))
+    refusal = q(d, "#questions .error")[0].text
+    check("paused" in refusal and "{" not in refusal, f"refusal: {refusal}")
+    q(d, '#controls button[data-action="unpause"]')[0].click()
+    wait_controls(d, ["cancel", "pause"])
+    wait(d, "options enabled again", lambda: yes().is_enabled())
+    yes().click()
     wait(d, "the run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=30)
     wait(d, "exit node succeeded", lambda: "s-succeeded" in (q(d, 'g.node[data-node="exit"]')[0].get_attribute("class") or ""))
     check(q(d, "#questions")[0].get_attribute("hidden") is not None, "question gone")
@@ -282,6 +300,15 @@ def test_live_run(d, s):
     wait(d, "the card in Succeeded without reload", lambda: q(d, f'.column[data-column="succeeded"] .card[data-id="{run_id}"]'))
     check(d.execute_script("return window.__noReload") == 1, "the board did not reload")
     shot(d, "board")
+    # Readable at phone width: nothing wider than the screen.
+    d.set_window_size(390, 844)
+    for path in ["/", f"/runs/{run_id}", "/runs/new"]:
+        d.get(s.base + path)
+        wait(d, f"{path} at phone width", lambda: q(d, "#board, #graph svg, #wf-source"))
+        over = d.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        check(over <= 1, f"{path} overflows a phone screen by {over}px")
+        shot(d, "phone-" + {"/": "board", "/runs/new": "new-run"}.get(path, "run-page"))
+    d.set_window_size(1400, 1000)
     return run_id
 
 

@@ -225,6 +225,11 @@
       el('a', {class: 'button primary', href: '/runs/new'}, 'New run')), board, nav);
     if (!(await load(true))) return;
     window.__svcBoardPainted = performance.now();
+    if (svc.demo) {
+      // The demo stream replays canned events that would shuffle the fixtures around.
+      status.textContent = 'Demo data (not live)';
+      return;
+    }
     follow();
     setInterval(tick, 1000);
   }
