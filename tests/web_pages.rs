@@ -23,7 +23,7 @@ fn page(s: &Server, path: &str) -> server_support::Resp {
 #[test]
 fn pages_and_assets_carry_a_strict_csp_and_stay_small() {
     let s = web_server();
-    for path in ["/", "/sign-in", "/sign-out", "/runs/new", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"] {
+    for path in ["/", "/login", "/logout", "/runs/new", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"] {
         let r = page(&s, path);
         assert_eq!(r.status, 200, "{path}: {}", r.text());
         assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));

@@ -88,8 +88,8 @@ pub fn routes() -> Vec<Route> {
 /// the browser's session). Not API routes, so not in the OpenAPI document.
 pub fn page_routes() -> Vec<Route> {
     vec![
-        public("GET", "/sign-in", pages::sign_in),
-        public("GET", "/sign-out", pages::sign_out),
+        public("GET", "/login", pages::sign_in),
+        public("GET", "/logout", pages::sign_out),
         public("GET", "/runs/new", pages::new_run),
         public("GET", "/runs/{id}", pages::run),
         public("GET", "/assets/{name}", pages::asset),

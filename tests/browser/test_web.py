@@ -181,7 +181,7 @@ def no_csp_violations(d):
 # ---------------------------------------------------------------- checks
 
 def test_demo(d, s):
-    d.get(s.base + "/sign-in")
+    d.get(s.base + "/login")
     wait(d, "the demo button", lambda: q(d, "#demo-enter"))
     q(d, "#demo-enter")[0].click()
     wait(d, "demo cards on the board", lambda: len(q(d, ".card")) >= 7)
@@ -205,8 +205,17 @@ def test_demo(d, s):
     wait(d, "demo usage", lambda: q(d, "#usage table"))
     no_csp_violations(d)
     q(d, "#demo-leave")[0].click()
-    wait(d, "sign-in page after leaving demo", lambda: "/sign-in" in d.current_url)
+    wait(d, "sign-in page after leaving demo", lambda: "/login" in d.current_url)
     check("svc-demo=1" not in d.execute_script("return document.cookie"), "demo cookie cleared")
+
+
+def sign_out(d, s):
+    d.get(s.base + "/logout")
+    wait(d, "the sign-out button", lambda: q(d, "#signout-submit"))
+    q(d, "#signout-submit")[0].click()
+    wait(d, "signed out", lambda: "signed out" in q(d, "main")[0].text)
+    d.get(s.base + "/")
+    wait(d, "sign-in again after sign-out", lambda: "/login" in d.current_url)
 
 
 def sign_in(d, s):
@@ -215,7 +224,7 @@ def sign_in(d, s):
         d.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer " + s.token}})
         return
     d.get(s.base + "/")
-    wait(d, "redirect to sign-in", lambda: "/sign-in" in d.current_url and q(d, "#dev-token"))
+    wait(d, "redirect to sign-in", lambda: "/login" in d.current_url and q(d, "#dev-token"))
     q(d, "#dev-token")[0].send_keys("svc_dev_wrong")
     q(d, "#signin-submit")[0].click()
     wait(d, "a refused sign-in in words", lambda: q(d, "#signin-msg .error"))
@@ -337,7 +346,7 @@ def bench(d, binary):
         dot = chain(1, 0)
         for _ in range(1000):
             s.create(dot, start=False)
-        d.get(s.base + "/sign-in")
+        d.get(s.base + "/login")
         sign_in_only(d, s)
         paints = []
         for _ in range(5):
@@ -350,7 +359,7 @@ def bench(d, binary):
     # Stage event commit to DOM change with 50 runs on the board.
     s = Server(binary, "[server.scheduler]\nmax_concurrent_runs = 60\n")
     try:
-        d.get(s.base + "/sign-in")
+        d.get(s.base + "/login")
         sign_in_only(d, s)
         ids = [s.create(chain(20, 0.2), start=False) for _ in range(50)]
         d.get(s.base + "/runs/" + ids[0])
@@ -384,7 +393,7 @@ def sign_in_only(d, s):
     wait(d, "sign-in form", lambda: q(d, "#dev-token"))
     q(d, "#dev-token")[0].send_keys(s.token)
     q(d, "#signin-submit")[0].click()
-    wait(d, "signed in", lambda: "/sign-in" not in d.current_url)
+    wait(d, "signed in", lambda: "/login" not in d.current_url)
 
 
 def main():
@@ -405,6 +414,8 @@ def main():
         try:
             steps = [("demo mode", test_demo), ("sign in", sign_in), ("inline validation", test_validation_inline),
                      ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words)]
+            if os.environ.get("SVC_WEB_BEARER") != "1":
+                steps.append(("sign out", sign_out))
             for name, f in steps:
                 if a.only and a.only not in name and name != "sign in":
                     continue

@@ -39,7 +39,7 @@ const svc = (() => {
   }
 
   function signIn() {
-    location.assign('/sign-in?next=' + encodeURIComponent(location.pathname + location.search));
+    location.assign('/login?next=' + encodeURIComponent(location.pathname + location.search));
   }
 
   async function request(method, path, body, accept) {
@@ -167,7 +167,7 @@ const svc = (() => {
       if (out) out.hidden = true;
       document.getElementById('demo-leave').addEventListener('click', () => {
         document.cookie = 'svc-demo=; path=/; max-age=0; samesite=lax';
-        location.assign('/sign-in');
+        location.assign('/login');
       });
     }
   }
