@@ -49,7 +49,10 @@ fn web_ui_end_to_end_in_chromium() {
         .arg(&out)
         .status()
         .expect("run python3");
-    assert!(status.success(), "the browser test failed (see its output above)");
+    assert!(
+        status.success(),
+        "the browser test failed (see its output above)"
+    );
     for shot in ["board.png", "run-page.png"] {
         assert!(out.join(shot).exists(), "screenshot {shot} missing");
     }

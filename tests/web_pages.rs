@@ -23,7 +23,13 @@ fn page(s: &Server, path: &str) -> server_support::Resp {
 #[test]
 fn pages_and_assets_carry_a_strict_csp_and_stay_small() {
     let s = web_server();
-    for path in ["/", "/login", "/logout", "/runs/new", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"] {
+    for path in [
+        "/",
+        "/login",
+        "/logout",
+        "/runs/new",
+        "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    ] {
         let r = page(&s, path);
         assert_eq!(r.status, 200, "{path}: {}", r.text());
         assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
@@ -40,9 +46,16 @@ fn pages_and_assets_carry_a_strict_csp_and_stay_small() {
             let a = s.raw("GET", &format!("/assets/{name}"), &[], None);
             assert_eq!(a.status, 200, "{name}");
             let ct = a.header("content-type").unwrap_or_default();
-            assert!(ct.starts_with("text/javascript") || ct.starts_with("text/css"), "{ct}");
+            assert!(
+                ct.starts_with("text/javascript") || ct.starts_with("text/css"),
+                "{ct}"
+            );
             assert!(a.header("content-security-policy").is_some());
-            assert!(a.body.len() <= 100 * 1024, "{name} is {} bytes", a.body.len());
+            assert!(
+                a.body.len() <= 100 * 1024,
+                "{name} is {} bytes",
+                a.body.len()
+            );
             total += a.body.len();
         }
         assert!(total <= 150 * 1024, "{path} weighs {total} bytes");
@@ -75,15 +88,25 @@ fn the_graph_is_svg_with_one_group_per_node() {
     let id = run["id"].as_str().unwrap();
     let r = s.get(&format!("/api/v1/runs/{id}/graph"));
     assert_eq!(r.status, 200);
-    assert_eq!(r.header("content-type"), Some("image/svg+xml; charset=utf-8"));
+    assert_eq!(
+        r.header("content-type"),
+        Some("image/svg+xml; charset=utf-8")
+    );
     let svg = r.text();
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     for n in ["start", "work", "exit"] {
         assert!(svg.contains(&format!("data-node=\"{n}\"")), "{n}");
     }
     assert!(svg.contains("<desc>echo &lt;hi&gt;</desc>"));
-    assert!(s.get(&format!("/api/v1/runs/{id}/graph?direction=tb")).status == 200);
-    assert_error(&s.get(&format!("/api/v1/runs/{id}/graph?direction=up")), 400);
+    assert!(
+        s.get(&format!("/api/v1/runs/{id}/graph?direction=tb"))
+            .status
+            == 200
+    );
+    assert_error(
+        &s.get(&format!("/api/v1/runs/{id}/graph?direction=up")),
+        400,
+    );
     assert_error(&s.get("/api/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/graph"), 404);
     // Demo mode draws its fixture graph without credentials.
     let demo = s.raw(

@@ -23,8 +23,10 @@ fn enabled(app: &App) -> Result<(), ApiError> {
 }
 
 fn reply(content_type: &str, body: String) -> Reply {
-    let mut headers: Vec<(std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>)> =
-        vec![("Content-Type".into(), content_type.to_string().into())];
+    let mut headers: Vec<(
+        std::borrow::Cow<'static, str>,
+        std::borrow::Cow<'static, str>,
+    )> = vec![("Content-Type".into(), content_type.to_string().into())];
     for (k, v) in web::security_headers() {
         headers.push((k.into(), v.into()));
     }
@@ -73,7 +75,7 @@ pub fn run(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 pub fn asset(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     enabled(app)?;
     let name = ctx.param("name");
-    let a = web::asset(name)
-        .ok_or_else(|| ApiError::not_found(format!("No asset named `{name}`.")))?;
+    let a =
+        web::asset(name).ok_or_else(|| ApiError::not_found(format!("No asset named `{name}`.")))?;
     Ok(reply(a.content_type, a.body.to_string()))
 }

@@ -219,14 +219,23 @@ pub fn layout(wf: &Workflow, direction: Direction) -> Layout {
         Direction::TopBottom => {
             let spans: Vec<f64> = rows
                 .iter()
-                .map(|r| r.iter().map(|&i| widths[i]).sum::<f64>() + GAP_NODE * r.len().saturating_sub(1) as f64)
+                .map(|r| {
+                    r.iter().map(|&i| widths[i]).sum::<f64>()
+                        + GAP_NODE * r.len().saturating_sub(1) as f64
+                })
                 .collect();
             let widest = spans.iter().copied().fold(0.0, f64::max);
             for (l, row) in rows.iter().enumerate() {
                 let mut x = MARGIN + (widest - spans[l]) / 2.0;
                 let y = MARGIN + l as f64 * (NODE_H + GAP_LAYER) + NODE_H / 2.0;
                 for &i in row {
-                    nodes[i] = Placed { x: x + widths[i] / 2.0, y, w: widths[i], h: NODE_H, layer: l };
+                    nodes[i] = Placed {
+                        x: x + widths[i] / 2.0,
+                        y,
+                        w: widths[i],
+                        h: NODE_H,
+                        layer: l,
+                    };
                     x += widths[i] + GAP_NODE;
                 }
             }
@@ -245,7 +254,13 @@ pub fn layout(wf: &Workflow, direction: Direction) -> Layout {
                 let own = row.len() as f64 * NODE_H + (row.len() as f64 - 1.0).max(0.0) * GAP_NODE;
                 let mut y = MARGIN + (span_h - own) / 2.0 + NODE_H / 2.0;
                 for &i in row {
-                    nodes[i] = Placed { x: x + col_w[l] / 2.0, y, w: widths[i], h: NODE_H, layer: l };
+                    nodes[i] = Placed {
+                        x: x + col_w[l] / 2.0,
+                        y,
+                        w: widths[i],
+                        h: NODE_H,
+                        layer: l,
+                    };
                     y += NODE_H + GAP_NODE;
                 }
                 x += col_w[l] + GAP_LAYER;
@@ -302,7 +317,9 @@ fn edge_path(l: &Layout, a: usize, b: usize, back: bool) -> (String, f64, f64) {
                 let (x2, y2) = (q.x + q.w / 2.0, q.y);
                 let bulge = x1.max(x2) + 40.0 + (p.layer.abs_diff(q.layer) as f64) * 6.0;
                 (
-                    format!("M{x1:.1},{y1:.1} C{bulge:.1},{y1:.1} {bulge:.1},{y2:.1} {x2:.1},{y2:.1}"),
+                    format!(
+                        "M{x1:.1},{y1:.1} C{bulge:.1},{y1:.1} {bulge:.1},{y2:.1} {x2:.1},{y2:.1}"
+                    ),
                     bulge - 8.0,
                     (y1 + y2) / 2.0,
                 )
@@ -312,7 +329,9 @@ fn edge_path(l: &Layout, a: usize, b: usize, back: bool) -> (String, f64, f64) {
                 let (x2, y2) = (q.x, q.y + q.h / 2.0);
                 let bulge = y1.max(y2) + 40.0 + (p.layer.abs_diff(q.layer) as f64) * 6.0;
                 (
-                    format!("M{x1:.1},{y1:.1} C{x1:.1},{bulge:.1} {x2:.1},{bulge:.1} {x2:.1},{y2:.1}"),
+                    format!(
+                        "M{x1:.1},{y1:.1} C{x1:.1},{bulge:.1} {x2:.1},{bulge:.1} {x2:.1},{y2:.1}"
+                    ),
                     (x1 + x2) / 2.0,
                     bulge - 8.0,
                 )
@@ -344,7 +363,12 @@ fn edge_path(l: &Layout, a: usize, b: usize, back: bool) -> (String, f64, f64) {
 }
 
 fn node_shape(p: &Placed, h: Option<HandlerKind>) -> String {
-    let (l, r, t, b) = (p.x - p.w / 2.0, p.x + p.w / 2.0, p.y - p.h / 2.0, p.y + p.h / 2.0);
+    let (l, r, t, b) = (
+        p.x - p.w / 2.0,
+        p.x + p.w / 2.0,
+        p.y - p.h / 2.0,
+        p.y + p.h / 2.0,
+    );
     match h {
         Some(HandlerKind::Conditional) => format!(
             "<polygon points=\"{:.1},{t:.1} {r:.1},{:.1} {:.1},{b:.1} {l:.1},{:.1}\"/>",
@@ -455,9 +479,15 @@ mod tests {
     fn layers_follow_the_flow_and_loops_are_back_edges() {
         let w = wf(GATE);
         let l = layout(&w, Direction::TopBottom);
-        let layer = |id: &str| l.nodes[w.graph.nodes.iter().position(|n| n.id == id).unwrap()].layer;
+        let layer =
+            |id: &str| l.nodes[w.graph.nodes.iter().position(|n| n.id == id).unwrap()].layer;
         assert_eq!(
-            [layer("start"), layer("build"), layer("review"), layer("exit")],
+            [
+                layer("start"),
+                layer("build"),
+                layer("review"),
+                layer("exit")
+            ],
             [0, 1, 2, 3]
         );
         let backs: Vec<_> = l.edges.iter().filter(|e| e.2).collect();
@@ -497,7 +527,8 @@ mod tests {
 
     #[test]
     fn deep_chains_lay_out_without_recursion() {
-        let mut src = String::from("digraph d { start [shape=Mdiamond]; exit [shape=Msquare]; start");
+        let mut src =
+            String::from("digraph d { start [shape=Mdiamond]; exit [shape=Msquare]; start");
         for i in 0..5000 {
             src.push_str(&format!(" -> n{i}"));
         }

@@ -153,10 +153,19 @@ mod tests {
     #[test]
     fn no_asset_over_100_kib_and_no_page_over_150_kib() {
         for a in ASSETS {
-            assert!(a.body.len() <= MAX_ASSET_BYTES, "{} is {} bytes", a.name, a.body.len());
+            assert!(
+                a.body.len() <= MAX_ASSET_BYTES,
+                "{} is {} bytes",
+                a.name,
+                a.body.len()
+            );
         }
         for p in Page::ALL {
-            assert!(page_weight(p) <= 150 * 1024, "{p:?} weighs {}", page_weight(p));
+            assert!(
+                page_weight(p) <= 150 * 1024,
+                "{p:?} weighs {}",
+                page_weight(p)
+            );
         }
     }
 
@@ -175,14 +184,29 @@ mod tests {
                 html.matches("<script").count(),
                 html.matches("<script src=\"/assets/").count()
             );
-            for bad in [" style=", "<style", " onclick=", " onload=", "http://", "https://"] {
+            for bad in [
+                " style=",
+                "<style",
+                " onclick=",
+                " onload=",
+                "http://",
+                "https://",
+            ] {
                 assert!(!html.contains(bad), "{p:?} contains {bad}");
             }
         }
         for a in ASSETS {
-            for bad in ["http://", "https://", "eval(", "new Function", "innerHTML", "document.write"] {
+            for bad in [
+                "http://",
+                "https://",
+                "eval(",
+                "new Function",
+                "innerHTML",
+                "document.write",
+            ] {
                 let hits = a.body.matches(bad).count()
-                    - a.body.matches("http://www.w3.org/2000/svg").count() * usize::from(bad == "http://");
+                    - a.body.matches("http://www.w3.org/2000/svg").count()
+                        * usize::from(bad == "http://");
                 assert_eq!(hits, 0, "{} uses {bad}", a.name);
             }
         }

@@ -919,10 +919,7 @@ pub fn graph_reply(source: &str, direction: Option<&str>) -> Result<Reply, ApiEr
     };
     Ok(Reply::Full(rouille::Response {
         status_code: 200,
-        headers: vec![(
-            "Content-Type".into(),
-            "image/svg+xml; charset=utf-8".into(),
-        )],
+        headers: vec![("Content-Type".into(), "image/svg+xml; charset=utf-8".into())],
         data: rouille::ResponseBody::from_string(graph::svg(&wf, dir)),
         upgrade: None,
     }))
