@@ -8,6 +8,7 @@
 #![recursion_limit = "256"]
 
 pub mod agent;
+pub mod auth;
 pub mod cli;
 pub mod dot;
 pub mod engine;

@@ -228,7 +228,11 @@ fn settings_reload_live_and_invalid_edits_are_ignored() {
     });
     let file = s.path().join("settings.toml");
     assert_eq!(s.get("/api/v1/user").status, 200);
-    std::fs::write(&file, "[server.auth]\nmethods = [\"codehost\"]\n").unwrap();
+    std::fs::write(
+        &file,
+        "[server.auth]\nmethods = [\"codehost\"]\n[server.auth.codehost]\nallowed_usernames = [\"alice\"]\n",
+    )
+    .unwrap();
     let t = Instant::now();
     wait_for(5, "auth change", || {
         (s.get("/api/v1/user").status == 401).then_some(())

@@ -11,7 +11,7 @@ const SECRET: &str = "0123456789abcdef0123456789abcdef-web-pages";
 fn web_server() -> Server {
     Server::with(Opts {
         settings: Some("[server.web]\nenabled = true\n"),
-        env: vec![("SESSION_SECRET", SECRET)],
+        env: vec![("SESSION_SECRET", SECRET.to_string())],
         ..Opts::default()
     })
 }

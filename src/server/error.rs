@@ -56,6 +56,10 @@ impl ApiError {
         ApiError::new(401, detail).with_code("unauthorized")
     }
 
+    pub fn forbidden(detail: impl Into<String>) -> ApiError {
+        ApiError::new(403, detail).with_code("forbidden")
+    }
+
     pub fn not_found(detail: impl Into<String>) -> ApiError {
         ApiError::new(404, detail).with_code("not_found")
     }
@@ -124,6 +128,8 @@ pub fn reason_phrase(status: u16) -> &'static str {
         201 => "Created",
         202 => "Accepted",
         204 => "No Content",
+        302 => "Found",
+        303 => "See Other",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 pub struct App {
     pub settings: SettingsHandle,
     pub state_dir: PathBuf,
-    pub dev_token: Option<String>,
+    pub auth: crate::auth::Authenticator,
     pub versions: Arc<versions::VersionStore>,
     pub runs: Arc<runs::Runs>,
     pub router: Router,
@@ -52,14 +52,14 @@ impl App {
     pub fn new(
         settings: SettingsHandle,
         state_dir: PathBuf,
-        dev_token: Option<String>,
+        auth: crate::auth::Authenticator,
         versions: Arc<versions::VersionStore>,
         runs: Arc<runs::Runs>,
     ) -> App {
         App {
             settings,
             state_dir,
-            dev_token,
+            auth,
             versions,
             runs,
             router: Router::new(routes::all()),
@@ -100,8 +100,7 @@ impl App {
             return demo::handle(self, route, &mut ctx);
         }
         if route.access == Access::User {
-            let s = self.settings.get();
-            ctx.principal = Some(auth::authenticate(&s, self.dev_token.as_deref(), ctx.inc)?);
+            ctx.principal = Some(auth::authenticate(self, ctx.inc)?);
         }
         (route.handler)(self, &mut ctx)
     }
@@ -140,9 +139,13 @@ pub enum StartError {
     #[error("{0}")]
     Settings(#[from] settings::SettingsError),
     #[error("{0}")]
-    Token(#[from] auth::TokenError),
-    #[error("server.web.enabled = true needs the SESSION_SECRET environment variable (at least 32 bytes)")]
-    SessionSecret,
+    Token(#[from] crate::auth::TokenError),
+    #[error("server.web.enabled = true needs SESSION_SECRET (at least 32 bytes) in the environment or the vault; it is {0}")]
+    SessionSecret(&'static str),
+    #[error("{0}")]
+    Sessions(#[from] crate::auth::session::SessionError),
+    #[error("{0}")]
+    JwtKey(#[from] crate::auth::jwt::KeyError),
     #[error("cannot open the state directory {path}: {message}")]
     State { path: PathBuf, message: String },
     #[error("{0}")]
@@ -158,7 +161,10 @@ impl StartError {
     /// Usage/configuration problems exit 2, runtime failures 1.
     pub fn exit_code(&self) -> i32 {
         match self {
-            StartError::NotConfigured(_) | StartError::Settings(_) | StartError::SessionSecret => 2,
+            StartError::NotConfigured(_)
+            | StartError::Settings(_)
+            | StartError::SessionSecret(_)
+            | StartError::JwtKey(_) => 2,
             _ => 1,
         }
     }
@@ -214,20 +220,17 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             .methods
             .push(settings::AuthMethod::DevToken);
     }
-    if initial.server.web.enabled && std::env::var("SESSION_SECRET").map_or(true, |s| s.len() < 32)
-    {
-        return Err(StartError::SessionSecret);
-    }
     let state_err = |e: &dyn std::fmt::Display| StartError::State {
         path: opts.state_dir.clone(),
         message: e.to_string(),
     };
     create_private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
     let dev_token = if initial.has_auth(settings::AuthMethod::DevToken) {
-        Some(auth::load_or_create_dev_token(&opts.state_dir)?)
+        Some(crate::auth::load_or_create_dev_token(&opts.state_dir)?)
     } else {
         None
     };
+    let authenticator = authenticator(&initial, &opts.state_dir, &dev_token)?;
     let store: Arc<dyn crate::store::RunStore> =
         Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
     let versions = Arc::new(
@@ -268,7 +271,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     let app = Arc::new(App::new(
         handle,
         opts.state_dir.clone(),
-        dev_token.as_ref().map(|(t, _)| t.clone()),
+        authenticator,
         versions,
         runs,
     ));
@@ -287,6 +290,36 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         dev_token,
         _watcher: watcher,
     })
+}
+
+/// The credential checker: the dev token, session keys when the web UI is on
+/// (`SESSION_SECRET` from the environment or the vault, at least 32 bytes), and the JWT key
+/// when `SVC_JWT_PUBLIC_KEY` is set.
+fn authenticator(
+    s: &Settings,
+    state_dir: &Path,
+    dev_token: &Option<(String, bool)>,
+) -> Result<crate::auth::Authenticator, StartError> {
+    let sessions = if s.server.web.enabled {
+        let secret =
+            crate::auth::session_secret(state_dir).ok_or(StartError::SessionSecret("missing"))?;
+        if secret.len() < crate::auth::session::MIN_SECRET_BYTES {
+            return Err(StartError::SessionSecret("too short"));
+        }
+        Some(crate::auth::Sessions::new(
+            secret.as_bytes(),
+            state_dir,
+            crate::auth::unix_now(),
+        )?)
+    } else {
+        None
+    };
+    let jwt = crate::auth::jwt::JwtVerifier::from_env()?;
+    Ok(crate::auth::Authenticator::new(
+        dev_token.as_ref().map(|(t, _)| t.clone()),
+        sessions,
+        jwt,
+    ))
 }
 
 /// The executor worker threads run promoted runs with.

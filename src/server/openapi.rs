@@ -120,6 +120,46 @@ fn operations() -> Vec<Op> {
         op("get", "/api/v1/openapi.json", "Discovery", "This document")
             .public()
             .resp(vec![ok("200", "OpenAPI 3.1 description.", json!({"type": "object"}))]),
+        op("get", "/api/v1/auth/config", "Auth", "Sign-in methods a page should offer")
+            .public()
+            .resp(vec![ok("200", "Methods and sign-in URLs (null when unavailable).", r("AuthConfig"))]),
+        op("post", "/auth/dev-token", "Auth", "Sign in with the dev token (browser form)")
+            .public()
+            .body(json!({"type": "object", "required": ["token"], "properties": {"token": {"type": "string"}, "next": {"type": "string"}}}), true)
+            .resp(vec![
+                no_content("303", "Form: signed in (Set-Cookie __svc_session), redirect to `next` or `/`; wrong token: redirect to /login?error=invalid_token."),
+                ok("200", "JSON body: signed in (Set-Cookie __svc_session).", json!({"type": "object"})),
+                err("401", "JSON body: wrong token."),
+                err("403", "Cross-site Origin."),
+                err("404", "The web UI or dev-token sign-in is off."),
+            ]),
+        op("post", "/auth/logout", "Auth", "Sign out (revokes the session)")
+            .public()
+            .resp(vec![
+                no_content("303", "Signed out, redirect to /login."),
+                no_content("204", "Signed out (Accept: application/json)."),
+                err("403", "Cross-site Origin."),
+                err("404", "The web UI is off."),
+            ]),
+        op("get", "/auth/login", "Auth", "Start code-host sign-in")
+            .public()
+            .param("next", "query", json!({"type": "string"}), "Local path to return to.")
+            .resp(vec![
+                no_content("302", "Redirect to the code host's authorize URL."),
+                err("404", "Code-host sign-in or the web UI is off."),
+                err("503", "The OAuth app is not configured."),
+            ]),
+        op("get", "/auth/callback", "Auth", "Finish code-host sign-in")
+            .public()
+            .param("code", "query", json!({"type": "string"}), "OAuth code.")
+            .param("state", "query", json!({"type": "string"}), "OAuth state.")
+            .resp(vec![
+                no_content("303", "Signed in (Set-Cookie __svc_session), redirect to `next`."),
+                err("400", "State mismatch or missing code."),
+                err("401", "The code host refused the code."),
+                err("403", "The user is not in allowed_usernames."),
+                err("502", "The code host failed."),
+            ]),
         op("get", "/api/v1/user", "Auth", "The authenticated user")
             .resp(vec![ok("200", "The caller.", r("User"))]),
         op("post", "/api/v1/workflow-versions", "Workflows", "Register a workflow package")
@@ -299,7 +339,16 @@ fn schemas() -> Value {
         "Health": {"type": "object", "required": ["status"], "properties": {"status": {"const": "ok"}}},
         "User": {"type": "object", "required": ["login", "auth_method"], "properties": {
             "login": {"type": "string"},
-            "auth_method": {"enum": ["dev_token", "codehost"]}
+            "auth_method": {"enum": ["dev_token", "codehost"]},
+            "avatar_url": {"type": "string"}
+        }},
+        "AuthConfig": {"type": "object", "required": ["methods", "web_enabled", "session_cookie"], "properties": {
+            "methods": {"type": "array", "items": {"enum": ["dev-token", "codehost"]}},
+            "web_enabled": {"type": "boolean"},
+            "session_cookie": {"type": "string"},
+            "dev_token_login_url": {"type": ["string", "null"]},
+            "codehost_login_url": {"type": ["string", "null"]},
+            "logout_url": {"type": ["string", "null"]}
         }},
         "WorkflowPackage": {
             "type": "object",
@@ -593,6 +642,10 @@ fn build() -> Value {
                 "401".into(),
                 json!({"description": "Missing or invalid credentials.", "content": content(r("Error"))}),
             );
+            responses.insert(
+                "403".into(),
+                json!({"description": "The user is not allowed, or a cookie-authenticated change came from another origin.", "content": content(r("Error"))}),
+            );
         }
         let mut operation = json!({
             "tags": [o.tag],
@@ -630,8 +683,8 @@ fn build() -> Value {
         "components": {
             "schemas": schemas(),
             "securitySchemes": {
-                "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…)."},
-                "SessionCookie": {"type": "apiKey", "in": "cookie", "name": "__svc_session"}
+                "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},
+                "SessionCookie": {"type": "apiKey", "in": "cookie", "name": "__svc_session", "description": "Private session cookie set by /auth/dev-token or /auth/callback."}
             }
         },
         "security": [{"BearerAuth": []}, {"SessionCookie": []}]

@@ -4,6 +4,7 @@
 //! Owns: which handler serves which method and path, and whether it needs credentials.
 //! Must not touch: handler logic.
 
+use super::auth;
 use super::models;
 use super::pages;
 use super::router::{Access, Route};
@@ -42,6 +43,12 @@ pub fn routes() -> Vec<Route> {
         public("GET", "/", system::root),
         public("GET", "/health", system::health),
         public("GET", "/api/v1/openapi.json", system::openapi_doc),
+        // Browser sign-in: these check credentials themselves (see `server::auth`).
+        public("GET", "/api/v1/auth/config", auth::config),
+        public("POST", "/auth/dev-token", auth::dev_token_login),
+        public("POST", "/auth/logout", auth::logout),
+        public("GET", "/auth/login", auth::login),
+        public("GET", "/auth/callback", auth::callback),
         user("GET", "/api/v1/user", system::user),
         user("POST", "/api/v1/workflow-versions", system::create_version),
         user("GET", "/api/v1/workflow-versions/{id}", system::get_version),

@@ -54,11 +54,12 @@ pub fn user(_: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let p = ctx
         .principal
         .clone()
-        .unwrap_or_else(super::auth::dev_principal);
-    Ok(Reply::json(
-        200,
-        &json!({"login": p["login"], "auth_method": p["auth_method"]}),
-    ))
+        .unwrap_or_else(|| crate::auth::Principal::dev().to_json());
+    let mut me = json!({"login": p["login"], "auth_method": p["auth_method"]});
+    if let Some(a) = p.get("avatar_url") {
+        me["avatar_url"] = a.clone();
+    }
+    Ok(Reply::json(200, &me))
 }
 
 pub fn create_version(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {

@@ -104,14 +104,30 @@ pub struct ApiSettings {
     pub url: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebSettings {
     /// The web UI (`crate::web`) is off by default; `true` requires `SESSION_SECRET`.
     pub enabled: bool,
-    /// The canonical browser/API origin; run links are `<url>/runs/<id>`.
+    /// The canonical browser/API origin; run links are `<url>/runs/<id>`. Cookie-authenticated
+    /// state-changing requests must carry this origin in `Origin`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// How long a session cookie lives, in seconds (default 30 days).
+    pub session_lifetime_secs: u64,
+}
+
+/// Default `server.web.session_lifetime_secs`: 30 days.
+pub const DEFAULT_SESSION_LIFETIME_SECS: u64 = 30 * 24 * 3600;
+
+impl Default for WebSettings {
+    fn default() -> Self {
+        WebSettings {
+            enabled: false,
+            url: None,
+            session_lifetime_secs: DEFAULT_SESSION_LIFETIME_SECS,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,13 +141,50 @@ pub enum AuthMethod {
 #[serde(deny_unknown_fields, default)]
 pub struct AuthSettings {
     pub methods: Vec<AuthMethod>,
+    pub codehost: CodehostAuthSettings,
 }
 
 impl Default for AuthSettings {
     fn default() -> Self {
         AuthSettings {
             methods: vec![AuthMethod::DevToken],
+            codehost: CodehostAuthSettings::default(),
         }
+    }
+}
+
+/// `[server.auth.codehost]`: the code host's OAuth app (GitHub's web flow and wire format).
+/// The client secret is the vault's `CODEHOST_CLIENT_SECRET`, never a setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CodehostAuthSettings {
+    /// Where browsers sign in (`/login/oauth/authorize`) and codes are exchanged.
+    pub web_url: String,
+    /// The REST API (`/user`).
+    pub api_url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Logins allowed to sign in; everyone else gets 403. Required when `codehost` is on.
+    pub allowed_usernames: Vec<String>,
+}
+
+impl Default for CodehostAuthSettings {
+    fn default() -> Self {
+        CodehostAuthSettings {
+            web_url: "https://github.com".into(),
+            api_url: "https://api.github.com".into(),
+            client_id: None,
+            allowed_usernames: Vec::new(),
+        }
+    }
+}
+
+impl CodehostAuthSettings {
+    /// Whether `login` is allowed (code-host logins compare case-insensitively).
+    pub fn allows(&self, login: &str) -> bool {
+        self.allowed_usernames
+            .iter()
+            .any(|u| u.eq_ignore_ascii_case(login))
     }
 }
 
@@ -247,6 +300,14 @@ impl Settings {
                 "server.auth.methods must name at least one method (dev-token, codehost)".into(),
             );
         }
+        if self.has_auth(AuthMethod::Codehost)
+            && self.server.auth.codehost.allowed_usernames.is_empty()
+        {
+            return bad("server.auth.codehost.allowed_usernames must name at least one user when codehost auth is on".into());
+        }
+        if self.server.web.session_lifetime_secs == 0 {
+            return bad("server.web.session_lifetime_secs must be at least 1".into());
+        }
         if self.server.scheduler.max_concurrent_runs == 0 {
             return bad("server.scheduler.max_concurrent_runs must be at least 1".into());
         }
@@ -269,6 +330,14 @@ impl Settings {
         let urls = [
             ("server.api.url", self.server.api.url.as_deref()),
             ("server.web.url", self.server.web.url.as_deref()),
+            (
+                "server.auth.codehost.web_url",
+                Some(self.server.auth.codehost.web_url.as_str()),
+            ),
+            (
+                "server.auth.codehost.api_url",
+                Some(self.server.auth.codehost.api_url.as_str()),
+            ),
         ];
         for (key, url) in urls.into_iter().chain(
             self.llm
@@ -500,6 +569,9 @@ enabled = false
 url = "https://svc.example.com"
 [server.auth]
 methods = ["dev-token", "codehost"]
+[server.auth.codehost]
+client_id = "Iv1.abc"
+allowed_usernames = ["alice"]
 [server.scheduler]
 max_concurrent_runs = 2
 [llm.providers.openai]
@@ -524,6 +596,9 @@ provider = "local"
         );
         assert_eq!(s.server.scheduler.max_concurrent_runs, 2);
         assert!(s.has_auth(AuthMethod::Codehost));
+        assert!(s.server.auth.codehost.allows("Alice") && !s.server.auth.codehost.allows("bob"));
+        assert_eq!(s.server.auth.codehost.web_url, "https://github.com");
+        assert_eq!(s.server.web.session_lifetime_secs, 30 * 24 * 3600);
         assert_eq!(s.run.metadata["team"], "platform");
     }
 
@@ -532,6 +607,9 @@ provider = "local"
         for bad in [
             "[server.scheduler]\nmax_concurrent_runs = 0",
             "[server.auth]\nmethods = []",
+            "[server.auth]\nmethods = [\"codehost\"]",
+            "[server.web]\nsession_lifetime_secs = 0",
+            "[server.auth.codehost]\nallowed_usernames = [\"a\"]\nweb_url = \"github.com\"",
             "[server.auth]\nmethods = [\"password\"]",
             "[server.listen]\ntype = \"tcp\"\naddress = \"nope\"",
             "[server.listen]\ntype = \"tcp\"",

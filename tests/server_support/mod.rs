@@ -36,6 +36,23 @@ impl Resp {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+    /// Every value of header `name` (e.g. several `Set-Cookie`).
+    pub fn headers_named(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The value a `Set-Cookie` header gives cookie `name` (`None` when not set).
+    pub fn set_cookie(&self, name: &str) -> Option<String> {
+        self.headers_named("set-cookie").into_iter().find_map(|c| {
+            let (k, rest) = c.split_once('=')?;
+            (k == name).then(|| rest.split(';').next().unwrap_or("").to_string())
+        })
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
@@ -51,7 +68,7 @@ pub struct Opts<'a> {
     pub dev: bool,
     pub dir: Option<tempfile::TempDir>,
     /// Extra environment variables for the server process (e.g. `SESSION_SECRET`).
-    pub env: Vec<(&'a str, &'a str)>,
+    pub env: Vec<(&'a str, String)>,
 }
 
 impl Default for Opts<'_> {
@@ -208,10 +225,13 @@ impl Server {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
         if let Some(b) = body {
-            req.push_str(&format!(
-                "Content-Length: {}\r\nContent-Type: application/json\r\n",
-                b.len()
-            ));
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                req.push_str("Content-Type: application/json\r\n");
+            }
         }
         req.push_str("\r\n");
         s.write_all(req.as_bytes()).expect("write");

@@ -443,7 +443,7 @@ fn check_id(id: &str) -> Result<(), ApiError> {
 fn actor_of(ctx: &Ctx<'_, '_>) -> Value {
     ctx.principal
         .clone()
-        .unwrap_or_else(super::auth::dev_principal)
+        .unwrap_or_else(|| crate::auth::Principal::dev().to_json())
 }
 
 /// `page[limit]` (default 20, clamped 1-100) and `page[offset]` (default 0, min 0, max 1e6).
