@@ -219,10 +219,6 @@ def sign_out(d, s):
 
 
 def sign_in(d, s):
-    if os.environ.get("SVC_WEB_BEARER") == "1":
-        d.execute_cdp_cmd("Network.enable", {})
-        d.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer " + s.token}})
-        return
     d.get(s.base + "/")
     wait(d, "redirect to sign-in", lambda: "/login" in d.current_url and q(d, "#dev-token"))
     q(d, "#dev-token")[0].send_keys("svc_dev_wrong")
@@ -258,8 +254,6 @@ def test_live_run(d, s):
     d.execute_script("window.__noReload = 1")
     board = d.current_window_handle
     d.switch_to.new_window("tab")
-    if os.environ.get("SVC_WEB_BEARER") == "1":
-        sign_in(d, s)
     d.get(s.base + "/runs/new")
     wait(d, "the new-run form", lambda: q(d, "#wf-source"))
     d.execute_script("document.getElementById('wf-source').value = arguments[0]", GATE)
@@ -365,8 +359,6 @@ def bench(d, binary):
         d.get(s.base + "/runs/" + ids[0])
         wait(d, "graph", lambda: q(d, "#graph g.node"))
         d.switch_to.new_window("tab")
-        if os.environ.get("SVC_WEB_BEARER") == "1":
-            sign_in(d, s)
         d.get(s.base + "/")
         wait(d, "board live", lambda: q(d, ".live.ok"))
         for i in ids:
@@ -388,8 +380,6 @@ def bench(d, binary):
 
 
 def sign_in_only(d, s):
-    if os.environ.get("SVC_WEB_BEARER") == "1":
-        return sign_in(d, s)
     wait(d, "sign-in form", lambda: q(d, "#dev-token"))
     q(d, "#dev-token")[0].send_keys(s.token)
     q(d, "#signin-submit")[0].click()
@@ -414,8 +404,7 @@ def main():
         try:
             steps = [("demo mode", test_demo), ("sign in", sign_in), ("inline validation", test_validation_inline),
                      ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words)]
-            if os.environ.get("SVC_WEB_BEARER") != "1":
-                steps.append(("sign out", sign_out))
+            steps.append(("sign out", sign_out))
             for name, f in steps:
                 if a.only and a.only not in name and name != "sign in":
                     continue
