@@ -66,8 +66,15 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         with open(os.path.join(self.dir, "settings.toml"), "w") as f:
             f.write(f'[server.web]\nenabled = true\nurl = "{self.base}"\n{settings_extra}')
-        env = dict(os.environ, SESSION_SECRET=secrets.token_hex(32), RUST_LOG="warn,tiny_http=off")
-        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        self.env = dict(os.environ, SESSION_SECRET=secrets.token_hex(32), RUST_LOG="warn,tiny_http=off")
+        self.binary = binary
+        self.log = open(os.path.join(self.dir, "server.log"), "a")
+        self.launch()
+        with open(os.path.join(self.dir, "dev-token")) as f:
+            self.token = f.read().strip()
+
+    def launch(self):
+        binary, env = self.binary, self.env
         self.proc = subprocess.Popen(
             [binary, "server", "start", "--dev", "--state-dir", self.dir,
              "--listen", f"127.0.0.1:{self.port}"],
@@ -81,8 +88,16 @@ class Server:
                 break
         else:
             raise SystemExit("svc did not start")
-        with open(os.path.join(self.dir, "dev-token")) as f:
-            self.token = f.read().strip()
+
+    def restart(self):
+        """Stops the process and starts it again on the same port, state and secret."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.launch()
 
     def api(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
@@ -315,6 +330,21 @@ def test_live_run(d, s):
     return run_id
 
 
+def test_reconnect(d, s):
+    """A dropped stream resumes with Last-Event-ID: no event twice, none missing."""
+    run_id = s.create(GATE)
+    d.get(s.base + "/runs/" + run_id)
+    wait(d, "the question", lambda: q(d, '#questions button.option'), secs=30)
+    s.restart()  # the stream drops; the restarted server ends the orphaned run
+    wait(d, "the run's end after reconnecting", lambda: "failed" in q(d, "#run-status")[0].text, secs=40)
+    wait(d, "run.failed in the log", lambda: "run.failed" in texts(d, "#events .kind"))
+    seqs = d.execute_script("return [...document.querySelectorAll('#events li')].map(li => +li.dataset.seq)")
+    check(seqs == list(range(1, len(seqs) + 1)), f"each event once, in order: {seqs}")
+    frames = d.execute_script("return window.__svcFrames")
+    check(frames == len(seqs), f"the server resumed after the last id: {frames} frames for {len(seqs)} events")
+    wait_controls(d, ["archive", "delete", "resume"])
+
+
 def test_errors_in_words(d, s):
     d.get(s.base + "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV")
     wait(d, "a not-found message", lambda: q(d, "main .error"))
@@ -403,7 +433,8 @@ def main():
         s = Server(a.bin)
         try:
             steps = [("demo mode", test_demo), ("sign in", sign_in), ("inline validation", test_validation_inline),
-                     ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words)]
+                     ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words),
+                     ("reconnect with Last-Event-ID", test_reconnect)]
             steps.append(("sign out", sign_out))
             for name, f in steps:
                 if a.only and a.only not in name and name != "sign in":

@@ -398,6 +398,7 @@
     es = new EventSource(base + '/attach?since_seq=1');
     es.onopen = () => { ui.live.textContent = 'Live'; ui.live.className = 'live ok'; };
     es.onmessage = (m) => {
+      window.__svcFrames = (window.__svcFrames || 0) + 1;
       let ev;
       try { ev = JSON.parse(m.data); } catch (e) { return; }
       if (typeof ev.seq === 'number') {
