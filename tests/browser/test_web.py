@@ -8,6 +8,8 @@ chromedriver, driven by Selenium). Launches the real svc binary with the web UI 
 Exits non-zero with a message on the first failed check.
 """
 import argparse
+import http.server
+import threading
 import json
 import os
 import secrets
@@ -345,6 +347,112 @@ def test_reconnect(d, s):
     wait_controls(d, ["archive", "delete", "resume"])
 
 
+class ScriptedLlm:
+    """A local Chat Completions endpoint (the openai_compatible wire format, streamed or not)
+    answering a scripted list of turns and recording every request body."""
+
+    def __init__(self, turns):
+        self.turns = turns
+        self.requests = []
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                outer.requests.append(body)
+                i = len(outer.requests) - 1
+                if i >= len(outer.turns):
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                text, calls = outer.turns[i]
+                usage = {"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280}
+                finish = "tool_calls" if calls else "stop"
+                if not body.get("stream"):
+                    msg = {"role": "assistant", "content": text or None}
+                    if calls:
+                        msg["tool_calls"] = [{"id": c, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                                             for c, n, a in calls]
+                    out = json.dumps({"id": "c1", "object": "chat.completion", "created": 1, "model": "local-model",
+                                      "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                    return
+
+                def chunk(delta, fin=None, choices=True):
+                    c = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "local-model",
+                         "choices": [{"index": 0, "delta": delta, "finish_reason": fin}] if choices else []}
+                    return c
+                frames = [chunk({"role": "assistant", "content": ""})]
+                if text:
+                    frames.append(chunk({"content": text}))
+                for k, (c, n, a) in enumerate(calls):
+                    frames.append(chunk({"tool_calls": [{"index": k, "id": c, "type": "function",
+                                                          "function": {"name": n, "arguments": json.dumps(a)}}]}))
+                frames.append(chunk({}, finish))
+                last = chunk({}, choices=False)
+                last["usage"] = usage
+                frames.append(last)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for f in frames:
+                    self.wfile.write(b"data: " + json.dumps(f).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+
+
+AGENT = """digraph steer {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  work [shape=box, label="Fix the test", prompt="Fix the failing test", model="local-model", provider="openai_compatible"]
+  start -> work -> exit
+}
+"""
+
+
+def test_steering(d, binary):
+    """The steering box appears while the agent runs and its guidance reaches the model."""
+    wait_flag = ("i=0; while [ ! -f go.flag ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo released")
+    llm = ScriptedLlm([("", [("t1", "shell", {"command": wait_flag, "timeout_ms": 120000})]), ("Fixed, as guided.", [])])
+    s = Server(binary, f'[llm.providers.openai_compatible]\nbase_url = "{llm.base}/v1"\n')
+    try:
+        subprocess.run([binary, "secrets", "set", "OPENAI_COMPATIBLE_API_KEY", "test-key-0123456789abcdef",
+                        "--state-dir", s.dir], check=True, capture_output=True)
+        d.get(s.base + "/login")
+        sign_in_only(d, s)
+        run_id = s.create(AGENT)
+        d.get(s.base + "/runs/" + run_id)
+        wait(d, "the steering box", lambda: q(d, "#steer") and q(d, "#steer")[0].is_displayed(), secs=30)
+        wait(d, "the agent's tool call", lambda: len(llm.requests) >= 1)
+        q(d, "#steer-text")[0].send_keys("Keep the public API unchanged.")
+        q(d, "#steer button[type=submit]")[0].click()
+        wait(d, "guidance accepted", lambda: "Guidance sent" in q(d, "#steer")[0].text)
+        open(os.path.join(s.dir, "scratch", run_id, "go.flag"), "w").close()
+        wait(d, "the agent run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=60)
+        wait(d, "the steering box to go", lambda: not q(d, "#steer")[0].is_displayed())
+        check(len(llm.requests) == 2 and "Keep the public API unchanged." in json.dumps(llm.requests[1]),
+              "the guidance reached the next model call")
+        wait(d, "usage per stage and model", lambda: "local-model" in q(d, "#usage")[0].text)
+        shot(d, "run-page-agent")
+    finally:
+        s.stop()
+        llm.stop()
+
+
 def test_errors_in_words(d, s):
     d.get(s.base + "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV")
     wait(d, "a not-found message", lambda: q(d, "main .error"))
@@ -444,6 +552,10 @@ def main():
                 print(f"ok: {name} ({time.time() - t:.1f}s)", flush=True)
         finally:
             s.stop()
+        if not a.only or a.only in "steering an agent":
+            t = time.time()
+            test_steering(d, a.bin)
+            print(f"ok: steering an agent ({time.time() - t:.1f}s)", flush=True)
     finally:
         d.quit()
         shutil.rmtree(getattr(d, "_svc_profile", ""), ignore_errors=True)
