@@ -470,6 +470,20 @@ def chain(n, sleep):
     return CHAIN.format(nodes=nodes, chain=" -> ".join(f"s{i}" for i in range(n)))
 
 
+def page_weights(s):
+    """Bytes of each page with its linked assets, uncompressed, as served."""
+    import re
+    out = {}
+    for path in ["/", "/runs/new", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV", "/login", "/logout"]:
+        req = urllib.request.Request(s.base + path, headers={"Accept": "text/html"})
+        html = urllib.request.urlopen(req, timeout=10).read()
+        total = len(html)
+        for name in re.findall(rb'/assets/([A-Za-z0-9_.-]+)', html):
+            total += len(urllib.request.urlopen(s.base + "/assets/" + name.decode(), timeout=10).read())
+        out[path] = total
+    return out
+
+
 def bench(d, binary):
     out = {}
     # Board first paint with 1,000 runs.
@@ -486,6 +500,7 @@ def bench(d, binary):
             wait(d, "board painted", lambda: d.execute_script("return window.__svcBoardPainted"))
             paints.append(d.execute_script("return window.__svcBoardPainted"))
         out["board_first_paint_ms_1000_runs"] = {"median": statistics.median(paints), "max": max(paints)}
+        out["page_weight_bytes"] = page_weights(s)
     finally:
         s.stop()
     # Stage event commit to DOM change with 50 runs on the board.
