@@ -332,6 +332,30 @@ def test_live_run(d, s):
     return run_id
 
 
+def test_board_pages_and_archive(d, s):
+    """Archived runs hide unless asked for; more than 100 runs page."""
+    dot = "digraph tiny { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"
+    done = s.create(dot)
+    deadline = time.time() + 30
+    while s.api("GET", f"/api/v1/runs/{done}")[1]["lifecycle"]["status"]["kind"] != "succeeded":
+        check(time.time() < deadline, "the tiny run to succeed")
+        time.sleep(0.1)
+    finished = [done]
+    st, _ = s.api("POST", f"/api/v1/runs/{finished[0]}/archive")
+    check(st == 200, f"archive: {st}")
+    d.get(s.base + "/")
+    wait(d, "board", lambda: q(d, ".live.ok"))
+    check(not q(d, f'.card[data-id="{finished[0]}"]'), "archived run hidden")
+    q(d, "#show-archived")[0].click()
+    wait(d, "archived run shown", lambda: q(d, f'.card[data-id="{finished[0]}"]'))
+    for _ in range(101):
+        s.create(dot, start=False)
+    d.get(s.base + "/")
+    wait(d, "a full first page", lambda: len(q(d, ".card")) == 100)
+    q(d, 'a[rel="next"]')[0].click()
+    wait(d, "the second page", lambda: "offset=100" in d.current_url and q(d, ".card") and q(d, 'a[rel="prev"]'))
+
+
 def test_reconnect(d, s):
     """A dropped stream resumes with Last-Event-ID: no event twice, none missing."""
     run_id = s.create(GATE)
@@ -557,7 +581,8 @@ def main():
         try:
             steps = [("demo mode", test_demo), ("sign in", sign_in), ("inline validation", test_validation_inline),
                      ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words),
-                     ("reconnect with Last-Event-ID", test_reconnect)]
+                     ("reconnect with Last-Event-ID", test_reconnect),
+                     ("board pages and archive filter", test_board_pages_and_archive)]
             steps.append(("sign out", sign_out))
             for name, f in steps:
                 if a.only and a.only not in name and name != "sign in":
