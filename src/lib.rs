@@ -12,6 +12,7 @@ pub mod auth;
 pub mod cli;
 pub mod dot;
 pub mod engine;
+pub mod install;
 pub mod llm;
 pub mod sandbox;
 pub mod server;

@@ -695,3 +695,102 @@ fn ed25519_jwt_bearer() {
         200
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// The 401/403 matrix over every route of the OpenAPI document.
+
+#[test]
+fn every_documented_route_answers_401_and_403() {
+    let key = SigningKey::from_bytes(&[11u8; 32]);
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .unwrap();
+    let settings = format!(
+        "[server.web]\nenabled = true\nurl = \"{ORIGIN}\"\n[server.auth]\nmethods = [\"dev-token\", \"codehost\"]\n\
+         [server.auth.codehost]\nallowed_usernames = [\"alice\"]\n"
+    );
+    let s = Server::with(Opts {
+        settings: Some(&settings),
+        dev: false,
+        env: vec![
+            ("SESSION_SECRET", SECRET.to_string()),
+            ("SVC_JWT_PUBLIC_KEY", pem),
+        ],
+        ..Opts::default()
+    });
+    let cookie = sign_in(&s);
+    let t = now();
+    let expired = format!(
+        "Bearer {}",
+        jwt(
+            &key,
+            "svc-web",
+            "https://github.com/alice",
+            t - 7200,
+            t - 3600
+        )
+    );
+    let outsider = format!(
+        "Bearer {}",
+        jwt(&key, "svc-web", "https://github.com/mallory", t, t + 300)
+    );
+    let wrong_dev = format!("Bearer svc_dev_{}", "f".repeat(64));
+    let mut tampered = cookie.clone();
+    tampered.insert(4, 'x');
+    let tampered = format!("__svc_session={tampered}");
+    let good_cookie = format!("__svc_session={cookie}");
+
+    let doc = s.raw("GET", "/api/v1/openapi.json", &[], None).json();
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let method = method.to_uppercase();
+            let concrete = path
+                .replace("{id}", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+                .replace("{qid}", "q");
+            let body = (method == "POST").then_some(b"{}".as_slice());
+            let public = op["security"].as_array().unwrap().is_empty();
+            let hit = |h: &[(&str, &str)]| s.raw(&method, &concrete, h, body);
+            if public {
+                // The sign-in endpoints judge the credentials they are given themselves.
+                if !path.starts_with("/auth/") {
+                    assert_ne!(hit(&[]).status, 401, "{method} {path} is public");
+                }
+                continue;
+            }
+            checked += 1;
+            let responses = &op["responses"];
+            assert!(
+                responses["401"].is_object() && responses["403"].is_object(),
+                "{method} {path}"
+            );
+            for (what, headers) in [
+                ("no credentials", vec![]),
+                (
+                    "wrong dev token",
+                    vec![("Authorization", wrong_dev.as_str())],
+                ),
+                ("expired JWT", vec![("Authorization", expired.as_str())]),
+                ("tampered cookie", vec![("Cookie", tampered.as_str())]),
+                ("bad scheme", vec![("Authorization", "Basic Zm9vOmJhcg==")]),
+            ] {
+                let r = hit(&headers);
+                assert_eq!(r.status, 401, "{what}: {method} {path}: {}", r.text());
+                assert_error(&r, 401);
+            }
+            let r = hit(&[("Authorization", outsider.as_str())]);
+            assert_eq!(r.status, 403, "outsider: {method} {path}: {}", r.text());
+            assert_error(&r, 403);
+            if method != "GET" {
+                let r = hit(&[
+                    ("Cookie", good_cookie.as_str()),
+                    ("Origin", "http://evil.test"),
+                ]);
+                assert_eq!(r.status, 403, "cross-site: {method} {path}");
+                assert_error(&r, 403);
+            }
+        }
+    }
+    assert!(checked >= 30, "only {checked} protected operations");
+}

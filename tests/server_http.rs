@@ -1,6 +1,6 @@
 //! The HTTP foundation through the real binary: listeners (TCP and Unix socket), error
 //! bodies and request ids, limits, auth, discovery, OpenAPI, settings live reload, workflow
-//! versions, demo mode, install-mode refusal and the secrets CLI.
+//! versions, demo mode and the secrets CLI.
 
 mod server_support;
 
@@ -458,20 +458,8 @@ fn demo_mode_serves_fixtures_without_auth_and_touches_nothing() {
 }
 
 #[test]
-fn install_mode_refused_and_secrets_cli() {
+fn secrets_cli() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(bin())
-        .args(["server", "start", "--state-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("install mode is not available") && err.contains("--dev"),
-        "{err}"
-    );
-
     let run = |args: &[&str]| {
         std::process::Command::new(bin())
             .args(["secrets"])

@@ -133,7 +133,14 @@ pub struct Authenticator {
     /// Present when the web UI is enabled (SESSION_SECRET known).
     pub sessions: Option<Sessions>,
     jwt: Option<jwt::JwtVerifier>,
+    /// Tokens whose signature, issuer and subject were verified, with their claims: an
+    /// Ed25519 verification costs more than the request it guards, and a client sends the
+    /// same token until it expires. Only `exp` is checked again (times only move forward).
+    verified: parking_lot::RwLock<std::collections::HashMap<Box<str>, jwt::Claims>>,
 }
+
+/// At most this many verified JWTs are remembered (the map is cleared when full).
+const VERIFIED_CAP: usize = 4096;
 
 impl Authenticator {
     pub fn new(
@@ -145,6 +152,7 @@ impl Authenticator {
             dev_token,
             sessions,
             jwt,
+            verified: Default::default(),
         }
     }
 
@@ -203,7 +211,7 @@ impl Authenticator {
                     if !jwt::looks_like_jwt(token) {
                         continue;
                     }
-                    match v.verify(token, now) {
+                    match self.verify_jwt(v, token, now) {
                         Ok(claims) => {
                             let p = claims.principal(&s.server.auth.codehost.web_url);
                             check_allowed(s, &p)?;
@@ -221,6 +229,28 @@ impl Authenticator {
             }
         }
         Err(err)
+    }
+
+    /// [`jwt::JwtVerifier::verify`], remembering tokens that passed.
+    fn verify_jwt(
+        &self,
+        v: &jwt::JwtVerifier,
+        token: &str,
+        now: u64,
+    ) -> Result<jwt::Claims, jwt::JwtError> {
+        if let Some(c) = self.verified.read().get(token) {
+            if c.exp.saturating_add(jwt::LEEWAY_SECS) <= now {
+                return Err(jwt::JwtError::Expired);
+            }
+            return Ok(c.clone());
+        }
+        let c = v.verify(token, now)?;
+        let mut m = self.verified.write();
+        if m.len() >= VERIFIED_CAP {
+            m.clear();
+        }
+        m.insert(token.into(), c.clone());
+        Ok(c)
     }
 
     /// Constant-time comparison with the dev token.
@@ -283,6 +313,56 @@ pub fn session_secret(state_dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    use ed25519_dalek::pkcs8::EncodePublicKey;
+    use ed25519_dalek::{Signer, SigningKey};
+
+    #[test]
+    fn remembered_jwts_still_expire_and_forgeries_are_not_remembered() {
+        let key = SigningKey::from_bytes(&[5u8; 32]);
+        let pem = key
+            .verifying_key()
+            .to_public_key_pem(Default::default())
+            .unwrap();
+        let v = jwt::JwtVerifier::from_pem_or_base64(&pem).unwrap();
+        let a = Authenticator::new(None, None, Some(v));
+        let mut s = Settings::default();
+        s.server.auth.methods = vec![AuthMethod::Codehost];
+        s.server.auth.codehost.allowed_usernames = vec!["alice".into()];
+        let h = URL_SAFE_NO_PAD.encode(r#"{"alg":"EdDSA"}"#);
+        let p = URL_SAFE_NO_PAD
+            .encode(r#"{"iss":"svc-web","sub":"https://github.com/alice","iat":1000,"exp":2000}"#);
+        let sig = URL_SAFE_NO_PAD.encode(key.sign(format!("{h}.{p}").as_bytes()).to_bytes());
+        let tok = format!("Bearer {h}.{p}.{sig}");
+        let c = Credentials {
+            authorization: Some(&tok),
+            session_cookie: None,
+        };
+        assert_eq!(a.authenticate(&s, c, 1500).unwrap().0.login, "alice");
+        assert_eq!(a.authenticate(&s, c, 1500).unwrap().0.login, "alice");
+        assert!(matches!(
+            a.authenticate(&s, c, 3000),
+            Err(AuthError::Unauthorized {
+                code: "access_token_expired",
+                ..
+            })
+        ));
+        let forged = format!("Bearer {h}.{p}.{}", URL_SAFE_NO_PAD.encode([0u8; 64]));
+        let f = Credentials {
+            authorization: Some(&forged),
+            session_cookie: None,
+        };
+        assert!(a.authenticate(&s, f, 1500).is_err());
+        assert!(a.authenticate(&s, f, 1500).is_err());
+        assert_eq!(a.verified.read().len(), 1);
+        // The allowed list is checked on every request, remembered or not.
+        s.server.auth.codehost.allowed_usernames = vec!["bob".into()];
+        assert!(matches!(
+            a.authenticate(&s, c, 1500),
+            Err(AuthError::Forbidden { .. })
+        ));
+    }
 
     #[test]
     fn ct_eq_and_bearer() {

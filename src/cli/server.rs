@@ -91,6 +91,14 @@ fn start(a: StartArgs) -> i32 {
             return 2;
         }
     };
+    let dir = state_dir(a.state_dir.clone());
+    let settings_path = a
+        .config
+        .clone()
+        .unwrap_or_else(|| dir.join(crate::settings::SETTINGS_FILE));
+    if !a.dev && !settings_path.exists() {
+        return install(dir, settings_path, listen);
+    }
     let opts = ServerOptions {
         state_dir: state_dir(a.state_dir),
         settings_path: a.config,
@@ -120,6 +128,39 @@ fn start(a: StartArgs) -> i32 {
     loop {
         std::thread::park();
     }
+}
+
+/// Install mode: serve the wizard until `finish` has written the settings, then exit 0.
+fn install(state_dir: PathBuf, settings_path: PathBuf, listen: Option<Listen>) -> i32 {
+    let inst = match crate::install::start(state_dir, settings_path.clone(), listen) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "svc: install mode: {} does not exist; set this server up in a browser",
+        settings_path.display()
+    );
+    let _ = writeln!(out, "svc: install URL: {}", inst.install_url());
+    let _ = writeln!(out, "svc: install token: {}", inst.token());
+    let _ = writeln!(out, "svc: listening on {}", inst.base);
+    let _ = out.flush();
+    drop(out);
+    if inst.done.recv().is_err() {
+        return 1;
+    }
+    // Let the finish response reach the browser before the listener goes away.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    inst.http.shutdown();
+    println!(
+        "svc: install complete: wrote {}; start the server again to boot configured",
+        settings_path.display()
+    );
+    0
 }
 
 pub fn secrets(args: SecretsArgs) -> i32 {

@@ -134,7 +134,7 @@ pub struct ServerOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("install mode is not available yet: {0} does not exist.\nStart with `svc server start --dev` to boot with dev-token auth and throw-away defaults, or write a settings file.")]
+    #[error("{0} does not exist: `svc server start` without --dev serves the install wizard, `--dev` boots with throw-away defaults.")]
     NotConfigured(PathBuf),
     #[error("{0}")]
     Settings(#[from] settings::SettingsError),

@@ -74,6 +74,31 @@ pub struct ServerSettings {
     pub auth: AuthSettings,
     pub scheduler: SchedulerSettings,
     pub http: HttpSettings,
+    /// Where shared objects (artifacts) go; written by install mode. Nothing reads objects
+    /// from it yet: runs, events and blobs live in the SQLite store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStoreSettings>,
+}
+
+/// `[server.object_store]`: `provider = "local"` with `root`, or `provider = "s3"` (any
+/// S3-compatible bucket). S3 keys live in the vault (`OBJECT_STORE_ACCESS_KEY_ID`,
+/// `OBJECT_STORE_SECRET_ACCESS_KEY`), never here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ObjectStoreSettings {
+    Local {
+        root: PathBuf,
+    },
+    S3 {
+        bucket: String,
+        region: String,
+        /// An S3-compatible endpoint (default `https://s3.<region>.amazonaws.com`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
+        /// Path-style addressing (`<endpoint>/<bucket>/key`), as most S3-compatible stores need.
+        #[serde(default)]
+        path_style: bool,
+    },
 }
 
 /// `[server.listen]`: `type = "unix"` (optional `path`, default `<state-dir>/svc.sock`) or

@@ -21,6 +21,8 @@ pub struct Server {
     pub dir: tempfile::TempDir,
     pub token: String,
     pub stderr_path: PathBuf,
+    /// Lines the server printed before `svc: listening on` (install URL and token, ...).
+    pub banner: Vec<String>,
 }
 
 pub struct Resp {
@@ -125,6 +127,7 @@ impl Server {
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
+        let mut banner = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             match lines.next() {
@@ -137,6 +140,7 @@ impl Server {
                         });
                         break;
                     }
+                    banner.push(l);
                 }
                 _ => break,
             }
@@ -159,6 +163,7 @@ impl Server {
             dir,
             token,
             stderr_path,
+            banner,
         }
     }
 

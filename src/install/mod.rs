@@ -1,0 +1,190 @@
+//! Install mode (SPEC 1.10, api.md 7): when `settings.toml` does not exist and `--dev` is not
+//! given, the server binds (TCP `127.0.0.1:32276` unless `--listen` says otherwise), prints
+//! the install URL `<base>/install?token=<t>` and the one-time install token (32 random
+//! bytes, base64url), and serves only the wizard: `GET /health` says
+//! `{"status":"ok","mode":"install"}`, `/api/*` is 404, and every `/install*` request needs
+//! the token (`Authorization: Bearer`, `?token=` or `X-Install-Token`), else 401.
+//!
+//! Steps (each an HTML page and a JSON API, see [`steps`]): server URL and sign-in methods,
+//! object store (local disk or an S3-compatible bucket, checked with a signed request,
+//! [`s3`]), LLM provider (key checked with one real call; skippable), code-host OAuth app
+//! (skippable), finish ([`finish`]: settings written atomically, secrets only in the vault,
+//! 202, then the process exits 0).
+//!
+//! Owns: the wizard's state, pages and API. Must not touch: the run store or the configured
+//! server's routes; it reuses the server's HTTP plumbing ([`crate::server::http`]) only.
+
+pub mod finish;
+pub mod pages;
+pub mod s3;
+pub mod steps;
+
+use crate::server::error::ApiError;
+use crate::server::http::{HttpOptions, HttpServer, Incoming, Listen, Reply};
+use parking_lot::Mutex;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// The listener install mode uses when none is given.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:32276";
+
+/// The wizard's answers so far (in memory until finish).
+#[derive(Debug, Default, Clone)]
+pub struct Answers {
+    pub server: Option<steps::ServerStep>,
+    pub object_store: Option<steps::ObjectStoreStep>,
+    /// `Some(empty)` = skipped.
+    pub llm: Option<Vec<steps::LlmKey>>,
+    /// `Some(None)` = skipped.
+    pub codehost: Option<Option<steps::CodehostStep>>,
+}
+
+/// The install-mode application.
+pub struct Wizard {
+    pub state_dir: PathBuf,
+    pub settings_path: PathBuf,
+    /// The listener as bound (written into `[server.listen]`).
+    pub listen: Listen,
+    token: String,
+    pub answers: Mutex<Answers>,
+    pub finishing: AtomicBool,
+    done: crossbeam_channel::Sender<()>,
+}
+
+/// A running install-mode server.
+pub struct Installer {
+    pub http: HttpServer,
+    pub wizard: Arc<Wizard>,
+    /// The base URL, e.g. `http://127.0.0.1:32276`.
+    pub base: String,
+    /// Receives once `finish` has written everything and answered.
+    pub done: crossbeam_channel::Receiver<()>,
+}
+
+impl Installer {
+    pub fn install_url(&self) -> String {
+        format!("{}/install?token={}", self.base, self.wizard.token)
+    }
+
+    pub fn token(&self) -> &str {
+        &self.wizard.token
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("cannot listen on {listen}: {source}")]
+    Bind {
+        listen: Listen,
+        source: std::io::Error,
+    },
+    #[error("cannot create the install token: {0}")]
+    Random(std::io::Error),
+}
+
+/// Binds and starts serving the wizard.
+pub fn start(
+    state_dir: PathBuf,
+    settings_path: PathBuf,
+    listen: Option<Listen>,
+) -> Result<Installer, InstallError> {
+    let listen = listen.unwrap_or_else(|| Listen::Tcp(DEFAULT_LISTEN.into()));
+    let mut raw = [0u8; 32];
+    crate::auth::random_bytes(&mut raw).map_err(InstallError::Random)?;
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
+    let opts = HttpOptions::default();
+    let bind_err = |source| InstallError::Bind {
+        listen: listen.clone(),
+        source,
+    };
+    let http = HttpServer::bind(&listen, &opts).map_err(bind_err)?;
+    let bound = match http.listen() {
+        Listen::Tcp(_) => Listen::Tcp(http.local_addr().to_string()),
+        other => other.clone(),
+    };
+    let base = match &bound {
+        Listen::Tcp(a) => format!("http://{a}"),
+        Listen::Unix(p) => format!("unix:{}", p.display()),
+    };
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let wizard = Arc::new(Wizard {
+        state_dir,
+        settings_path,
+        listen: bound,
+        token,
+        answers: Mutex::new(Answers::default()),
+        finishing: AtomicBool::new(false),
+        done: tx,
+    });
+    http.serve(wizard.clone(), opts).map_err(bind_err)?;
+    Ok(Installer {
+        http,
+        wizard,
+        base,
+        done: rx,
+    })
+}
+
+impl Wizard {
+    /// The install token from `Authorization: Bearer`, `X-Install-Token` or `?token=`.
+    fn authorized(&self, inc: &Incoming<'_>) -> bool {
+        let given = inc
+            .header("authorization")
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
+            .map(|t| t.trim().to_string())
+            .or_else(|| inc.header("x-install-token").map(|t| t.trim().to_string()))
+            .or_else(|| inc.query("token"));
+        given.is_some_and(|t| crate::auth::constant_time_eq(t.as_bytes(), self.token.as_bytes()))
+    }
+
+    fn route(&self, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+        let path = inc.path.clone();
+        let method = if inc.method == "HEAD" {
+            "GET".to_string()
+        } else {
+            inc.method.clone()
+        };
+        if path == "/health" && method == "GET" {
+            return Ok(Reply::json(
+                200,
+                &serde_json::json!({"status": "ok", "mode": "install"}),
+            ));
+        }
+        if path != "/install" && !path.starts_with("/install/") {
+            return Err(ApiError::not_found(format!(
+                "The server is in install mode: only /install and /health are served (no route for {method} {path})."
+            )));
+        }
+        if !self.authorized(inc) {
+            return Err(ApiError::unauthorized(
+                "Invalid install token: use the install URL printed at startup, or send the token as `Authorization: Bearer`, `X-Install-Token` or `?token=`.",
+            )
+            .with_code("invalid_install_token"));
+        }
+        steps::dispatch(self, inc, &method, &path)
+    }
+
+    /// Tells the process that install mode is over.
+    pub(crate) fn signal_done(&self) {
+        let _ = self.done.try_send(());
+    }
+}
+
+impl crate::server::http::Handler for Wizard {
+    fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+        match self.route(inc) {
+            Ok(r) => r,
+            Err(e) => {
+                if e.status >= 500 {
+                    log::error!("{} {} {}: {e}", inc.request_id, inc.method, inc.path);
+                }
+                Reply::error(&e, &inc.request_id)
+            }
+        }
+    }
+}
