@@ -356,6 +356,32 @@ def test_board_pages_and_archive(d, s):
     wait(d, "the second page", lambda: "offset=100" in d.current_url and q(d, ".card") and q(d, 'a[rel="prev"]'))
 
 
+FREEFORM = """digraph note {
+  start [shape=Mdiamond]
+  ask [shape=hexagon, label="What should the release notes say?"]
+  exit [shape=Msquare]
+  start -> ask
+  ask -> exit [freeform=true]
+}
+"""
+
+
+def test_freeform_answer(d, s):
+    """A freeform question is a text box; the answer is sent in place."""
+    run_id = s.create(FREEFORM)
+    d.get(s.base + "/runs/" + run_id)
+    wait(d, "the text box", lambda: q(d, '#questions textarea[name="answer"]'), secs=30)
+    check(not q(d, "#questions button.option"), "no option buttons on a freeform question")
+    q(d, '#questions button[type="submit"]')[0].click()
+    wait(d, "an empty answer refused in words", lambda: "Write an answer first" in q(d, "#questions")[0].text)
+    q(d, '#questions textarea[name="answer"]')[0].send_keys("Faster boards.")
+    q(d, '#questions button[type="submit"]')[0].click()
+    wait(d, "the run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=30)
+    node = q(d, 'g.node[data-node="ask"]')[0]
+    node.click()
+    wait(d, "the answer in the stage details", lambda: "Faster boards." in q(d, "#details")[0].text)
+
+
 def test_reconnect(d, s):
     """A dropped stream resumes with Last-Event-ID: no event twice, none missing."""
     run_id = s.create(GATE)
@@ -581,6 +607,7 @@ def main():
         try:
             steps = [("demo mode", test_demo), ("sign in", sign_in), ("inline validation", test_validation_inline),
                      ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words),
+                     ("freeform answer", test_freeform_answer),
                      ("reconnect with Last-Event-ID", test_reconnect),
                      ("board pages and archive filter", test_board_pages_and_archive)]
             steps.append(("sign out", sign_out))
