@@ -259,9 +259,14 @@ def test_validation_inline(d, s):
     check(first.get_attribute("data-line") not in ("", None), "diagnostic names a line")
     check("Line" in first.text and "column" in first.text, f"line and column in words: {first.text}")
     check(q(d, "#wf-source")[0].get_attribute("aria-invalid") == "true", "editor marked invalid")
+    shot(d, "new-run-validation")
+    # A form mistake is refused in the page, in words.
+    d.execute_script("document.getElementById('wf-source').value = arguments[0]", GATE)
+    q(d, "#branch")[0].send_keys("main")
+    q(d, "#create")[0].click()
+    wait(d, "a form error in words", lambda: "A branch needs a repository" in q(d, "#form-msg")[0].text)
     after = s.api("GET", "/api/v1/runs?page[limit]=100")[1]["data"]
     check(len(after) == len(before), "nothing was created")
-    shot(d, "new-run-validation")
 
 
 def test_live_run(d, s):

@@ -1,6 +1,7 @@
-// New run: paste or upload a workflow (or name a registered version), goal, inputs, model
-// and sandbox provider. The server validates before creating anything; its diagnostics are
-// shown inline with line and column, and nothing is created when there is an error.
+// New run: paste or upload a workflow (or name a registered version), goal, inputs,
+// repository and branch, model and sandbox provider. The server validates before creating
+// anything; its diagnostics are shown inline with line and column, and nothing is created
+// when there is an error.
 'use strict';
 (() => {
   const {el, api, show, errorBox} = svc;
@@ -80,6 +81,14 @@
     if (bad) { svc.fill(f.inputsMsg, errorBox(bad)); f.inputs.focus(); return; }
     svc.fill(f.inputsMsg);
     if (Object.keys(inputs).length) body.inputs = inputs;
+    if (f.repo.value.trim()) {
+      body.repository = {origin_url: f.repo.value.trim()};
+      if (f.branch.value.trim()) body.repository.branch = f.branch.value.trim();
+    } else if (f.branch.value.trim()) {
+      svc.fill(f.msg, errorBox('A branch needs a repository.'));
+      f.repo.focus();
+      return;
+    }
     if (f.model.value.trim()) body.model = {name: f.model.value.trim()};
     if (f.sandbox.value) body.sandbox = {provider: f.sandbox.value};
     f.button.disabled = true;
@@ -117,6 +126,8 @@
   f.title = el('input', {id: 'title', name: 'title'});
   f.inputs = el('textarea', {id: 'inputs', name: 'inputs', rows: 3, class: 'code', placeholder: 'key=value'});
   f.inputsMsg = el('div');
+  f.repo = el('input', {id: 'repository', name: 'repository', autocomplete: 'off', placeholder: 'https://… or /path/to/repo'});
+  f.branch = el('input', {id: 'branch', name: 'branch', autocomplete: 'off', placeholder: 'default branch'});
   f.model = el('input', {id: 'model', name: 'model', placeholder: 'default from settings'});
   f.sandbox = el('select', {id: 'sandbox', name: 'sandbox'},
     el('option', {value: ''}, 'Default from settings'), el('option', {value: 'local'}, 'local'),
@@ -135,6 +146,8 @@
       field('Goal', f.goal, 'Leave empty to use the workflow\u2019s goal.'),
       field('Title', f.title, 'Leave empty to use the goal\u2019s first line.'),
       field('Inputs', f.inputs, 'One key=value per line; read in prompts as $inputs.key.'), f.inputsMsg,
+      field('Repository', f.repo, 'A git URL or path the run works on (a copy); leave empty for none.'),
+      field('Branch', f.branch),
       field('Model', f.model),
       field('Sandbox provider', f.sandbox),
       el('label', {class: 'check'}, f.start, ' Start the run now'),
