@@ -185,6 +185,15 @@
           if (cur) cur.out.push(el('p', {}, `Exit code ${p.exit_code} (${p.termination || 'exited'}) after ${fmtMs(p.duration_ms)}`),
             block('Output', p.stdout), block('Errors', p.stderr));
           break;
+        case 'workspace.checkpoint':
+          if (cur && p.checkpoint_id) {
+            const box = el('div', {class: 'stage-diff'});
+            cur.out.push(el('button', {type: 'button', class: 'link', on: {click: () => {
+              svc.fill(box, el('p', {class: 'muted'}, 'Loading changes…'));
+              loadDiffs(box, p.checkpoint_id);
+            }}}, 'Show the files this stage changed'), box);
+          }
+          break;
         case 'interview.started': if (cur) cur.out.push(block('Question', p.question)); break;
         case 'interview.completed': if (cur) cur.out.push(block('Answer', p.answer)); break;
         case 'stage.completed':
@@ -482,18 +491,20 @@
     return out;
   }
 
-  async function loadFiles() {
+  // Fills `box` with the diffs of `/files` (all the run's changes, or one checkpoint's).
+  async function loadDiffs(box, checkpoint) {
     let page;
-    try { page = await api('GET', base + '/files?page[limit]=100'); } catch (e) {
-      svc.fill(ui.files, el('p', {class: 'muted'},
+    const q = checkpoint ? '&checkpoint=' + encodeURIComponent(checkpoint) : '';
+    try { page = await api('GET', base + '/files?page[limit]=100' + q); } catch (e) {
+      svc.fill(box, el('p', {class: 'muted'},
         e.status === 501 ? 'File diffs are not available on this server yet.' : `File diffs are unavailable: ${e.message}`));
       return;
     }
     if (!page.data || page.data.length === 0) {
-      svc.fill(ui.files, el('p', {class: 'muted'}, 'This run has not changed any files.'));
+      svc.fill(box, el('p', {class: 'muted'}, checkpoint ? 'This stage changed no files.' : 'This run has not changed any files.'));
       return;
     }
-    svc.fill(ui.files, ...page.data.map((f) => {
+    svc.fill(box, ...page.data.map((f) => {
       const name = (f.new_file && f.new_file.name) || (f.old_file && f.old_file.name) || 'file';
       const lines = diffLines((f.old_file && f.old_file.contents) || '', (f.new_file && f.new_file.contents) || '');
       const add = lines.filter((l) => l[0] === '+').length;
@@ -503,6 +514,10 @@
         el('pre', {class: 'diff'}, lines.map(([k, l]) =>
           el('span', {class: k === '+' ? 'l-add' : k === '-' ? 'l-del' : 'l-ctx'}, k + ' ' + l + '\n'))));
     }), page.meta && page.meta.has_more ? el('p', {class: 'muted'}, 'More files changed than are shown.') : '');
+  }
+
+  function loadFiles() {
+    return loadDiffs(ui.files, null);
   }
 
   // ---- page ----
