@@ -126,7 +126,7 @@
   f.title = el('input', {id: 'title', name: 'title'});
   f.inputs = el('textarea', {id: 'inputs', name: 'inputs', rows: 3, class: 'code', placeholder: 'key=value'});
   f.inputsMsg = el('div');
-  f.repo = el('input', {id: 'repository', name: 'repository', autocomplete: 'off', placeholder: 'https://… or /path/to/repo'});
+  f.repo = el('input', {id: 'repository', name: 'repository', autocomplete: 'off', placeholder: 'git URL or /path/to/repo'});
   f.branch = el('input', {id: 'branch', name: 'branch', autocomplete: 'off', placeholder: 'default branch'});
   f.model = el('input', {id: 'model', name: 'model', placeholder: 'default from settings'});
   f.sandbox = el('select', {id: 'sandbox', name: 'sandbox'},
