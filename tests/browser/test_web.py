@@ -26,6 +26,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -106,7 +107,7 @@ class Server:
         req = urllib.request.Request(self.base + path, method=method, data=data, headers={
             "Authorization": "Bearer " + self.token, "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=90) as r:
                 raw = r.read()
                 return r.status, (json.loads(raw) if raw else None)
         except urllib.error.HTTPError as e:
@@ -145,14 +146,16 @@ def browser():
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    d.set_page_load_timeout(30)
+    d.set_page_load_timeout(90)
     d._svc_profile = profile
     return d
 
 
 def wait(d, what, f, secs=20):
     try:
-        return WebDriverWait(d, secs, poll_frequency=0.05).until(lambda _: f())
+        # A node the page re-rendered between finding and reading it is simply tried again.
+        return WebDriverWait(d, secs, poll_frequency=0.05,
+                             ignored_exceptions=[StaleElementReferenceException]).until(lambda _: f())
     except Exception as e:
         shot(d, "failure")
         raise AssertionError(f"timed out waiting for {what} on {d.current_url}; console: {console(d)}") from e
@@ -340,6 +343,10 @@ def test_live_run(d, s):
 def test_board_pages_and_archive(d, s):
     """Archived runs hide unless asked for; more than 100 runs page."""
     dot = "digraph tiny { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"
+    # Created before the board is open, so no live stream is held meanwhile.
+    d.get("about:blank")
+    for _ in range(101):
+        s.create(dot, start=False)
     done = s.create(dot)
     deadline = time.time() + 30
     while s.api("GET", f"/api/v1/runs/{done}")[1]["lifecycle"]["status"]["kind"] != "succeeded":
@@ -353,8 +360,6 @@ def test_board_pages_and_archive(d, s):
     check(not q(d, f'.card[data-id="{finished[0]}"]'), "archived run hidden")
     q(d, "#show-archived")[0].click()
     wait(d, "archived run shown", lambda: q(d, f'.card[data-id="{finished[0]}"]'))
-    for _ in range(101):
-        s.create(dot, start=False)
     d.get(s.base + "/")
     wait(d, "a full first page", lambda: len(q(d, ".card")) == 100)
     q(d, 'a[rel="next"]')[0].click()

@@ -224,10 +224,13 @@
   }
 
   // ---- questions ----
+  // Keyed by question id: a form stays as it is (with what the user typed) while its
+  // question is open; only new questions are added and answered ones removed.
   function renderQuestions() {
-    const qs = [...questions.values()];
-    ui.questions.hidden = qs.length === 0;
-    svc.fill(ui.qlist, ...qs.map(questionForm));
+    const shown = new Map([...ui.qlist.children].map((f) => [f.dataset.question, f]));
+    for (const [qid, form] of shown) if (!questions.has(qid)) form.remove();
+    for (const [qid, q] of questions) if (!shown.has(qid)) ui.qlist.append(questionForm(q));
+    ui.questions.hidden = questions.size === 0;
   }
 
   function questionForm(q) {
@@ -276,6 +279,7 @@
   }
 
   function addQuestion(p, node) {
+    if (questions.has(p.question_id || p.id)) return;
     questions.set(p.question_id || p.id, {
       id: p.question_id || p.id, text: p.question || p.text, stage: p.stage || node,
       question_type: p.question_type, options: p.options || [], allow_freeform: !!p.allow_freeform,
