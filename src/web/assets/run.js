@@ -70,6 +70,7 @@
     const wall = r.timing ? r.timing.wall_time_ms : null;
     const cost = r.billing ? r.billing.total_usd_micros : null;
     ui.title.textContent = r.title || r.id;
+    document.title = `${r.title || r.id} · svc`;
     ui.badge.textContent = statusWords(st);
     ui.badge.className = 'badge s-' + st.kind;
     const facts = [
