@@ -21,4 +21,5 @@ pub mod server;
 pub mod settings;
 pub mod stages;
 pub mod store;
+pub mod web;
 pub mod workflow;

@@ -136,6 +136,15 @@ fn human_flow(s: &Server) {
         )
         .collect();
     assert_eq!(tail[0].id, Some(6));
+    // A browser's EventSource reconnects to the URL it started with plus Last-Event-ID:
+    // the header wins, so nothing is replayed twice.
+    let resumed = s
+        .sse(
+            &format!("/api/v1/runs/{id}/attach?since_seq=1"),
+            &[("Last-Event-ID", "5")],
+        )
+        .collect();
+    assert_eq!(resumed[0].id, Some(6));
     // Terminal run with nothing left: 410.
     let gone = s.raw(
         "GET",

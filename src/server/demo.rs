@@ -349,6 +349,11 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
                 upgrade: None,
             }))
         }
+        ("GET", "/api/v1/runs/{id}/graph") => {
+            find(ctx)?;
+            let direction = ctx.inc.query("direction");
+            super::runs::graph_reply(DEMO_GRAPH, direction.as_deref())
+        }
         ("POST", "/api/v1/workflow-versions") => {
             let pkg: super::versions::Package = super::http::parse_json(ctx.inc.body()?)?;
             let mut pkg = pkg;

@@ -3,7 +3,8 @@
 //! workflow versions, runs (lifecycle, scheduler, SSE) and demo data.
 //!
 //! Layout: [`http`] (sockets, threads, limits, request ids, panics), [`router`] (the table),
-//! [`routes`] (the list of routes), [`auth`], [`system`] (discovery), [`openapi`],
+//! [`routes`] (the list of routes), [`auth`], [`system`] (discovery), [`openapi`], [`pages`]
+//! (the web UI's pages and assets from [`crate::web`]),
 //! [`versions`], [`models`], [`demo`], [`error`], [`ids`].
 //!
 //! Startup order (SPEC 1.11): settings → dev token → store activation → sweep of the last
@@ -22,6 +23,7 @@ pub mod http;
 pub mod ids;
 pub mod models;
 pub mod openapi;
+pub mod pages;
 pub mod router;
 pub mod routes;
 pub mod runs;
@@ -62,7 +64,7 @@ impl App {
             auth,
             versions,
             runs,
-            router: Router::new(routes::routes()),
+            router: Router::new(routes::all()),
             started: Instant::now(),
         }
     }

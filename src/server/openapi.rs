@@ -284,6 +284,13 @@ fn operations() -> Vec<Op> {
                 ("200".to_string(), json!({"description": "DOT text.", "content": {"text/vnd.graphviz": {"schema": {"type": "string"}}}})),
                 nf(),
             ]),
+        op("get", "/api/v1/runs/{id}/graph", "Run Internals", "The run's workflow drawn as SVG (query direction=lr|tb)")
+            .id()
+            .resp(vec![
+                ("200".to_string(), json!({"description": "SVG; each node is a `g.node` with `data-node` = its id.", "content": {"image/svg+xml": {"schema": {"type": "string"}}}})),
+                err("400", "direction is not lr or tb."),
+                nf(),
+            ]),
         op("post", "/api/v1/runs/{id}/steer", "Runs", "Steer the running agent stage")
             .id()
             .body(r("SteerRequest"), true)

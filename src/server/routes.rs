@@ -6,6 +6,7 @@
 
 use super::auth;
 use super::models;
+use super::pages;
 use super::router::{Access, Route};
 use super::runs;
 use super::system;
@@ -79,6 +80,7 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/runs/{id}/stages", runs::stages::list),
         user("GET", "/api/v1/runs/{id}/stages/{node}", runs::stages::node),
         user("GET", "/api/v1/runs/{id}/graph/source", runs::graph_source),
+        user("GET", "/api/v1/runs/{id}/graph", runs::graph_svg),
         user("POST", "/api/v1/runs/{id}/steer", runs::steer),
         user("POST", "/runs/{id}/steer", runs::steer),
         user("GET", "/api/v1/runs/{id}/usage", runs::usage::get),
@@ -91,4 +93,23 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/sandboxes", ni),
         user("GET", "/api/v1/sandboxes/{id}", ni),
     ]
+}
+
+/// The web UI's pages and assets (public: the pages hold no data; they read the API with
+/// the browser's session). Not API routes, so not in the OpenAPI document.
+pub fn page_routes() -> Vec<Route> {
+    vec![
+        public("GET", "/login", pages::sign_in),
+        public("GET", "/logout", pages::sign_out),
+        public("GET", "/runs/new", pages::new_run),
+        public("GET", "/runs/{id}", pages::run),
+        public("GET", "/assets/{name}", pages::asset),
+    ]
+}
+
+/// Every route the server answers: the API, then the pages.
+pub fn all() -> Vec<Route> {
+    let mut r = routes();
+    r.extend(page_routes());
+    r
 }

@@ -1,4 +1,5 @@
-//! Discovery and system routes (`/`, `/health`, `/api/v1/openapi.json`, `/api/v1/user`),
+//! Discovery and system routes (`/`, which browsers get as the runs board when the web UI is
+//! on, `/health`, `/api/v1/openapi.json`, `/api/v1/user`),
 //! the workflow-version routes' HTTP side, and the 501 placeholders.
 //!
 //! Owns: these handlers' request/response shapes. Must not touch: version validation rules
@@ -24,6 +25,9 @@ fn api_base(app: &App, ctx: &Ctx<'_, '_>) -> String {
 }
 
 pub fn root(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    if super::pages::wants_board(app, ctx) {
+        return super::pages::board(app, ctx);
+    }
     let api = api_base(app, ctx);
     let origin = api.strip_suffix("/api/v1").unwrap_or("");
     Ok(Reply::json(

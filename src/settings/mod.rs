@@ -150,7 +150,7 @@ pub struct ApiSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebSettings {
-    /// There is no web UI yet, so the default is `false`; `true` requires `SESSION_SECRET`.
+    /// The web UI (`crate::web`) is off by default; `true` requires `SESSION_SECRET`.
     pub enabled: bool,
     /// The canonical browser/API origin; run links are `<url>/runs/<id>`. Cookie-authenticated
     /// state-changing requests must carry this origin in `Origin`.

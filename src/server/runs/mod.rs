@@ -1030,6 +1030,43 @@ pub fn graph_source(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError>
     }))
 }
 
+/// `GET /runs/{id}/graph?direction=lr|tb`: the workflow drawn as SVG (`crate::web::graph`);
+/// the direction defaults to the graph's `rankdir`.
+pub fn graph_svg(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let row = app.runs.row(ctx.param("id"))?;
+    let direction = ctx.inc.query("direction");
+    graph_reply(&row.workflow.source, direction.as_deref())
+}
+
+/// The SVG response for a workflow's source (also used by demo mode).
+pub fn graph_reply(source: &str, direction: Option<&str>) -> Result<Reply, ApiError> {
+    use crate::web::graph;
+    let parsed = crate::dot::parse(source).map_err(|e| {
+        ApiError::unprocessable(format!(
+            "The run's workflow does not parse: {} (line {}, column {})",
+            e.message, e.pos.line, e.pos.col
+        ))
+    })?;
+    let wf = crate::workflow::Workflow::from_graph(parsed, &crate::workflow::NoFiles);
+    let dir = match direction {
+        Some(d) if d.eq_ignore_ascii_case("lr") || d.eq_ignore_ascii_case("tb") => {
+            graph::Direction::parse(d)
+        }
+        Some(d) => {
+            return Err(ApiError::bad_request(format!(
+                "direction must be lr or tb, not `{d}`."
+            )))
+        }
+        None => graph::Direction::parse(wf.graph.attrs.text("rankdir").unwrap_or("TB")),
+    };
+    Ok(Reply::Full(rouille::Response {
+        status_code: 200,
+        headers: vec![("Content-Type".into(), "image/svg+xml; charset=utf-8".into())],
+        data: rouille::ResponseBody::from_string(graph::svg(&wf, dir)),
+        upgrade: None,
+    }))
+}
+
 pub fn attach(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     sse::attach(app, ctx)
 }

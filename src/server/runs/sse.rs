@@ -1,7 +1,7 @@
 //! Server-Sent Events (decisions.md): `GET /api/v1/runs/{id}/attach` and `GET /api/v1/attach`.
 //!
 //! Per-run stream: every frame is `id: <seq>` + one `data:` line with the event JSON. With
-//! `since_seq` (or `Last-Event-ID: n`, meaning `n+1`) the stream replays from the store in
+//! `Last-Event-ID: n` (meaning `n+1`; it wins over the query) or `since_seq` the stream replays from the store in
 //! batches of 256 and then follows live; without, it follows live from after the current
 //! last event. To miss nothing between replay and live it subscribes to the hub first and
 //! skips live events already replayed (a gap is filled from the store). A `: keep-alive`
@@ -67,17 +67,16 @@ fn int_param(ctx: &Ctx<'_, '_>, name: &str) -> Result<Option<i64>, ApiError> {
 pub fn attach(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let id = ctx.param("id").to_string();
     app.runs.row(&id)?;
-    let since = match int_param(ctx, "since_seq")? {
-        Some(s) => Some(s.max(1) as u64),
-        None => match ctx.inc.header("last-event-id") {
-            Some(v) => Some(
-                v.trim()
-                    .parse::<u64>()
-                    .map_err(|_| ApiError::bad_request("Last-Event-ID must be an integer."))?
-                    + 1,
-            ),
-            None => None,
-        },
+    // `Last-Event-ID` wins over `since_seq`: a browser's EventSource reconnects to the URL
+    // it started with (say `?since_seq=1`) and adds the last id it saw.
+    let since = match ctx.inc.header("last-event-id") {
+        Some(v) => Some(
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| ApiError::bad_request("Last-Event-ID must be an integer."))?
+                + 1,
+        ),
+        None => int_param(ctx, "since_seq")?.map(|s| s.max(1) as u64),
     };
     let store = Arc::clone(&app.runs.store);
     let sub = store.hub().subscribe(&id);

@@ -1,0 +1,582 @@
+// The run page: header and controls, the workflow graph coloured live by stage state, the
+// event log (SSE with Last-Event-ID resume), stage details, pending questions answered in
+// place, steering while an agent stage runs, usage and file diffs.
+'use strict';
+(() => {
+  const {el, api, show, errorBox, fmtMs, fmtUsd, fmtInt, fmtTime, statusWords, isTerminal} = svc;
+  const id = decodeURIComponent(location.pathname.split('/')[2] || '');
+  const base = '/api/v1/runs/' + encodeURIComponent(id);
+  const nodeState = new Map();   // node id -> pending|running|succeeded|failed|retried|skipped
+  const nodeEvents = new Map();  // node id -> events
+  const agents = new Set();      // agent stages running now
+  const questions = new Map();   // question id -> question item
+  let run = null;
+  let lastSeq = 0;
+  let selected = null;
+  let es = null;
+  const ui = {};
+
+  function section(title, idName, ...kids) {
+    return el('section', {class: 'panel', id: idName, 'aria-labelledby': idName + '-h'},
+      el('h2', {id: idName + '-h'}, title), ...kids);
+  }
+
+  // ---- header and controls ----
+  function controlsFor(r) {
+    const st = r.lifecycle.status;
+    const s = st.kind;
+    const pc = r.lifecycle.pending_control;
+    const arch = r.lifecycle.archived;
+    const out = [];
+    if (!arch && s === 'submitted') out.push(['start', 'Start']);
+    if (!arch && ((s === 'failed' && st.reason !== 'approval_denied') || s === 'dead')) out.push(['resume', 'Resume']);
+    if (['submitted', 'pending', 'runnable'].includes(s) ||
+        (['starting', 'running', 'blocked', 'paused'].includes(s) && pc !== 'cancel')) out.push(['cancel', 'Cancel']);
+    if (!pc && (s === 'running' || s === 'blocked')) out.push(['pause', 'Pause']);
+    if (!pc && s === 'paused') out.push(['unpause', 'Unpause']);
+    if (s === 'pending' && st.reason === 'approval_required') out.push(['approve', 'Approve'], ['deny', 'Deny']);
+    if (isTerminal(s) && !arch) out.push(['archive', 'Archive']);
+    if (arch) out.push(['unarchive', 'Unarchive']);
+    if (isTerminal(s)) out.push(['delete', 'Delete']);
+    return out;
+  }
+
+  async function control(action) {
+    svc.fill(ui.controlMsg);
+    try {
+      if (action === 'delete') {
+        if (!window.confirm('Delete this run and its events? This cannot be undone.')) return;
+        await api('DELETE', base);
+        location.assign('/');
+        return;
+      }
+      let body;
+      if (action === 'resume') { body = {resume: true}; action = 'start'; }
+      if (action === 'deny') {
+        const reason = window.prompt('Reason for denying (optional):', '');
+        if (reason === null) return;
+        body = reason ? {reason} : {};
+      }
+      run = await api('POST', `${base}/${action}`, body);
+      renderHead();
+    } catch (e) {
+      svc.fill(ui.controlMsg, errorBox(e, 'That did not work'));
+    }
+  }
+
+  function renderHead() {
+    const r = run;
+    const st = r.lifecycle.status;
+    const wall = r.timing ? r.timing.wall_time_ms : null;
+    const cost = r.billing ? r.billing.total_usd_micros : null;
+    ui.title.textContent = r.title || r.id;
+    document.title = `${r.title || r.id} · svc`;
+    ui.badge.textContent = statusWords(st);
+    ui.badge.className = 'badge s-' + st.kind;
+    const facts = [
+      ['Workflow', (r.workflow && (r.workflow.name || r.workflow.slug)) || '–'],
+      ['Created', fmtTime(r.timestamps.created_at)],
+      ['Started', fmtTime(r.timestamps.started_at)],
+      ['Completed', fmtTime(r.timestamps.completed_at)],
+      ['Wall time', fmtMs(wall)],
+      ['Cost', r.billing ? fmtUsd(cost) : '–'],
+    ];
+    if (r.repository) facts.splice(1, 0, ['Repository', r.repository.name]);
+    if (r.lifecycle.queue_position) facts.push(['Queue position', String(r.lifecycle.queue_position)]);
+    if (r.lifecycle.pending_control) facts.push(['Pending', r.lifecycle.pending_control]);
+    if (r.lifecycle.archived) facts.push(['Archived', fmtTime(r.lifecycle.archived_at)]);
+    svc.fill(ui.facts, ...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+    ui.goal.textContent = r.goal || '';
+    svc.fill(ui.runError, r.lifecycle.error
+      ? el('p', {class: 'error', role: 'alert'}, r.lifecycle.error.message) : '');
+    svc.fill(ui.controls, ...controlsFor(r).map(([a, label]) =>
+      el('button', {type: 'button', class: 'ctl ctl-' + a + (a === 'delete' || a === 'cancel' || a === 'deny' ? ' danger' : ''),
+        'data-action': a, on: {click: () => control(a)}}, label)));
+    renderSteer();
+  }
+
+  let headTimer = null;
+  function refreshRunSoon() {
+    if (headTimer) return;
+    headTimer = setTimeout(async () => {
+      headTimer = null;
+      try { run = await api('GET', base); renderHead(); } catch (e) { /* shown on next action */ }
+    }, 50);
+  }
+
+  // ---- graph ----
+  function nodeEl(node) {
+    return ui.graph.querySelector(`g.node[data-node="${CSS.escape(node)}"]`);
+  }
+
+  function paint(node) {
+    const g = nodeEl(node);
+    if (!g) return false;
+    const s = nodeState.get(node) || 'pending';
+    g.setAttribute('class', (g.getAttribute('class') || '').replace(/\s*s-\w+/g, '') + ' s-' + s);
+    const t = g.querySelector('title');
+    g.setAttribute('aria-label', `${t ? t.textContent : node}: ${s}`);
+    return true;
+  }
+
+  async function loadGraph() {
+    try {
+      const text = await svc.text(base + '/graph');
+      const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+      const svg = document.importNode(doc.documentElement, true);
+      if (svg.nodeName.toLowerCase() !== 'svg') throw new Error('The graph could not be drawn.');
+      svc.fill(ui.graph, svg);
+      for (const g of svg.querySelectorAll('g.node')) {
+        const pick = () => select(g.dataset.node);
+        g.addEventListener('click', pick);
+        g.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pick(); } });
+        paint(g.dataset.node);
+      }
+    } catch (e) {
+      svc.fill(ui.graph, errorBox(e, 'The graph is unavailable'));
+    }
+  }
+
+  // ---- stage details ----
+  function select(node) {
+    selected = node;
+    for (const g of ui.graph.querySelectorAll('g.node.selected')) g.classList.remove('selected');
+    const g = nodeEl(node);
+    if (g) g.classList.add('selected');
+    renderDetails();
+  }
+
+  function usageLine(u) {
+    if (!u) return null;
+    const t = u.tokens || {};
+    return el('p', {class: 'usage'}, `${u.model || 'model'}: ${fmtInt(t.input)} in, ${fmtInt(t.output)} out` +
+      (t.reasoning ? `, ${fmtInt(t.reasoning)} reasoning` : '') + ` · ${fmtUsd(u.cost && u.cost.usd_micros)}`);
+  }
+
+  function block(label, text) {
+    if (text === undefined || text === null || text === '') return null;
+    return el('div', {class: 'block'}, el('h4', {}, label), el('pre', {}, String(text)));
+  }
+
+  function renderDetails() {
+    const box = ui.details;
+    if (!selected) {
+      svc.fill(box, el('p', {class: 'muted'}, 'Select a node in the graph to see its prompt, output, usage and timing.'));
+      return;
+    }
+    const g = nodeEl(selected);
+    const title = g && g.querySelector('title') ? g.querySelector('title').textContent : selected;
+    const desc = g && g.querySelector('desc') ? g.querySelector('desc').textContent : '';
+    const evs = nodeEvents.get(selected) || [];
+    const visits = [];
+    let cur = null;
+    let text = '';
+    for (const ev of evs) {
+      const p = ev.properties || {};
+      switch (ev.event) {
+        case 'stage.started':
+          if (!cur || p.attempt === 1 || !p.attempt) { cur = {start: ev, attempts: 0, out: []}; visits.push(cur); }
+          cur.attempts = p.attempt || 1;
+          break;
+        case 'agent.message.delta': text += p.text || ''; break;
+        case 'agent.message': text = ''; if (cur) cur.out.push(block('Response', p.text)); break;
+        case 'agent.tool.started': if (cur) cur.out.push(el('p', {class: 'tool'}, `Tool: ${p.tool_name || p.name || 'tool'}`)); break;
+        case 'agent.steering.injected': if (cur) cur.out.push(block('Steering', p.text)); break;
+        case 'command.completed':
+          if (cur) cur.out.push(el('p', {}, `Exit code ${p.exit_code} (${p.termination || 'exited'}) after ${fmtMs(p.duration_ms)}`),
+            block('Output', p.stdout), block('Errors', p.stderr));
+          break;
+        case 'workspace.checkpoint':
+          if (cur && p.checkpoint_id) {
+            const box = el('div', {class: 'stage-diff'});
+            cur.out.push(el('button', {type: 'button', class: 'link', on: {click: () => {
+              svc.fill(box, el('p', {class: 'muted'}, 'Loading changes…'));
+              loadDiffs(box, p.checkpoint_id);
+            }}}, 'Show the files this stage changed'), box);
+          }
+          break;
+        case 'interview.started': if (cur) cur.out.push(block('Question', p.question)); break;
+        case 'interview.completed': if (cur) cur.out.push(block('Answer', p.answer)); break;
+        case 'stage.completed':
+          if (cur) {
+            cur.end = ev;
+            if (p.response && !cur.out.some((o) => o && o.textContent.startsWith('Response'))) cur.out.push(block('Response', p.response));
+            cur.out.push(block('Notes', p.notes), usageLine(p.usage));
+          }
+          break;
+        case 'stage.failed':
+          if (cur) { cur.end = ev; cur.out.push(el('p', {class: 'error'}, (p.failure && p.failure.message) || 'failed'), usageLine(p.usage)); }
+          break;
+        default: break;
+      }
+    }
+    const state = nodeState.get(selected) || 'pending';
+    svc.fill(box,
+      el('h3', {}, title, ' ', el('span', {class: 'badge s-' + state}, state)),
+      el('p', {class: 'muted'}, `Node ${selected}`),
+      block('Prompt / script', desc),
+      visits.length ? null : el('p', {class: 'muted'}, 'This stage has not run yet.'),
+      ...visits.map((v, i) => el('div', {class: 'visit'},
+        el('h4', {}, `Visit ${i + 1}`),
+        el('p', {}, `Started ${fmtTime(v.start.ts)}` + (v.attempts > 1 ? ` · ${v.attempts} attempts` : '') +
+          (v.end ? ` · ${(v.end.properties || {}).status || 'failed'} in ${fmtMs((v.end.properties || {}).duration_ms)}` : ' · running')),
+        ...v.out)),
+      text ? block('Streaming', text) : null);
+  }
+
+  // ---- questions ----
+  // Keyed by question id: a form stays as it is (with what the user typed) while its
+  // question is open; only new questions are added and answered ones removed.
+  function renderQuestions() {
+    const shown = new Map([...ui.qlist.children].map((f) => [f.dataset.question, f]));
+    for (const [qid, form] of shown) if (!questions.has(qid)) form.remove();
+    for (const [qid, q] of questions) if (!shown.has(qid)) ui.qlist.append(questionForm(q));
+    ui.questions.hidden = questions.size === 0;
+  }
+
+  function questionForm(q) {
+    const msg = el('div', {class: 'q-msg'});
+    const send = async (body, form) => {
+      svc.fill(msg);
+      for (const b of form.querySelectorAll('button, input, textarea')) b.disabled = true;
+      try {
+        await api('POST', `${base}/questions/${encodeURIComponent(q.id)}/answer`, body);
+        svc.fill(msg, el('p', {class: 'ok', role: 'status'}, 'Answer sent.'));
+      } catch (e) {
+        for (const b of form.querySelectorAll('button, input, textarea')) b.disabled = false;
+        svc.fill(msg, errorBox(e, 'The answer was not accepted'));
+      }
+    };
+    const form = el('form', {class: 'question-form', 'data-question': q.id});
+    const opts = q.options || [];
+    const free = q.question_type === 'freeform' || q.allow_freeform || opts.length === 0;
+    const kids = [el('p', {class: 'q-text'}, q.text || 'The run asks a question.')];
+    if (q.stage) kids.push(el('p', {class: 'muted'}, `Stage ${q.stage}`));
+    if (q.question_type === 'multi_select' && opts.length) {
+      kids.push(el('div', {class: 'options'}, opts.map((o) =>
+        el('label', {}, el('input', {type: 'checkbox', value: o.key}), ' ', o.label))));
+      kids.push(el('button', {type: 'button', class: 'primary', on: {click: () => {
+        const keys = [...form.querySelectorAll('input[type=checkbox]:checked')].map((c) => c.value);
+        send({selected_option_keys: keys}, form);
+      }}}, 'Send selection'));
+    } else if (opts.length && q.question_type !== 'freeform') {
+      kids.push(el('div', {class: 'options'}, opts.map((o) =>
+        el('button', {type: 'button', class: 'option', 'data-key': o.key,
+          on: {click: () => send({selected_option_key: o.key}, form)}}, o.label))));
+    }
+    if (free) {
+      const input = el('textarea', {name: 'answer', rows: 2, 'aria-label': 'Your answer', placeholder: 'Type an answer'});
+      kids.push(input, el('button', {type: 'submit', class: 'primary'}, 'Send answer'));
+      form.addEventListener('submit', (e) => {
+        e.preventDefault();
+        if (!input.value.trim()) { svc.fill(msg, errorBox('Write an answer first.')); return; }
+        send({value: input.value}, form);
+      });
+    } else {
+      form.addEventListener('submit', (e) => e.preventDefault());
+    }
+    form.append(...kids, msg);
+    return form;
+  }
+
+  function addQuestion(p, node) {
+    if (questions.has(p.question_id || p.id)) return;
+    questions.set(p.question_id || p.id, {
+      id: p.question_id || p.id, text: p.question || p.text, stage: p.stage || node,
+      question_type: p.question_type, options: p.options || [], allow_freeform: !!p.allow_freeform,
+    });
+    renderQuestions();
+  }
+
+  // ---- steering ----
+  function renderSteer() {
+    const on = agents.size > 0 && run && run.lifecycle.status.kind === 'running';
+    ui.steer.hidden = !on;
+  }
+
+  async function steer(e) {
+    e.preventDefault();
+    const guidance = ui.steerText.value.trim();
+    svc.fill(ui.steerMsg);
+    if (!guidance) { svc.fill(ui.steerMsg, errorBox('Write some guidance first.')); return; }
+    try {
+      await api('POST', base + '/steer', {guidance});
+      ui.steerText.value = '';
+      svc.fill(ui.steerMsg, el('p', {class: 'ok', role: 'status'}, 'Guidance sent to the agent.'));
+    } catch (err) {
+      svc.fill(ui.steerMsg, errorBox(err, 'The guidance was not accepted'));
+    }
+  }
+
+  // ---- event log ----
+  function summary(ev) {
+    const p = ev.properties || {};
+    switch (ev.event) {
+      case 'stage.started': return `${p.handler_type || 'stage'} started` + (p.max_attempts > 1 ? ` (attempt ${p.attempt}/${p.max_attempts})` : '');
+      case 'stage.completed': return `${p.status} in ${fmtMs(p.duration_ms)}`;
+      case 'stage.failed': return ((p.failure && p.failure.message) || 'failed') + (p.will_retry ? ' (will retry)' : '');
+      case 'stage.retrying': return 'retrying';
+      case 'edge.selected': return `${p.from_node} → ${p.to_node} (${p.reason || ''})`;
+      case 'interview.started': return p.question || '';
+      case 'interview.completed': return `answer: ${p.answer === undefined ? '' : p.answer}`;
+      case 'command.completed': return `exit code ${p.exit_code}`;
+      case 'agent.message': return (p.text || '').slice(0, 160);
+      case 'agent.tool.started': return p.tool_name || p.name || '';
+      case 'run.failed': return p.error || p.reason || '';
+      case 'run.completed': return p.status || '';
+      case 'run.blocked': return (p.blocked_reason || '').replace(/_/g, ' ');
+      default: return '';
+    }
+  }
+
+  let pendingLog = [];
+  let logFrame = 0;
+  function logEvent(ev) {
+    if (ev.event === 'agent.message.delta') return;
+    pendingLog.push(el('li', {class: 'ev ev-' + ev.event.replace(/\./g, '-'), 'data-seq': ev.seq},
+      el('span', {class: 'seq'}, String(ev.seq)),
+      el('time', {datetime: ev.ts}, ev.ts ? ev.ts.slice(11, 19) : ''),
+      el('span', {class: 'kind'}, ev.event),
+      ev.node_id ? el('span', {class: 'node'}, ev.node_id) : null,
+      el('span', {class: 'sum'}, summary(ev))));
+    if (!logFrame) logFrame = requestAnimationFrame(flushLog);
+  }
+
+  function flushLog() {
+    logFrame = 0;
+    const list = ui.log;
+    const stick = list.scrollTop + list.clientHeight >= list.scrollHeight - 8;
+    list.append(...pendingLog);
+    pendingLog = [];
+    while (list.children.length > 2000) list.firstElementChild.remove();
+    if (stick) list.scrollTop = list.scrollHeight;
+  }
+
+  // ---- applying events ----
+  function setNode(node, s) {
+    nodeState.set(node, s);
+    return paint(node);
+  }
+
+  function apply(ev) {
+    const p = ev.properties || {};
+    const node = ev.node_id;
+    logEvent(ev);
+    if (node) {
+      if (!nodeEvents.has(node)) nodeEvents.set(node, []);
+      nodeEvents.get(node).push(ev);
+    }
+    let painted = false;
+    switch (ev.event) {
+      case 'stage.started':
+        painted = setNode(node, (p.attempt || 1) > 1 ? 'retried' : 'running');
+        if (p.handler_type === 'agent') { agents.add(node); renderSteer(); }
+        break;
+      case 'stage.retrying': painted = setNode(node, 'retried'); break;
+      case 'stage.completed': {
+        const s = p.status === 'failed' ? 'failed' : p.status === 'skipped' ? 'skipped' : 'succeeded';
+        painted = setNode(node, s);
+        agents.delete(node); renderSteer();
+        if (p.usage) loadUsageSoon();
+        break;
+      }
+      case 'stage.failed':
+        painted = setNode(node, p.will_retry ? 'retried' : 'failed');
+        agents.delete(node); renderSteer();
+        if (p.usage) loadUsageSoon();
+        break;
+      case 'interview.started': addQuestion(p, node); break;
+      case 'interview.completed': case 'interview.timeout': case 'interview.interrupted':
+        questions.delete(p.question_id);
+        if (!p.question_id) for (const [k, q] of questions) if (q.stage === node) questions.delete(k);
+        renderQuestions();
+        break;
+      default: break;
+    }
+    if (ev.event.startsWith('run.')) {
+      refreshRunSoon();
+      if (ev.event === 'run.completed' || ev.event === 'run.failed') {
+        agents.clear();
+        renderSteer();
+        loadUsageSoon();
+        loadFiles();
+      }
+    }
+    if (node && node === selected) renderDetails();
+    if (painted) svc.probe(ev);
+  }
+
+  function follow() {
+    // Last-Event-ID resume: the browser reconnects with the last id it saw and the server
+    // continues after it; seqs already applied are skipped in case of overlap.
+    es = new EventSource(base + '/attach?since_seq=1');
+    es.onopen = () => { ui.live.textContent = 'Live'; ui.live.className = 'live ok'; };
+    es.onmessage = (m) => {
+      window.__svcFrames = (window.__svcFrames || 0) + 1;
+      let ev;
+      try { ev = JSON.parse(m.data); } catch (e) { return; }
+      if (typeof ev.seq === 'number') {
+        if (ev.seq <= lastSeq) return;
+        lastSeq = ev.seq;
+      }
+      apply(ev);
+      if (ev.event === 'run.completed' || ev.event === 'run.failed') {
+        es.close();
+        ui.live.textContent = 'Finished';
+        ui.live.className = 'live';
+      }
+    };
+    es.onerror = () => {
+      if (es.readyState === EventSource.CLOSED) {
+        ui.live.textContent = run && isTerminal(run.lifecycle.status.kind) ? 'Finished' : 'Live updates stopped; reload the page to resume.';
+        ui.live.className = 'live' + (run && isTerminal(run.lifecycle.status.kind) ? '' : ' bad');
+      } else {
+        ui.live.textContent = 'Connection lost; reconnecting…';
+        ui.live.className = 'live bad';
+      }
+    };
+  }
+
+  // ---- usage ----
+  let usageTimer = null;
+  function loadUsageSoon() {
+    if (usageTimer) return;
+    usageTimer = setTimeout(() => { usageTimer = null; loadUsage(); }, 300);
+  }
+
+  async function loadUsage() {
+    let u;
+    try { u = await api('GET', base + '/usage'); } catch (e) {
+      svc.fill(ui.usage, errorBox(e, 'Usage is unavailable'));
+      return;
+    }
+    if (!u.stages || u.stages.length === 0) {
+      svc.fill(ui.usage, el('p', {class: 'muted'}, 'No model usage yet.'));
+      return;
+    }
+    const row = (name, model, usage, timing, stages) => {
+      const t = usage.tokens || {};
+      return el('tr', {}, el('td', {}, name), el('td', {}, model), stages === undefined ? null : el('td', {}, String(stages)),
+        el('td', {class: 'num'}, fmtInt(t.input)), el('td', {class: 'num'}, fmtInt(t.output)),
+        el('td', {class: 'num'}, fmtInt((t.cache_read || 0) + (t.cache_write || 0))),
+        el('td', {class: 'num'}, fmtUsd(usage.cost && usage.cost.usd_micros)),
+        timing ? el('td', {class: 'num'}, fmtMs(timing.active_time_ms)) : null);
+    };
+    const head = (first, extra) => el('thead', {}, el('tr', {}, el('th', {}, first), el('th', {}, 'Model'), extra ? el('th', {}, extra) : null,
+      el('th', {}, 'Input'), el('th', {}, 'Output'), el('th', {}, 'Cache'), el('th', {}, 'Cost'), extra ? null : el('th', {}, 'Active')));
+    const modelName = (m) => m ? `${m.model_id || m.id || ''}${m.provider ? ' (' + m.provider + ')' : ''}` : '–';
+    svc.fill(ui.usage,
+      el('table', {class: 'usage-table'}, el('caption', {}, 'Per stage'), head('Stage'),
+        el('tbody', {}, u.stages.map((s) => row(s.stage.name || s.stage.id, modelName(s.model), s.usage, s.timing))),
+        el('tfoot', {}, row('Total', '', u.totals.usage, u.totals.timing))),
+      el('table', {class: 'usage-table'}, el('caption', {}, 'Per model'), head('Model', 'Stages'),
+        el('tbody', {}, (u.by_model || []).map((m) => row(modelName(m.model), '', m.usage, null, m.stages)))));
+  }
+
+  // ---- diffs ----
+  // Line diff by longest common subsequence (bounded; huge files show as replaced).
+  function diffLines(a, b) {
+    const x = a === '' ? [] : a.replace(/\n$/, '').split('\n');
+    const y = b === '' ? [] : b.replace(/\n$/, '').split('\n');
+    const n = x.length, m = y.length;
+    if (n * m > 4e6) return [...x.map((l) => ['-', l]), ...y.map((l) => ['+', l])];
+    const w = m + 1;
+    const L = new Uint32Array((n + 1) * w);
+    for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--)
+      L[i * w + j] = x[i] === y[j] ? L[(i + 1) * w + j + 1] + 1 : Math.max(L[(i + 1) * w + j], L[i * w + j + 1]);
+    const out = [];
+    let i = 0, j = 0;
+    while (i < n && j < m) {
+      if (x[i] === y[j]) { out.push([' ', x[i]]); i++; j++; }
+      else if (L[(i + 1) * w + j] >= L[i * w + j + 1]) out.push(['-', x[i++]]);
+      else out.push(['+', y[j++]]);
+    }
+    while (i < n) out.push(['-', x[i++]]);
+    while (j < m) out.push(['+', y[j++]]);
+    return out;
+  }
+
+  // Fills `box` with the diffs of `/files` (all the run's changes, or one checkpoint's).
+  async function loadDiffs(box, checkpoint) {
+    let page;
+    const q = checkpoint ? '&checkpoint=' + encodeURIComponent(checkpoint) : '';
+    try { page = await api('GET', base + '/files?page[limit]=100' + q); } catch (e) {
+      svc.fill(box, el('p', {class: 'muted'},
+        e.status === 501 ? 'File diffs are not available on this server yet.' : `File diffs are unavailable: ${e.message}`));
+      return;
+    }
+    if (!page.data || page.data.length === 0) {
+      svc.fill(box, el('p', {class: 'muted'}, checkpoint ? 'This stage changed no files.' : 'This run has not changed any files.'));
+      return;
+    }
+    svc.fill(box, ...page.data.map((f) => {
+      const name = (f.new_file && f.new_file.name) || (f.old_file && f.old_file.name) || 'file';
+      const lines = diffLines((f.old_file && f.old_file.contents) || '', (f.new_file && f.new_file.contents) || '');
+      const add = lines.filter((l) => l[0] === '+').length;
+      const del = lines.filter((l) => l[0] === '-').length;
+      return el('details', {class: 'file-diff', open: page.data.length <= 5},
+        el('summary', {}, name, ' ', el('span', {class: 'add'}, '+' + add), ' ', el('span', {class: 'del'}, '−' + del)),
+        el('pre', {class: 'diff'}, lines.map(([k, l]) =>
+          el('span', {class: k === '+' ? 'l-add' : k === '-' ? 'l-del' : 'l-ctx'}, k + ' ' + l + '\n'))));
+    }), page.meta && page.meta.has_more ? el('p', {class: 'muted'}, 'More files changed than are shown.') : '');
+  }
+
+  function loadFiles() {
+    return loadDiffs(ui.files, null);
+  }
+
+  // ---- page ----
+  async function start() {
+    try {
+      run = await api('GET', base);
+    } catch (e) {
+      show(el('h1', {}, 'Run'), errorBox(e, e.status === 404 ? 'This run does not exist' : 'The run could not be loaded'),
+        el('p', {}, el('a', {href: '/'}, 'Back to the runs board')));
+      return;
+    }
+    ui.title = el('h1', {id: 'run-title'});
+    ui.badge = el('span', {class: 'badge', id: 'run-status'});
+    ui.live = el('span', {class: 'live', role: 'status'}, 'Connecting…');
+    ui.facts = el('dl', {class: 'facts'});
+    ui.goal = el('p', {class: 'goal'});
+    ui.runError = el('div');
+    ui.controls = el('div', {class: 'controls', id: 'controls', role: 'group', 'aria-label': 'Run controls'});
+    ui.controlMsg = el('div');
+    ui.qlist = el('div');
+    ui.questions = section('Waiting for your answer', 'questions', ui.qlist);
+    ui.questions.classList.add('attention');
+    ui.questions.hidden = true;
+    ui.steerText = el('textarea', {rows: 2, id: 'steer-text', 'aria-label': 'Guidance for the agent', placeholder: 'Tell the running agent what to do differently'});
+    ui.steerMsg = el('div');
+    ui.steer = section('Steer the agent', 'steer',
+      el('form', {on: {submit: steer}}, ui.steerText, el('button', {type: 'submit', class: 'primary'}, 'Send guidance')), ui.steerMsg);
+    ui.steer.hidden = true;
+    ui.graph = el('div', {class: 'graph-wrap', id: 'graph'}, el('p', {class: 'muted'}, 'Drawing the workflow…'));
+    ui.details = el('div', {id: 'details'});
+    ui.log = el('ol', {class: 'log', id: 'events', 'aria-live': 'off'});
+    ui.usage = el('div', {id: 'usage-body'}, el('p', {class: 'muted'}, 'Loading usage…'));
+    ui.files = el('div', {id: 'files-body'}, el('p', {class: 'muted'}, 'Loading changes…'));
+    show(
+      el('nav', {class: 'crumbs'}, el('a', {href: '/'}, '← Runs')),
+      el('div', {class: 'run-head'}, ui.title, ui.badge, ui.live),
+      ui.goal, ui.facts, ui.runError, ui.controls, ui.controlMsg,
+      ui.questions, ui.steer,
+      el('div', {class: 'run-grid'},
+        section('Workflow', 'graph-panel', ui.graph),
+        section('Stage details', 'details-panel', ui.details)),
+      section('Event log', 'log-panel', ui.log),
+      section('Usage and cost', 'usage', ui.usage),
+      section('Files changed', 'files', ui.files));
+    renderHead();
+    renderDetails();
+    try {
+      const qs = await api('GET', base + '/questions');
+      for (const q of qs.data || []) addQuestion(q, q.stage);
+    } catch (e) { /* the stream brings questions too */ }
+    await loadGraph();
+    follow();
+    loadUsage();
+    loadFiles();
+  }
+  start();
+})();
