@@ -17,3 +17,4 @@ pub mod server;
 pub mod settings;
 pub mod store;
 pub mod workflow;
+pub mod workspace;
