@@ -345,9 +345,15 @@ fn cancel_pause_unpause() {
 #[test]
 fn restart_fails_active_runs_and_resume_continues() {
     let s = Server::start();
-    // First attempt sleeps; the resumed one finds its marker and finishes at once.
-    let script = "if [ -f marker ]; then echo resumed; else touch marker; sleep 60; fi";
-    let r = create(&s, &command(script));
+    // First attempt sleeps; the resumed one finds its marker and finishes at once. The
+    // marker lives outside the workspace: a resume restores the workspace to its checkpoint.
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("marker");
+    let script = format!(
+        "if [ -f {m} ]; then echo resumed; else touch {m}; sleep 60; fi",
+        m = marker.display()
+    );
+    let r = create(&s, &command(&script));
     let id = r["id"].as_str().unwrap().to_string();
     let waiting = create(&s, HELLO)["id"].as_str().unwrap().to_string();
     s.post(&format!("/api/v1/runs/{id}/start"), "");

@@ -8,7 +8,6 @@
 use crate::engine::cancel::CancelToken;
 use parking_lot::Mutex;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -55,6 +54,8 @@ pub struct CommandSpec<'a> {
     /// Added to the inherited environment.
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
+    /// How the process is started (host or the run's container).
+    pub isolation: &'a crate::sandbox::Isolation,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -216,15 +217,15 @@ fn not_started(started: Instant) -> CommandResult {
 
 fn spawn(spec: &CommandSpec) -> Result<Child, CommandError> {
     let program = spec.language.program();
-    std::process::Command::new(program)
+    // The isolation puts the script in its own process group (and in bwrap for a container).
+    spec.isolation
+        .command(program, spec.workdir)
         .arg("-c")
         .arg(spec.script)
-        .current_dir(spec.workdir)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn()
         .map_err(|source| CommandError::Spawn {
             program: program.to_string(),
@@ -517,8 +518,11 @@ mod tests {
             workdir: dir,
             env: Vec::new(),
             timeout: None,
+            isolation: &LOCAL,
         }
     }
+
+    static LOCAL: crate::sandbox::Isolation = crate::sandbox::Isolation::Local;
 
     fn run(s: &CommandSpec) -> CommandResult {
         run_command(s, &CancelToken::new()).unwrap()

@@ -110,6 +110,9 @@ impl Engine {
             Ok(None) => return Engine::run(wf, options, services),
             Err(why) => return failed_early(options, services, why),
         };
+        if let Err(why) = restore_workspace(services, &options.run_id) {
+            return failed_early(options, services, why);
+        }
         let shared = new_shared(options, services, checkpoint.stage_index);
         let next = checkpoint
             .next_node_id
@@ -130,6 +133,27 @@ impl Engine {
             (Ok(()), Some(next)) => watched(wf, &shared, || walker.walk(next)),
         };
         finish(&shared, end, walker.state)
+    }
+}
+
+/// Puts the workspace back to the checkpoint the run resumes from (its `git_commit_sha`), so
+/// the half-done work of an interrupted stage is not mixed into the stage's rerun.
+fn restore_workspace(services: &Services, run_id: &str) -> Result<(), String> {
+    let row = services
+        .store
+        .get_run(run_id)
+        .map_err(|e| format!("cannot read the run to restore its workspace: {e}"))?;
+    let sha = row
+        .as_ref()
+        .and_then(|r| r.checkpoint.as_ref())
+        .and_then(|c| c.get("git_commit_sha"))
+        .and_then(Value::as_str);
+    match sha {
+        Some(sha) => services
+            .workspace
+            .restore(sha)
+            .map_err(|e| format!("cannot restore the workspace to checkpoint {sha}: {e}")),
+        None => Ok(()),
     }
 }
 

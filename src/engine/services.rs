@@ -146,6 +146,8 @@ pub struct LlmRequest {
     /// `None` = the backend's default.
     pub max_turns: Option<u32>,
     pub workdir: std::path::PathBuf,
+    /// How the agent's shell tool and an ACP agent start processes.
+    pub isolation: crate::sandbox::Isolation,
     /// Validation errors of earlier replies in this stage (structured-output repair turns),
     /// oldest first; empty on the first call.
     pub feedback: Vec<String>,

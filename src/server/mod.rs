@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod router;
 pub mod routes;
 pub mod runs;
+pub mod sandboxes;
 pub mod system;
 pub mod versions;
 

@@ -102,6 +102,19 @@ impl Op {
     }
 }
 
+/// `GET .../files`: the checkpoint filter is named `checkpoint`.
+fn files_op(path: &'static str, summary: &'static str) -> Op {
+    op("get", path, "Run Outputs", summary)
+        .id()
+        .paging()
+        .param("checkpoint", "query", json!({"type": "string"}), "Only the changes of this checkpoint (a commit id from a `workspace.checkpoint` event); omit for all changes against the run's base.")
+        .resp(vec![
+            ok("200", "A page of changed files, by path.", r("FileDiffPage")),
+            err("400", "Bad paging parameter."),
+            err("404", "No such run or checkpoint, or the workspace was removed."),
+        ])
+}
+
 /// Every documented operation (method, path, tag, whether public).
 fn operations() -> Vec<Op> {
     let run = || ok("200", "The run.", r("Run"));
@@ -231,12 +244,15 @@ fn operations() -> Vec<Op> {
             .resp(vec![ok("200", "A page of models.", r("ModelPage")), err("400", "Unknown provider or bad paging parameter.")]),
         op("post", "/api/v1/providers/test", "Models", "Test every LLM provider with a short call")
             .resp(vec![ok("200", "One result per provider; a failing provider does not fail the request.", r("ProviderTestResults"))]),
-        placeholder("get", "/api/v1/runs/{id}/files", "Run Outputs", "Files changed by a run").id().paging(),
-        placeholder("get", "/runs/{id}/files", "Run Outputs", "Alias of GET /api/v1/runs/{id}/files").id().paging(),
+        files_op("/api/v1/runs/{id}/files", "Files changed by a run"),
+        files_op("/runs/{id}/files", "Alias of GET /api/v1/runs/{id}/files"),
         placeholder("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port").id().body(r("PreviewRequest"), true),
-        placeholder("get", "/api/v1/sandboxes", "Sandboxes", "Managed sandboxes"),
-        placeholder("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
-            .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id."),
+        op("get", "/api/v1/sandboxes", "Sandboxes", "Live sandboxes of every configured provider")
+            .paging()
+            .resp(vec![ok("200", "A page of sandboxes; providers that could not answer are in meta.failures.", r("SandboxPage"))]),
+        op("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
+            .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id.")
+            .resp(vec![ok("200", "The sandbox.", r("Sandbox")), err("404", "No provider, or more than one, owns this id.")]),
     ]
 }
 
@@ -330,10 +346,38 @@ fn schemas() -> Value {
                 "sandbox": {"type": "object", "required": ["provider"], "properties": {
                     "provider": {"enum": ["local", "container", "hosted"]},
                     "image": {"type": "string"},
-                    "snapshot": {"type": "string"}
-                }}
+                    "snapshot": {"type": "string"},
+                    "network": {"type": "boolean", "description": "Container processes may use the network (default [run.sandbox] network, else false)."}
+                }},
+                "repository": {"type": "object", "required": ["origin_url"], "additionalProperties": false, "properties": {
+                    "origin_url": {"type": "string", "description": "Anything `git clone` accepts (https, ssh, file://, a local path)."},
+                    "branch": {"type": "string", "description": "Default: the origin's default branch."}
+                }},
+                "source_directory": {"type": "string", "description": "Absolute path on the server host: cloned if it is a git work tree, else copied."},
+                "in_place": {"type": "boolean", "default": false, "description": "Work in source_directory itself (explicit opt-in)."}
             }
         },
+        "FileDiff": {"type": "object", "required": ["old_file", "new_file"], "properties": {
+            "old_file": {"type": "object", "required": ["name", "contents"], "properties": {"name": {"type": "string"}, "contents": {"type": "string"}}},
+            "new_file": {"type": "object", "required": ["name", "contents"], "properties": {"name": {"type": "string"}, "contents": {"type": "string"}}}
+        }},
+        "FileDiffPage": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": r("FileDiff")}, "meta": r("Meta")}},
+        "Sandbox": {"type": "object", "required": ["id", "provider", "run_id", "state", "working_directory", "resources"], "properties": {
+            "id": {"type": "string"},
+            "provider": {"enum": ["local", "container", "hosted"]},
+            "run_id": {"type": "string"},
+            "state": {"enum": ["active", "idle", "orphaned"]},
+            "working_directory": {"type": "string"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "resources": {"type": "object", "properties": {"cpu": {"type": "integer"}, "memory": {"type": ["integer", "null"]}}}
+        }},
+        "SandboxPage": {"type": "object", "required": ["data", "meta"], "properties": {
+            "data": {"type": "array", "items": r("Sandbox")},
+            "meta": {"type": "object", "required": ["has_more", "failures"], "properties": {
+                "has_more": {"type": "boolean"},
+                "failures": {"type": "array", "items": {"type": "object", "required": ["provider", "error"], "properties": {"provider": {"type": "string"}, "error": {"type": "string"}}}}
+            }}
+        }},
         "StartRequest": {"type": "object", "additionalProperties": false, "properties": {"resume": {"type": "boolean", "default": false}}},
         "DenyRequest": {"type": "object", "additionalProperties": false, "properties": {"reason": {"type": "string"}}},
         "SteerRequest": {"type": "object", "required": ["guidance"], "additionalProperties": false, "properties": {

@@ -7,6 +7,7 @@
 use super::models;
 use super::router::{Access, Route};
 use super::runs;
+use super::sandboxes;
 use super::system;
 
 const fn public(
@@ -73,11 +74,11 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/runs/{id}/usage", runs::usage::get),
         user("GET", "/api/v1/models", models::list),
         user("POST", "/api/v1/providers/test", models::test_providers),
+        user("GET", "/api/v1/runs/{id}/files", runs::files::list),
+        user("GET", "/runs/{id}/files", runs::files::list),
+        user("GET", "/api/v1/sandboxes", sandboxes::list),
+        user("GET", "/api/v1/sandboxes/{id}", sandboxes::get),
         // Placeholders (SPEC 7: 501).
-        user("GET", "/api/v1/runs/{id}/files", ni),
-        user("GET", "/runs/{id}/files", ni),
         user("POST", "/api/v1/runs/{id}/preview", ni),
-        user("GET", "/api/v1/sandboxes", ni),
-        user("GET", "/api/v1/sandboxes/{id}", ni),
     ]
 }

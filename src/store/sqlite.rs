@@ -18,7 +18,7 @@ use super::fold::fold;
 use super::hub::{Hub, Published};
 use super::model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
-    UsageTotals,
+    SandboxState, UsageTotals,
 };
 use super::prep::{self, sha256_hex};
 use super::queue::Queue;
@@ -135,6 +135,8 @@ struct StateRef<'a> {
     questions: &'a [Value],
     superseded_by: &'a Option<String>,
     usage: &'a UsageTotals,
+    sandbox: &'a SandboxState,
+    diff: &'a Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +159,10 @@ struct StateOwned {
     superseded_by: Option<String>,
     #[serde(default)]
     usage: UsageTotals,
+    #[serde(default)]
+    sandbox: SandboxState,
+    #[serde(default)]
+    diff: Option<Value>,
 }
 
 fn encode_state(row: &RunRow) -> Result<String, StoreError> {
@@ -176,6 +182,8 @@ fn encode_state(row: &RunRow) -> Result<String, StoreError> {
         questions: &row.questions,
         superseded_by: &row.superseded_by,
         usage: &row.usage,
+        sandbox: &row.sandbox,
+        diff: &row.diff,
     })
     .map_err(|source| StoreError::Encode {
         what: "row state",
@@ -223,6 +231,8 @@ fn assemble(
     row.questions = s.questions;
     row.superseded_by = s.superseded_by;
     row.usage = s.usage;
+    row.sandbox = s.sandbox;
+    row.diff = s.diff;
     if let Some(text) = checkpoint {
         row.checkpoint = Some(parse_event(run_id, 0, text)?.properties);
     }

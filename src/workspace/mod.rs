@@ -62,6 +62,56 @@ pub struct Workspace {
     pub owned: bool,
 }
 
+/// SPEC 2.3 RepositoryRef provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepoProvider {
+    /// A code host svc knows (GitHub, GitLab, Bitbucket, Codeberg).
+    Codehost,
+    /// Any other git URL or local repository.
+    Git,
+    /// Not a git repository.
+    Unknown,
+}
+
+const CODE_HOSTS: [&str; 4] = ["github.com", "gitlab.com", "bitbucket.org", "codeberg.org"];
+
+/// `owner/repo` and the provider of an origin URL (`https://host/owner/repo(.git)`,
+/// `git@host:owner/repo.git`, `ssh://...`); for `file://` URLs and paths, the folder name.
+pub fn repository_name(origin: &str) -> (String, RepoProvider) {
+    let trimmed = origin.trim().trim_end_matches('/');
+    let trimmed = trimmed.strip_suffix(".git").unwrap_or(trimmed);
+    let (host, path) = if let Some(rest) = trimmed.split_once("://").map(|(_, r)| r) {
+        if trimmed.starts_with("file://") {
+            ("", rest)
+        } else {
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+            rest.split_once('/').unwrap_or((rest, ""))
+        }
+    } else if let Some((h, p)) = trimmed.split_once(':').filter(|(h, _)| !h.contains('/')) {
+        (h.rsplit_once('@').map_or(h, |(_, h)| h), p)
+    } else {
+        ("", trimmed)
+    };
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    if host.is_empty() {
+        let name = parts.last().copied().unwrap_or("unknown").to_string();
+        return (name, RepoProvider::Git);
+    }
+    let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+    let name = match parts.as_slice() {
+        [.., owner, repo] => format!("{owner}/{repo}"),
+        [repo] => repo.to_string(),
+        [] => "unknown".to_string(),
+    };
+    let provider = if CODE_HOSTS.contains(&host.as_str()) {
+        RepoProvider::Codehost
+    } else {
+        RepoProvider::Git
+    };
+    (name, provider)
+}
+
 /// The run branch of `run_id`.
 pub fn run_branch(run_id: &str) -> String {
     format!("svc/run/{}", run_id.to_ascii_lowercase())

@@ -190,3 +190,29 @@ fn file_contents_come_from_blobs() {
     let texts = diff::contents(&ws.git, &blobs).unwrap();
     assert_eq!(texts, vec!["", "", "", "hello\n"]);
 }
+
+#[test]
+fn repository_names_from_origins() {
+    let cases = [
+        (
+            "https://github.com/acme/api.git",
+            "acme/api",
+            RepoProvider::Codehost,
+        ),
+        (
+            "git@github.com:acme/web.git",
+            "acme/web",
+            RepoProvider::Codehost,
+        ),
+        (
+            "ssh://git@git.example.com:2222/team/tool",
+            "team/tool",
+            RepoProvider::Git,
+        ),
+        ("file:///srv/repos/origin.git", "origin", RepoProvider::Git),
+        ("/home/me/project/", "project", RepoProvider::Git),
+    ];
+    for (url, name, provider) in cases {
+        assert_eq!(repository_name(url), (name.to_string(), provider), "{url}");
+    }
+}

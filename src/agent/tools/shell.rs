@@ -4,8 +4,7 @@
 //! files itself.
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,14 +116,13 @@ pub fn run(
     cancel: &CancelToken,
 ) -> Result<ShellOutput, String> {
     let start = Instant::now();
-    let mut cmd = Command::new("sh");
+    // Through the sandbox: its own process group, inside the run's container if it has one.
+    let mut cmd = sb.command("sh");
     cmd.arg("-c")
         .arg(command)
-        .current_dir(sb.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     for p in Provider::ALL {
         for k in p.key_names() {
             cmd.env_remove(k);

@@ -22,7 +22,7 @@ pub struct Job {
     pub row: RunRow,
     pub version: Option<Arc<Version>>,
     pub handle: Arc<RunHandle>,
-    /// Where commands and agents run (`<state-dir>/scratch/<run-id>`).
+    /// Where the run's workspace is made (`<state-dir>/workspaces/<run-id>`).
     pub workdir: PathBuf,
     pub store: Arc<dyn RunStore>,
 }
@@ -176,10 +176,16 @@ impl Executor for EngineExecutor {
             Value::Object(m) => m.clone(),
             _ => Map::new(),
         };
+        let settings = self.settings.get();
+        let Some(ready) =
+            super::sandbox::start(job.store.as_ref(), &job.row, &self.state_dir, &settings)
+        else {
+            return;
+        };
         let options = RunOptions {
             inputs,
             files,
-            ..RunOptions::new(&job.row.id, job.workdir.clone())
+            ..RunOptions::new(&job.row.id, ready.workdir.clone())
         };
         let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
         let redactor: Arc<dyn crate::engine::Redact> =
@@ -198,6 +204,11 @@ impl Executor for EngineExecutor {
         services.redactor = redactor;
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
         services.cancel = job.handle.cancel.clone();
+        services.isolation = ready.isolation;
+        services.workspace = Arc::new(crate::workspace::EngineWorkspace {
+            git: ready.git,
+            base: ready.base,
+        });
         let outcome = Engine::resume(&loaded.workflow, &options, &services);
         log::info!(
             "run {} ended: {} ({})",

@@ -23,8 +23,10 @@
 //! workflow parsing beyond `workflow::load`, engine internals.
 
 pub mod exec;
+pub mod files;
 pub mod interviewer;
 pub mod lifecycle;
+pub mod sandbox;
 pub mod sse;
 pub mod steer;
 pub mod usage;
@@ -249,10 +251,7 @@ impl Runs {
             .version_id
             .as_deref()
             .and_then(|id| self.versions.get(id).ok().flatten());
-        let workdir = self.state_dir.join("scratch").join(&row.id);
-        if let Err(e) = std::fs::create_dir_all(&workdir) {
-            log::warn!("run {}: cannot create {}: {e}", row.id, workdir.display());
-        }
+        let workdir = sandbox::workspaces_dir(&self.state_dir).join(&row.id);
         while self.workers.load(Ordering::SeqCst) < max {
             let rx = self.jobs_rx.clone();
             let me = self.me.clone();
@@ -316,6 +315,29 @@ impl Runs {
         }
         self.active.lock().remove(&id);
         self.wake();
+    }
+
+    /// Removes a deleted run's sandbox and workspace: at once when no engine runs it, else
+    /// once its worker lets go of it (a cancelled stage is killed within seconds).
+    fn remove_sandbox_when_idle(&self, run_id: &str) {
+        let Some(me) = self.me.upgrade() else { return };
+        let id = run_id.to_string();
+        let spawned = std::thread::Builder::new()
+            .name("sandbox-remove".into())
+            .spawn(move || {
+                for _ in 0..600 {
+                    if me.handle(&id).is_none() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                if let Err(e) = sandbox::remove(&me.state_dir, &id) {
+                    log::warn!("run {id}: cannot remove its sandbox: {e}");
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("run {run_id}: cannot start the sandbox removal: {e}");
+        }
     }
 
     pub fn handle(&self, run_id: &str) -> Option<Arc<RunHandle>> {
@@ -477,6 +499,17 @@ struct SandboxReq {
     image: Option<String>,
     #[serde(default)]
     snapshot: Option<String>,
+    /// Container processes may use the network (default `[run.sandbox] network`).
+    #[serde(default)]
+    network: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepositoryReq {
+    origin_url: String,
+    #[serde(default)]
+    branch: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -498,6 +531,92 @@ struct CreateRun {
     model: Option<ModelReq>,
     #[serde(default)]
     sandbox: Option<SandboxReq>,
+    #[serde(default)]
+    repository: Option<RepositoryReq>,
+    #[serde(default)]
+    source_directory: Option<String>,
+    /// Work in `source_directory` itself instead of a copy (explicit opt-in).
+    #[serde(default)]
+    in_place: bool,
+}
+
+/// The `run.created` keys `workspace` (where the files come from), `repository`
+/// (RepositoryRef) and the source directory, from the request or `[run] repository`.
+fn workspace_request(
+    repository: Option<RepositoryReq>,
+    source_directory: Option<String>,
+    in_place: bool,
+    defaults: &crate::settings::RunDefaults,
+) -> Result<(Value, Value, Option<String>), ApiError> {
+    if in_place && source_directory.is_none() {
+        return Err(ApiError::bad_request(
+            "`in_place` needs a `source_directory` to work in.",
+        ));
+    }
+    let repository = repository.or_else(|| {
+        if source_directory.is_some() {
+            return None;
+        }
+        defaults.repository.as_ref().map(|r| RepositoryReq {
+            origin_url: r.origin_url.clone(),
+            branch: r.branch.clone(),
+        })
+    });
+    match (repository, source_directory) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "Send at most one of `repository` and `source_directory`.",
+        )),
+        (Some(r), None) => {
+            let origin = r.origin_url.trim().to_string();
+            if origin.is_empty() || origin.starts_with('-') {
+                return Err(ApiError::bad_request(
+                    "repository.origin_url is empty or invalid.",
+                ));
+            }
+            if r.branch
+                .as_deref()
+                .is_some_and(|b| b.trim().is_empty() || b.starts_with('-'))
+            {
+                return Err(ApiError::bad_request(
+                    "repository.branch is empty or invalid.",
+                ));
+            }
+            let (name, provider) = crate::workspace::repository_name(&origin);
+            Ok((
+                json!({"kind": "repository", "origin_url": origin, "branch": r.branch}),
+                json!({"name": name, "origin_url": origin, "provider": provider}),
+                None,
+            ))
+        }
+        (None, Some(dir)) => {
+            let path = std::path::Path::new(&dir);
+            if !path.is_absolute() {
+                return Err(ApiError::bad_request(format!(
+                    "source_directory `{dir}` is not an absolute path."
+                )));
+            }
+            if !path.is_dir() {
+                return Err(ApiError::bad_request(format!(
+                    "source_directory `{dir}` is not a directory on the server host."
+                )));
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "unknown".into());
+            let provider = if crate::workspace::Git::is_repository(path) {
+                "git"
+            } else {
+                "unknown"
+            };
+            Ok((
+                json!({"kind": "directory", "path": dir, "in_place": in_place}),
+                json!({"name": name, "origin_url": null, "provider": provider}),
+                Some(dir),
+            ))
+        }
+        (None, None) => Ok((json!({"kind": "scratch"}), Value::Null, None)),
+    }
 }
 
 /// Title from a goal: first line, decoration stripped, at most 100 chars (97 + `...`).
@@ -628,21 +747,30 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
                 .as_ref()
                 .map(|m| json!({"provider": m.provider, "name": m.name}))
         });
-    let sandbox =
-        body.sandbox
-            .map(|s| json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot}))
-            .or_else(|| {
-                defaults.sandbox.as_ref().map(
-                    |s| json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot}),
-                )
-            });
+    let (workspace, repository, source_directory) = workspace_request(
+        body.repository,
+        body.source_directory,
+        body.in_place,
+        defaults,
+    )?;
+    let sandbox_defaults = defaults
+        .sandbox
+        .clone()
+        .unwrap_or_else(crate::settings::SandboxDefault::defaults);
+    // Every server run has a sandbox: the request's, else `[run.sandbox]`, else local.
+    let sandbox = Some(match body.sandbox {
+        Some(s) => json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot,
+                          "network": s.network.unwrap_or(sandbox_defaults.network)}),
+        None => json!({"provider": sandbox_defaults.provider, "image": sandbox_defaults.image,
+                       "snapshot": sandbox_defaults.snapshot, "network": sandbox_defaults.network}),
+    });
     let new = NewRun {
         id: None,
         title,
         goal,
         labels,
         workflow,
-        working_dir: None,
+        working_dir: source_directory,
         inputs: Value::Object(inputs),
         parent_id: None,
         extra: json!({
@@ -650,6 +778,8 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
             "origin": {"kind": "api"},
             "models": model.map(|m| vec![m]).unwrap_or_default(),
             "sandbox": sandbox,
+            "workspace": workspace,
+            "repository": repository,
         }),
     };
     let row = app.runs.store.create_run(new).map_err(store_error)?;
@@ -719,6 +849,7 @@ pub fn delete(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         h.cancel.cancel("run deleted");
     }
     runs.wake();
+    runs.remove_sandbox_when_idle(&id);
     Ok(Reply::empty(204))
 }
 
