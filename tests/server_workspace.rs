@@ -572,3 +572,60 @@ fn killing_the_server_leaves_no_container_process_alive() {
         processes_with(&marker).is_empty().then_some(())
     });
 }
+
+#[test]
+fn svc_run_with_repo_works_on_a_clone() {
+    if git_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = origin(tmp.path());
+    let refs_before = sh(&origin, "git show-ref");
+    let flow = tmp.path().join("flow.dot");
+    std::fs::write(&flow, command_flow(&[("edit", "echo more >> d.txt")])).unwrap();
+    let state = tmp.path().join("state");
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(&flow)
+        .args(["--format", "json", "--state-dir"])
+        .arg(&state)
+        .arg("--repo")
+        .arg(&origin)
+        .args(["--branch", "dev"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = report["run_id"].as_str().unwrap();
+    let ws = state.join("workspaces").join(id);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("d.txt")).unwrap(),
+        "dev\nmore\n"
+    );
+    assert_eq!(
+        sh(&ws, "git log -1 --format=%s").trim(),
+        "svc: checkpoint after stage edit"
+    );
+    assert_eq!(sh(&origin, "git show-ref"), refs_before);
+    // A branch the origin lacks: the run fails saying so.
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(&flow)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--repo")
+        .arg(&origin)
+        .args(["--branch", "nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot clone"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
