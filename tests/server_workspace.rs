@@ -629,3 +629,65 @@ fn svc_run_with_repo_works_on_a_clone() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn retention_removes_a_finished_runs_sandbox() {
+    if git_missing() {
+        return;
+    }
+    let s = Server::with(Opts {
+        settings: Some("[run.sandbox]\nretention_hours = 0\n"),
+        ..Opts::default()
+    });
+    let flow = command_flow(&[("edit", "echo x > x.txt")]);
+    let id = create(&s, json!({"workflow": package(&flow)}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    start(&s, &id);
+    let done = wait_terminal(&s, &id);
+    let wd = PathBuf::from(
+        done["sandbox"]["instance"]["runtime"]["working_directory"]
+            .as_str()
+            .unwrap(),
+    );
+    wait_for(30, "retention to remove the workspace", || {
+        (!wd.exists()).then_some(())
+    });
+    wait_for(10, "sandbox.cleanup.completed", || {
+        events(&s, &id)
+            .iter()
+            .any(|e| e["event"] == "sandbox.cleanup.completed")
+            .then_some(())
+    });
+    assert_error(&s.get(&format!("/api/v1/runs/{id}/files")), 404);
+    let list = s.get("/api/v1/sandboxes").json();
+    assert!(list["data"].as_array().unwrap().is_empty(), "{list}");
+    assert!(!s.path().join("workspaces").join(&id).exists());
+}
+
+#[test]
+fn a_provider_that_cannot_answer_is_reported_while_others_list() {
+    if git_missing() {
+        return;
+    }
+    let s = Server::with(Opts {
+        settings: Some("[run.sandbox]\nbwrap = \"/nonexistent/bwrap\"\n"),
+        ..Opts::default()
+    });
+    let flow = command_flow(&[("edit", "true")]);
+    let id = create(&s, json!({"workflow": package(&flow)}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    start(&s, &id);
+    wait_terminal(&s, &id);
+    let list = s.get("/api/v1/sandboxes").json();
+    assert_eq!(list["data"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["data"][0]["run_id"], id.as_str());
+    assert_eq!(list["meta"]["failures"][0]["provider"], "container");
+    assert!(list["meta"]["failures"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("bubblewrap"));
+}

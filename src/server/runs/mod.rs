@@ -55,6 +55,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How often the scheduler removes sandboxes past their retention.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// The runs service: store, live runs, scheduler and workers.
 pub struct Runs {
     pub store: Arc<dyn RunStore>,
@@ -186,6 +189,7 @@ impl Runs {
     }
 
     fn scheduler_loop(self: Arc<Self>) {
+        let mut last_sweep: Option<std::time::Instant> = None;
         loop {
             crossbeam_channel::select! {
                 recv(self.wake_rx) -> _ => {}
@@ -198,6 +202,14 @@ impl Runs {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => log::error!("scheduler: {e}"),
                 Err(_) => log::error!("scheduler: promotion panicked; retrying on the next wake"),
+            }
+            if last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
+                last_sweep = Some(std::time::Instant::now());
+                let settings = self.settings.get();
+                let now = view::parse_ts(&crate::store::now()).unwrap_or(0);
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    sandbox::sweep(self.gated.as_ref(), &self.state_dir, &settings, now)
+                }));
             }
         }
     }

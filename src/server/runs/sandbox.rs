@@ -269,3 +269,66 @@ pub fn remove(state_dir: &Path, run_id: &str) -> std::io::Result<()> {
     crate::sandbox::inventory::remove_dir(&dest)?;
     crate::sandbox::inventory::remove_dir(&dest.with_file_name(format!("{run_id}.git")))
 }
+
+/// How long a finished run's sandbox is kept (`[run.sandbox] retention_hours`).
+pub fn retention_ms(settings: &Settings) -> i64 {
+    let hours = settings
+        .run
+        .sandbox
+        .as_ref()
+        .and_then(|s| s.retention_hours)
+        .unwrap_or(crate::settings::DEFAULT_RETENTION_HOURS);
+    i64::try_from(hours)
+        .unwrap_or(i64::MAX / 3_600_000)
+        .saturating_mul(3_600_000)
+}
+
+/// Removes the sandboxes whose run is gone, or ended longer than the retention ago
+/// (recording `sandbox.cleanup.completed` on the run). Returns how many were removed.
+pub fn sweep(store: &dyn RunStore, state_dir: &Path, settings: &Settings, now_ms: i64) -> usize {
+    let keep = retention_ms(settings);
+    let inv = inventory(state_dir);
+    let mut removed = 0;
+    for provider in ProviderKind::ALL {
+        let Ok(records) = inv.list(provider) else {
+            continue;
+        };
+        for rec in records {
+            let row = match store.get_run(&rec.run_id) {
+                Ok(r) => r,
+                Err(_) => continue,
+            };
+            let expired = match &row {
+                None => true,
+                Some(r) => {
+                    r.status.is_terminal()
+                        && r.completed_at
+                            .as_deref()
+                            .and_then(super::view::parse_ts)
+                            .is_some_and(|done| now_ms.saturating_sub(done) >= keep)
+                }
+            };
+            if !expired {
+                continue;
+            }
+            let began = Instant::now();
+            match remove(state_dir, &rec.run_id) {
+                Ok(()) => {
+                    removed += 1;
+                    if row.is_some() {
+                        let _ = append(
+                            store,
+                            &rec.run_id,
+                            "sandbox.cleanup.completed",
+                            json!({"provider": rec.provider, "identifier": rec.id,
+                                   "reason": "retention",
+                                   "duration_ms": began.elapsed().as_millis() as u64}),
+                        );
+                    }
+                }
+                Err(e) => log::warn!("sandbox {}: cannot remove it: {e}", rec.id),
+            }
+        }
+    }
+    removed
+}
