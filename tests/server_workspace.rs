@@ -691,3 +691,138 @@ fn a_provider_that_cannot_answer_is_reported_while_others_list() {
         .unwrap()
         .contains("bubblewrap"));
 }
+
+/// A free loopback port (bound and released; a race with another process is unlikely).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn previews_proxy_to_a_server_started_by_a_stage() {
+    if git_missing() {
+        return;
+    }
+    let s = Server::start();
+    let port = free_port();
+    // A stage serves the workspace over HTTP (echoing POST bodies) until the run is cancelled.
+    let py = tempfile::tempdir().unwrap();
+    let script = py.path().join("serve.py");
+    std::fs::write(
+        &script,
+        r#"import http.server, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(n)
+        self.send_response(201)
+        self.send_header('X-Seen', self.headers.get('X-Custom', ''))
+        self.end_headers()
+        self.wfile.write(b'got:' + body)
+http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
+"#,
+    )
+    .unwrap();
+    let server = format!(
+        "echo hello-preview > index.html; exec python3 {} {port}",
+        script.display()
+    );
+    let flow = command_flow(&[("serve", &server)]);
+    let id = create(&s, json!({"workflow": package(&flow)}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Not ready yet: 409; unknown run: 404; bad bounds: 400.
+    let body = |p: i64, e: i64, signed: bool| {
+        json!({"port": p, "expires_in_secs": e, "signed": signed}).to_string()
+    };
+    assert_error(
+        &s.post(
+            &format!("/api/v1/runs/{id}/preview"),
+            &body(port as i64, 60, true),
+        ),
+        409,
+    );
+    assert_error(
+        &s.post(
+            "/api/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/preview",
+            &body(80, 60, true),
+        ),
+        404,
+    );
+    for (p, e) in [(0, 60), (70000, 60), (80, 0), (80, 86_401)] {
+        assert_error(
+            &s.post(&format!("/api/v1/runs/{id}/preview"), &body(p, e, true)),
+            400,
+        );
+    }
+    start(&s, &id);
+    wait_for(30, "the sandbox to be ready", || {
+        (run_json(&s, &id)["sandbox"]["kind"] == "ready").then_some(())
+    });
+    let made = s.post(
+        &format!("/api/v1/runs/{id}/preview"),
+        &body(port as i64, 600, true),
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    let made = made.json();
+    let url = made["url"].as_str().unwrap();
+    let path = &url[url.find("/preview/").unwrap()..];
+    assert!(path.contains(made["token"].as_str().unwrap()));
+    // A signed URL works without credentials.
+    let page = wait_for(30, "the stage's server", || {
+        let r = s.raw("GET", &format!("{path}index.html"), &[], None);
+        (r.status == 200).then_some(r)
+    });
+    assert_eq!(page.text(), "hello-preview\n");
+    let posted = s.raw(
+        "POST",
+        &format!("{path}echo?x=1"),
+        &[("X-Custom", "yes"), ("Content-Type", "text/plain")],
+        Some(b"payload"),
+    );
+    assert_eq!(posted.status, 201, "{}", posted.text());
+    assert_eq!(posted.text(), "got:payload");
+    assert_eq!(posted.header("x-seen"), Some("yes"));
+    // Forged tokens: 401.
+    let forged = path.replacen("/s.", "/s.9", 1);
+    assert_error(&s.raw("GET", &forged, &[], None), 401);
+    // Unsigned: needs the API credentials as well.
+    let unsigned = s
+        .post(
+            &format!("/api/v1/runs/{id}/preview"),
+            &body(port as i64, 600, false),
+        )
+        .json();
+    let upath = {
+        let u = unsigned["url"].as_str().unwrap();
+        u[u.find("/preview/").unwrap()..].to_string()
+    };
+    assert_error(&s.raw("GET", &format!("{upath}index.html"), &[], None), 401);
+    let auth = s.auth();
+    let ok = s.raw(
+        "GET",
+        &format!("{upath}index.html"),
+        &[("Authorization", auth.as_str())],
+        None,
+    );
+    assert_eq!(ok.status, 200);
+    // Expired: 401.
+    let short = s
+        .post(
+            &format!("/api/v1/runs/{id}/preview"),
+            &body(port as i64, 1, true),
+        )
+        .json();
+    let spath = {
+        let u = short["url"].as_str().unwrap();
+        u[u.find("/preview/").unwrap()..].to_string()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_error(&s.raw("GET", &spath, &[], None), 401);
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_terminal(&s, &id);
+}

@@ -20,6 +20,7 @@ pub mod http;
 pub mod ids;
 pub mod models;
 pub mod openapi;
+pub mod preview;
 pub mod router;
 pub mod routes;
 pub mod runs;
@@ -67,6 +68,10 @@ impl App {
     }
 
     fn dispatch(&self, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+        // Preview URLs take any method and any path below them: not a route-table pattern.
+        if inc.path.starts_with(preview::PREFIX) {
+            return preview::proxy(self, inc);
+        }
         let (route, params) = match self.router.find(&inc.method, &inc.path) {
             Match::Found(r, p) => (r, p),
             Match::NotFound => {

@@ -120,9 +120,6 @@ fn operations() -> Vec<Op> {
     let run = || ok("200", "The run.", r("Run"));
     let nf = || err("404", "No such run.");
     let conflict = || err("409", "The run's state does not allow this.");
-    let placeholder = |method, path, tag, summary| {
-        op(method, path, tag, summary).resp(vec![err("501", "Not implemented yet.")])
-    };
     vec![
         op("get", "/", "Discovery", "Discovery URLs")
             .public()
@@ -246,7 +243,15 @@ fn operations() -> Vec<Op> {
             .resp(vec![ok("200", "One result per provider; a failing provider does not fail the request.", r("ProviderTestResults"))]),
         files_op("/api/v1/runs/{id}/files", "Files changed by a run"),
         files_op("/runs/{id}/files", "Alias of GET /api/v1/runs/{id}/files"),
-        placeholder("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port").id().body(r("PreviewRequest"), true),
+        op("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port")
+            .id()
+            .body(r("PreviewRequest"), true)
+            .resp(vec![
+                ok("201", "The URL (under /preview/, proxied to the port inside the sandbox) and its token.", r("Preview")),
+                err("400", "Port outside 1-65535 or expires_in_secs outside 1-86400."),
+                nf(),
+                err("409", "The run has no ready sandbox."),
+            ]),
         op("get", "/api/v1/sandboxes", "Sandboxes", "Live sandboxes of every configured provider")
             .paging()
             .resp(vec![ok("200", "A page of sandboxes; providers that could not answer are in meta.failures.", r("SandboxPage"))]),
@@ -388,9 +393,12 @@ fn schemas() -> Value {
             }}
         }},
         "SteerAccepted": {"type": "object", "required": ["accepted"], "properties": {"accepted": {"const": true}}},
-        "PreviewRequest": {"type": "object", "properties": {
-            "port": {"type": "integer"}, "expires_in_secs": {"type": "integer"}, "signed": {"type": "boolean"}
+        "PreviewRequest": {"type": "object", "required": ["port", "expires_in_secs"], "additionalProperties": false, "properties": {
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+            "expires_in_secs": {"type": "integer", "minimum": 1, "maximum": 86400},
+            "signed": {"type": "boolean", "default": false, "description": "A signed URL works without other credentials; an unsigned one also needs the API credentials."}
         }},
+        "Preview": {"type": "object", "required": ["url", "token"], "properties": {"url": {"type": "string"}, "token": {"type": "string"}}},
         "RunStatus": {
             "type": "object",
             "required": ["kind"],

@@ -5,6 +5,7 @@
 //! Must not touch: handler logic.
 
 use super::models;
+use super::preview;
 use super::router::{Access, Route};
 use super::runs;
 use super::sandboxes;
@@ -37,7 +38,6 @@ const fn user(
 }
 
 pub fn routes() -> Vec<Route> {
-    let ni = system::not_implemented;
     vec![
         public("GET", "/", system::root),
         public("GET", "/health", system::health),
@@ -78,7 +78,6 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/runs/{id}/files", runs::files::list),
         user("GET", "/api/v1/sandboxes", sandboxes::list),
         user("GET", "/api/v1/sandboxes/{id}", sandboxes::get),
-        // Placeholders (SPEC 7: 501).
-        user("POST", "/api/v1/runs/{id}/preview", ni),
+        user("POST", "/api/v1/runs/{id}/preview", preview::create),
     ]
 }

@@ -356,6 +356,11 @@ impl Runs {
         self.active.lock().get(run_id).cloned()
     }
 
+    /// The run `id`, or the API error a request about it gets (400, 404).
+    pub fn get_row(&self, id: &str) -> Result<RunRow, ApiError> {
+        self.row(id)
+    }
+
     fn row(&self, id: &str) -> Result<RunRow, ApiError> {
         check_id(id)?;
         match self.store.get_run(id).map_err(store_error)? {

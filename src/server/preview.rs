@@ -1,0 +1,319 @@
+//! Previews (SPEC 2.9): `POST /api/v1/runs/{id}/preview` hands out a URL and a token for a
+//! port inside the run's sandbox, and `/preview/{run}/{port}/{token}/...` proxies HTTP
+//! requests there (method, headers, body; the response streamed back as it arrives).
+//!
+//! Tokens are `{s|u}.{expiry}.{hmac}`: HMAC-SHA256, keyed by `<state-dir>/preview.key`
+//! (32 random bytes, 0600, made on first use), over the kind, run, port and expiry (Unix
+//! seconds). A signed (`s`) URL works without other credentials; an unsigned (`u`) one also
+//! needs the normal API credentials. Expired or forged tokens get 401.
+//!
+//! Owns: tokens, the proxy. Must not touch: sandboxes' lifecycle, the store beyond reading
+//! the run.
+
+use super::error::ApiError;
+use super::http::{parse_json, Incoming, Reply, StreamReply};
+use super::router::Ctx;
+use super::App;
+use crate::store::SandboxKind;
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Longest preview lifetime (one day).
+pub const MAX_EXPIRY_SECS: i64 = 86_400;
+
+/// Where proxied requests enter.
+pub const PREFIX: &str = "/preview/";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviewReq {
+    port: i64,
+    expires_in_secs: i64,
+    #[serde(default)]
+    signed: bool,
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The server's preview key, made on first use.
+fn key(state_dir: &Path) -> Result<Vec<u8>, ApiError> {
+    let path = state_dir.join("preview.key");
+    if let Ok(k) = std::fs::read(&path) {
+        if k.len() >= 32 {
+            return Ok(k);
+        }
+    }
+    let mut k = vec![0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut k))
+        .map_err(|e| ApiError::internal(format!("Cannot make the preview key: {e}")))?;
+    let tmp = path.with_extension("key.tmp");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| ApiError::internal(format!("Cannot write the preview key: {e}")))?;
+        f.write_all(&k)
+            .map_err(|e| ApiError::internal(format!("Cannot write the preview key: {e}")))?;
+    }
+    // Two first uses at once: the rename makes one of them win, and both read it back.
+    std::fs::rename(&tmp, &path)
+        .map_err(|e| ApiError::internal(format!("Cannot write the preview key: {e}")))?;
+    std::fs::read(&path)
+        .map_err(|e| ApiError::internal(format!("Cannot read the preview key: {e}")))
+}
+
+/// HMAC-SHA256 (RFC 2104).
+fn hmac(key: &[u8], msg: &[u8]) -> [u8; 32] {
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(msg)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn mac(key: &[u8], kind: char, run: &str, port: u16, exp: i64) -> String {
+    hex(&hmac(key, format!("{kind}:{run}:{port}:{exp}").as_bytes()))
+}
+
+/// A token for `run`'s `port` until `exp`.
+pub fn token(key: &[u8], signed: bool, run: &str, port: u16, exp: i64) -> String {
+    let kind = if signed { 's' } else { 'u' };
+    format!("{kind}.{exp}.{}", mac(key, kind, run, port, exp))
+}
+
+/// Checks a token; `Ok(signed)` when it is genuine and unexpired.
+pub fn verify(key: &[u8], tok: &str, run: &str, port: u16, now: i64) -> Result<bool, ApiError> {
+    let bad = || ApiError::new(401, "The preview token is invalid or expired.".to_string());
+    let mut it = tok.splitn(3, '.');
+    let (Some(kind), Some(exp), Some(sig)) = (it.next(), it.next(), it.next()) else {
+        return Err(bad());
+    };
+    let kind = match kind {
+        "s" => 's',
+        "u" => 'u',
+        _ => return Err(bad()),
+    };
+    let exp: i64 = exp.parse().map_err(|_| bad())?;
+    let want = mac(key, kind, run, port, exp);
+    // Constant-time comparison: a forger learns nothing from timing.
+    let same = want.len() == sig.len()
+        && want
+            .bytes()
+            .zip(sig.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if !same || now >= exp {
+        return Err(bad());
+    }
+    Ok(kind == 's')
+}
+
+/// `POST /api/v1/runs/{id}/preview`.
+pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let body: PreviewReq = parse_json(ctx.inc.body()?)?;
+    let id = ctx.param("id").to_string();
+    let port = u16::try_from(body.port)
+        .ok()
+        .filter(|p| *p >= 1)
+        .ok_or_else(|| ApiError::bad_request("`port` must be between 1 and 65535."))?;
+    if !(1..=MAX_EXPIRY_SECS).contains(&body.expires_in_secs) {
+        return Err(ApiError::bad_request(format!(
+            "`expires_in_secs` must be between 1 and {MAX_EXPIRY_SECS}."
+        )));
+    }
+    let row = app.runs.get_row(&id)?;
+    if row.sandbox.kind != SandboxKind::Ready {
+        return Err(ApiError::conflict(format!(
+            "Run {id} has no ready sandbox to preview."
+        )));
+    }
+    let exp = now_secs() + body.expires_in_secs;
+    let tok = token(&key(&app.state_dir)?, body.signed, &row.id, port, exp);
+    let path = format!("{PREFIX}{}/{port}/{tok}/", row.id);
+    let url = match ctx.inc.header("host") {
+        Some(h) => format!("http://{h}{path}"),
+        None => path,
+    };
+    Ok(Reply::json(201, &json!({"url": url, "token": tok})))
+}
+
+/// Headers that belong to one connection and are not passed through.
+const HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "host",
+];
+
+/// Serves one request under [`PREFIX`].
+pub fn proxy(app: &App, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+    let rest = &inc.path[PREFIX.len()..];
+    let mut parts = rest.splitn(4, '/');
+    let (Some(run), Some(port), Some(tok)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(ApiError::not_found("No such preview."));
+    };
+    let tail = parts.next().unwrap_or("").to_string();
+    let port: u16 = port
+        .parse()
+        .map_err(|_| ApiError::not_found("No such preview."))?;
+    let run = run.to_string();
+    let signed = verify(&key(&app.state_dir)?, tok, &run, port, now_secs())?;
+    if !signed {
+        let s = app.settings.get();
+        super::auth::authenticate(&s, app.dev_token.as_deref(), inc)?;
+    }
+    let row = app.runs.get_row(&run)?;
+    if row.sandbox.kind != SandboxKind::Ready {
+        return Err(ApiError::conflict(format!(
+            "Run {run} has no ready sandbox to preview."
+        )));
+    }
+    forward(inc, port, &tail)
+}
+
+fn upstream_error(port: u16, e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        502,
+        format!("Nothing answered on port {port} in the sandbox: {e}"),
+    )
+}
+
+/// Sends the request to the port over HTTP/1.0 (so the answer is never chunked and ends
+/// when the connection closes) and streams the answer back.
+fn forward(inc: &mut Incoming<'_>, port: u16, tail: &str) -> Result<Reply, ApiError> {
+    let body = inc.body()?.to_vec();
+    let mut target = format!("/{tail}");
+    if !inc.raw_query.is_empty() {
+        target.push('?');
+        target.push_str(&inc.raw_query);
+    }
+    let mut head = format!(
+        "{} {target} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n",
+        inc.method
+    );
+    for (k, v) in &inc.headers {
+        let lower = k.to_ascii_lowercase();
+        // svc's own credentials stay with svc.
+        if HOP.contains(&lower.as_str()) || lower == "authorization" || lower == "content-length" {
+            continue;
+        }
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    let mut conn = TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(5),
+    )
+    .map_err(|e| upstream_error(port, e))?;
+    conn.set_read_timeout(Some(Duration::from_secs(300))).ok();
+    conn.write_all(head.as_bytes())
+        .and_then(|()| conn.write_all(&body))
+        .map_err(|e| upstream_error(port, e))?;
+    let mut reader = BufReader::new(conn);
+    let mut status_line = String::new();
+    reader
+        .read_line(&mut status_line)
+        .map_err(|e| upstream_error(port, e))?;
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| upstream_error(port, format!("not an HTTP answer: {status_line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|e| upstream_error(port, e))?;
+        let line = line.trim_end();
+        if n == 0 || line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            let lower = k.trim().to_ascii_lowercase();
+            if !HOP.contains(&lower.as_str()) && lower != "content-length" {
+                headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+    }
+    Ok(Reply::Stream(StreamReply {
+        status,
+        headers,
+        body: Box::new(move |w| {
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                let n = reader.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                w.send(&buf[..n])?;
+            }
+        }),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_rfc4231_case_2() {
+        let got = hex(&hmac(b"Jefe", b"what do ya want for nothing?"));
+        assert_eq!(
+            got,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn tokens_verify_only_for_their_run_port_and_time() {
+        let k = [7u8; 32];
+        let t = token(&k, true, "R", 8080, 1000);
+        assert_eq!(verify(&k, &t, "R", 8080, 999).ok(), Some(true));
+        assert!(verify(&k, &t, "R", 8080, 1000).is_err(), "expired");
+        assert!(verify(&k, &t, "R", 8081, 999).is_err(), "other port");
+        assert!(verify(&k, &t, "S", 8080, 999).is_err(), "other run");
+        assert!(verify(&[8u8; 32], &t, "R", 8080, 999).is_err(), "other key");
+        let forged = t.replacen("s.1000", "s.9999", 1);
+        assert!(verify(&k, &forged, "R", 8080, 999).is_err());
+        let u = token(&k, false, "R", 1, 50);
+        assert_eq!(verify(&k, &u, "R", 1, 10).ok(), Some(false));
+        assert!(verify(&k, &u.replacen('u', "s", 1), "R", 1, 10).is_err());
+    }
+}
