@@ -50,6 +50,9 @@ pub fn bare_command() -> Command {
             "core.autocrlf=false",
             "-c",
             "core.quotePath=false",
+            // Large work trees: remember untracked folders' state between `add --all`s.
+            "-c",
+            "core.untrackedCache=true",
         ])
         .stdin(Stdio::null());
     c

@@ -362,11 +362,11 @@ impl crate::engine::Workspace for EngineWorkspace {
         &self,
         stage: &str,
     ) -> Result<Option<crate::engine::WorkspaceCheckpoint>, String> {
-        let before = self.git.head().map_err(|e| e.to_string())?;
         let Some(id) = checkpoint(&self.git, stage).map_err(|e| e.to_string())? else {
             return Ok(None);
         };
-        let stage_diff = summary(&self.git, &before, &id).map_err(|e| e.to_string())?;
+        // Checkpoints are a straight line on the run branch: the parent is the previous one.
+        let stage_diff = summary(&self.git, &format!("{id}~1"), &id).map_err(|e| e.to_string())?;
         let run_diff = summary(&self.git, &self.base, &id).map_err(|e| e.to_string())?;
         Ok(Some(crate::engine::WorkspaceCheckpoint {
             id,
