@@ -701,16 +701,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-#[test]
-fn previews_proxy_to_a_server_started_by_a_stage() {
-    if git_missing() {
-        return;
-    }
-    let s = Server::start();
-    let port = free_port();
-    // A stage serves the workspace over HTTP (echoing POST bodies) until the run is cancelled.
-    let py = tempfile::tempdir().unwrap();
-    let script = py.path().join("serve.py");
+/// A Python HTTP server (serves files; echoes POST bodies with status 201 and `X-Seen`),
+/// written into `dir`; run it as `python3 <path> <port>`.
+fn serve_script(dir: &Path) -> PathBuf {
+    let script = dir.join("serve.py");
     std::fs::write(
         &script,
         r#"import http.server, sys
@@ -726,6 +720,19 @@ http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
 "#,
     )
     .unwrap();
+    script
+}
+
+#[test]
+fn previews_proxy_to_a_server_started_by_a_stage() {
+    if git_missing() {
+        return;
+    }
+    let s = Server::start();
+    let port = free_port();
+    // A stage serves the workspace over HTTP (echoing POST bodies) until the run is cancelled.
+    let py = tempfile::tempdir().unwrap();
+    let script = serve_script(py.path());
     let server = format!(
         "echo hello-preview > index.html; exec python3 {} {port}",
         script.display()
@@ -823,6 +830,56 @@ http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
     };
     std::thread::sleep(std::time::Duration::from_millis(2100));
     assert_error(&s.raw("GET", &spath, &[], None), 401);
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_terminal(&s, &id);
+}
+
+#[test]
+fn previews_reach_a_container_without_network() {
+    if git_missing() || !bwrap_usable() {
+        return;
+    }
+    // The script must be visible in the container: not under /tmp, which it replaces.
+    let py = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let script = serve_script(py.path());
+    let s = Server::start();
+    let port = free_port();
+    let flow = command_flow(&[(
+        "serve",
+        &format!(
+            "echo from-the-container > index.html; exec python3 {} {port}",
+            script.display()
+        ),
+    )]);
+    let id = create(
+        &s,
+        json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    start(&s, &id);
+    wait_for(30, "the sandbox to be ready", || {
+        (run_json(&s, &id)["sandbox"]["kind"] == "ready").then_some(())
+    });
+    // The host's loopback does not have it: the server listens in the container's own.
+    let made = s
+        .post(
+            &format!("/api/v1/runs/{id}/preview"),
+            &json!({"port": port, "expires_in_secs": 600, "signed": true}).to_string(),
+        )
+        .json();
+    let url = made["url"].as_str().unwrap();
+    let path = url[url.find("/preview/").unwrap()..].to_string();
+    let page = wait_for(30, "the container's server", || {
+        let r = s.raw("GET", &format!("{path}index.html"), &[], None);
+        (r.status == 200).then_some(r)
+    });
+    assert_eq!(page.text(), "from-the-container\n");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the port is not on the host's loopback"
+    );
     s.post(&format!("/api/v1/runs/{id}/cancel"), "");
     wait_terminal(&s, &id);
 }

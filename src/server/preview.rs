@@ -201,7 +201,63 @@ pub fn proxy(app: &App, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
             "Run {run} has no ready sandbox to preview."
         )));
     }
-    forward(inc, port, &tail)
+    let runtime = row.sandbox.instance.as_ref().and_then(|i| i.get("runtime"));
+    let isolated = row
+        .sandbox
+        .instance
+        .as_ref()
+        .and_then(|i| i.get("provider"))
+        == Some(&json!("container"))
+        && runtime.and_then(|r| r.get("network")) != Some(&json!(true));
+    let netns_of = isolated
+        .then(|| runtime.and_then(|r| r.get("working_directory")?.as_str()))
+        .flatten()
+        .map(std::path::PathBuf::from);
+    forward(inc, port, &tail, netns_of.as_deref())
+}
+
+/// A process of the container whose workspace is `workdir`: one whose working directory is
+/// inside it and whose network namespace is not ours.
+fn sandbox_pid(workdir: &Path) -> Option<u32> {
+    let own = std::fs::read_link("/proc/self/ns/net").ok()?;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let inside =
+            std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(workdir));
+        if inside && std::fs::read_link(entry.path().join("ns/net")).is_ok_and(|ns| ns != own) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Connects to `port` on the loopback of the container running in `workdir`: a short-lived
+/// thread joins the container's network namespace (`setns`), connects, and ends; the
+/// socket stays in that namespace.
+fn connect_in_container(workdir: &Path, port: u16) -> std::io::Result<TcpStream> {
+    use std::os::fd::AsRawFd;
+    let pid = sandbox_pid(workdir)
+        .ok_or_else(|| std::io::Error::other("no process is running in the container"))?;
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    std::thread::spawn(move || {
+        // SAFETY: setns changes only this thread's network namespace; the thread ends
+        // right after connecting.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        connect_loopback(port)
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("the connecting thread panicked"))?
+}
+
+fn connect_loopback(port: u16) -> std::io::Result<TcpStream> {
+    TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(5),
+    )
 }
 
 fn upstream_error(port: u16, e: impl std::fmt::Display) -> ApiError {
@@ -213,7 +269,13 @@ fn upstream_error(port: u16, e: impl std::fmt::Display) -> ApiError {
 
 /// Sends the request to the port over HTTP/1.0 (so the answer is never chunked and ends
 /// when the connection closes) and streams the answer back.
-fn forward(inc: &mut Incoming<'_>, port: u16, tail: &str) -> Result<Reply, ApiError> {
+/// `netns_of`: the workspace of a container without network, whose loopback is its own.
+fn forward(
+    inc: &mut Incoming<'_>,
+    port: u16,
+    tail: &str,
+    netns_of: Option<&Path>,
+) -> Result<Reply, ApiError> {
     let body = inc.body()?.to_vec();
     let mut target = format!("/{tail}");
     if !inc.raw_query.is_empty() {
@@ -236,10 +298,10 @@ fn forward(inc: &mut Incoming<'_>, port: u16, tail: &str) -> Result<Reply, ApiEr
         "Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     ));
-    let mut conn = TcpStream::connect_timeout(
-        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        Duration::from_secs(5),
-    )
+    let mut conn = match netns_of {
+        Some(dir) => connect_in_container(dir, port),
+        None => connect_loopback(port),
+    }
     .map_err(|e| upstream_error(port, e))?;
     conn.set_read_timeout(Some(Duration::from_secs(300))).ok();
     conn.write_all(head.as_bytes())

@@ -260,6 +260,7 @@ fn sandbox_instance(p: &Value) -> Value {
             "clone_branch": field("clone_branch"),
             "branch": field("branch"),
             "base_commit": field("base_commit"),
+            "network": p.get("network").cloned().unwrap_or(json!(false)),
         },
     })
 }
