@@ -225,6 +225,48 @@ mod tests {
     }
 
     #[test]
+    fn in_a_container_only_the_workspace_is_writable() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::sandbox::{isolation, ProviderKind, SandboxPlan};
+        // Outside /tmp, which the container replaces with its own.
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+        std::fs::create_dir_all(&base)?;
+        let outer = tempfile::tempdir_in(&base)?;
+        let ws = outer.path().join("ws");
+        std::fs::create_dir_all(&ws)?;
+        let plan = SandboxPlan {
+            provider: ProviderKind::Container,
+            image: None,
+            snapshot: None,
+            network: false,
+            bwrap: "bwrap".into(),
+        };
+        let started = match isolation::start(&plan, &ws.canonicalize()?) {
+            Ok(s) => s,
+            Err(e) => {
+                assert!(
+                    std::env::var("SVC_REQUIRE_BWRAP").as_deref() != Ok("1"),
+                    "SVC_REQUIRE_BWRAP=1 but bubblewrap cannot run: {e:?}"
+                );
+                eprintln!("note: bubblewrap is not usable here; skipping ({e})");
+                return Ok(());
+            }
+        };
+        let sb = Sandbox::new(&ws)?.with_isolation(started.isolation);
+        let c = CancelToken::new();
+        let script = format!(
+            "echo in > inside.txt && touch {}/escaped; echo done",
+            outer.path().display()
+        );
+        let o = run(&sb, &script, Duration::from_secs(20), &c)?;
+        assert!(o.stderr.contains("Read-only file system"), "{o:?}");
+        assert!(ws.join("inside.txt").exists());
+        assert!(!outer.path().join("escaped").exists());
+        let o = run(&sb, "sleep 30", Duration::from_millis(300), &c)?;
+        assert_eq!(o.termination, Termination::TimedOut);
+        Ok(())
+    }
+
+    #[test]
     fn cancel_kills_the_group() -> Result<(), Box<dyn std::error::Error>> {
         let t = tempfile::tempdir()?;
         let sb = Sandbox::new(t.path())?;
