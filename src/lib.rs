@@ -23,3 +23,4 @@ pub mod stages;
 pub mod store;
 pub mod web;
 pub mod workflow;
+pub mod workspace;

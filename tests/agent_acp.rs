@@ -664,7 +664,7 @@ fn the_server_runs_acp_stages_and_cancel_stops_the_agent() {
             .unwrap_or_default()
     };
 
-    // A run that succeeds: the agent works in the run's scratch directory.
+    // A run that succeeds: the agent works in the run's workspace.
     let (outer, _work, cmd) = setup();
     let id = create(&acp_flow(&cmd, "Write the notes.", ""));
     let st = wait_for(60, "the ACP run to finish", || {
@@ -672,7 +672,7 @@ fn the_server_runs_acp_stages_and_cancel_stops_the_agent() {
         (st["kind"] == "succeeded" || st["kind"] == "failed").then_some(st)
     });
     assert_eq!(st["kind"], "succeeded", "{:?}", events(&id));
-    let scratch = s.path().join("scratch").join(&id);
+    let scratch = s.path().join("workspaces").join(&id);
     assert_eq!(
         std::fs::read_to_string(scratch.join("notes.txt")).expect("notes.txt"),
         "from acp\nline 2\n"

@@ -732,6 +732,7 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         max_tokens: Some(1000),
         max_turns: None,
         workdir: dir.path().to_path_buf(),
+        isolation: Default::default(),
         feedback: vec![],
         project_memory: true,
         preamble: None,

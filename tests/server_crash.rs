@@ -262,7 +262,7 @@ fn sigkill_under_load_loses_nothing_and_interrupted_runs_finish_by_themselves() 
         if st["kind"] != "succeeded" && !never_started {
             unfinished.push(format!("{id}: {st}"));
         }
-        let workdir = s.path().join("scratch").join(id);
+        let workdir = s.path().join("workspaces").join(id);
         if let Ok(text) = std::fs::read_to_string(workdir.join("overlaps")) {
             figures.overlaps += text.lines().count();
             let markers = std::fs::read_to_string(workdir.join("markers")).unwrap_or_default();

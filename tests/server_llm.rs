@@ -134,7 +134,7 @@ fn steering_reaches_the_running_agent_before_its_next_model_call() {
     );
     assert_eq!(r.status, 202, "{}", r.text());
 
-    std::fs::write(s.path().join("scratch").join(&id).join("go.flag"), "").expect("flag");
+    std::fs::write(s.path().join("workspaces").join(&id).join("go.flag"), "").expect("flag");
     assert_eq!(wait_kind(&s, &id, &["succeeded", "failed"]), "succeeded");
 
     let reqs = llm.requests();

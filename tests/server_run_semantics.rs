@@ -150,7 +150,7 @@ const RESUMABLE: &str = r#"digraph r {
 }"#;
 
 fn scratch(s: &Server, id: &str) -> std::path::PathBuf {
-    s.path().join("scratch").join(id)
+    s.path().join("workspaces").join(id)
 }
 
 fn lines(path: &std::path::Path) -> usize {

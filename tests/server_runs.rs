@@ -391,9 +391,16 @@ fn restart_resumes_interrupted_runs_by_themselves_before_queued_ones() {
         ..Opts::default()
     });
     // First attempt leaves a background process in its group and hangs; the resumed attempt
-    // finds its marker and finishes at once.
-    let script = "if [ -f marker ]; then echo resumed; else touch marker; sleep 60 & echo $! > bg.pid; wait; fi";
-    let id = create(&s, &command(script))["id"]
+    // finds its marker and finishes at once. The marker and the pid file live outside the
+    // workspace: a resume restores the workspace to its checkpoint.
+    let marks = tempfile::tempdir().unwrap();
+    let (marker, bg) = (marks.path().join("marker"), marks.path().join("bg.pid"));
+    let script = format!(
+        "if [ -f {m} ]; then echo resumed; else touch {m}; sleep 60 & echo $! > {b}; wait; fi",
+        m = marker.display(),
+        b = bg.display()
+    );
+    let id = create(&s, &command(&script))["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -406,7 +413,6 @@ fn restart_resumes_interrupted_runs_by_themselves_before_queued_ones() {
     for q in &queued {
         s.post(&format!("/api/v1/runs/{q}/start"), "");
     }
-    let bg = s.path().join("scratch").join(&id).join("bg.pid");
     let bg_pid: i32 = wait_for(20, "the stage's background process", || {
         std::fs::read_to_string(&bg).ok()?.trim().parse().ok()
     });
@@ -462,21 +468,21 @@ fn restart_without_resume_fails_active_runs_and_start_resume_continues() {
         settings: Some(settings),
         ..Opts::default()
     });
-    let script = "if [ -f marker ]; then echo resumed; else touch marker; sleep 60; fi";
-    let id = create(&s, &command(script))["id"]
+    // The marker lives outside the workspace: a resume restores the workspace to its
+    // checkpoint.
+    let marks = tempfile::tempdir().unwrap();
+    let marker = marks.path().join("marker");
+    let script = format!(
+        "if [ -f {m} ]; then echo resumed; else touch {m}; sleep 60; fi",
+        m = marker.display()
+    );
+    let id = create(&s, &command(&script))["id"]
         .as_str()
         .unwrap()
         .to_string();
     s.post(&format!("/api/v1/runs/{id}/start"), "");
     wait_status(&s, &id, "running", 20);
-    wait_for(20, "the marker", || {
-        s.path()
-            .join("scratch")
-            .join(&id)
-            .join("marker")
-            .exists()
-            .then_some(())
-    });
+    wait_for(20, "the marker", || marker.exists().then_some(()));
     let dir = s.kill();
     let s = Server::with(Opts {
         dir: Some(dir),
@@ -500,8 +506,14 @@ fn restart_without_resume_fails_active_runs_and_start_resume_continues() {
 #[test]
 fn a_run_paused_when_the_server_died_resumes_paused() {
     let s = Server::start();
-    let dot = "digraph p { start [shape=Mdiamond]; a [shape=parallelogram, script=\"[ -f m ] || { touch m; sleep 30; }\"]; b [shape=parallelogram, script=\"echo b\"]; exit [shape=Msquare]; start -> a -> b -> exit }";
-    let id = create(&s, dot)["id"].as_str().unwrap().to_string();
+    // The marker lives outside the workspace: a resume restores the workspace.
+    let marks = tempfile::tempdir().unwrap();
+    let m = marks.path().join("m");
+    let dot = format!(
+        "digraph p {{ start [shape=Mdiamond]; a [shape=parallelogram, script=\"[ -f {m} ] || {{ touch {m}; sleep 30; }}\"]; b [shape=parallelogram, script=\"echo b\"]; exit [shape=Msquare]; start -> a -> b -> exit }}",
+        m = m.display()
+    );
+    let id = create(&s, &dot)["id"].as_str().unwrap().to_string();
     s.post(&format!("/api/v1/runs/{id}/start"), "");
     wait_for(20, "stage a", || {
         events_of(&s, &id)
@@ -714,14 +726,9 @@ fn state_files_are_private_whatever_the_umask() {
     for name in ["svc.db", "svc.db-wal", "svc.db-shm", "dev-token"] {
         assert_eq!(mode(&root.join(name)), 0o600, "{name}");
     }
-    for name in ["scratch", "procs"] {
+    for name in ["workspaces", "procs"] {
         assert_eq!(mode(&root.join(name)), 0o700, "{name}");
     }
-    assert_eq!(
-        mode(&root.join("scratch").join(&id)),
-        0o700,
-        "the run's directory"
-    );
     // Every regular file the server wrote at the top of the state directory is private.
     for entry in std::fs::read_dir(&root).unwrap() {
         let entry = entry.unwrap();

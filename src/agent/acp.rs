@@ -9,7 +9,7 @@
 //! Must not call model providers or pass credentials.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -159,15 +159,13 @@ impl AcpClient {
         if cancel.is_cancelled() {
             return Err(AcpError::Cancelled);
         }
-        let mut cmd = Command::new("sh");
+        // Through the sandbox: its own process group, inside the run's container if any.
+        let mut cmd = sandbox.command("sh");
         cmd.arg("-c")
             .arg(&config.command)
-            .current_dir(sandbox.root())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // Own group, killed with this (the stage's) thread; recorded for the restart sweep.
-        crate::procs::isolate(&mut cmd);
         for p in Provider::ALL {
             for k in p.key_names() {
                 cmd.env_remove(k);

@@ -197,6 +197,7 @@ impl LlmBackend for ProviderBackend {
             max_tokens: req.max_tokens,
             max_turns: req.max_turns,
             workdir: req.workdir.clone(),
+            isolation: req.isolation.clone(),
             feedback: req.feedback.clone(),
             project_memory: req.project_memory,
             preamble: req.preamble.clone(),
@@ -256,10 +257,12 @@ impl ProviderBackend {
         cancel: &CancelToken,
         events: LlmEvents<'_>,
     ) -> Result<LlmResponse, LlmError> {
-        let sandbox = crate::sandbox::Sandbox::new(&req.workdir).map_err(|e| LlmError {
-            message: format!("stage `{}`: {e}", req.node_id),
-            retryable: false,
-        })?;
+        let sandbox = crate::sandbox::Sandbox::new(&req.workdir)
+            .map_err(|e| LlmError {
+                message: format!("stage `{}`: {e}", req.node_id),
+                retryable: false,
+            })?
+            .with_isolation(req.isolation.clone());
         let config = super::acp::AcpConfig {
             env: launch.env.clone(),
             ..super::acp::AcpConfig::new(&launch.command)

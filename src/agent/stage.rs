@@ -48,6 +48,8 @@ pub struct StageRequest {
     /// Model calls the agent may make; `Some(0)` = unlimited, `None` = the defaults'.
     pub max_turns: Option<u32>,
     pub workdir: PathBuf,
+    /// How the shell tool starts processes (host or the run's container).
+    pub isolation: crate::sandbox::Isolation,
     /// Validation errors of earlier replies in this stage, oldest first; empty on the
     /// first call. A call with one more entry than the last continues that conversation.
     pub feedback: Vec<String>,
@@ -338,12 +340,14 @@ impl StageBackend {
                 let mut session = match repair {
                     Some(Conversation::Agent(s)) => *s,
                     _ => {
-                        let sandbox = Sandbox::new(&req.workdir).map_err(|e| StageError {
-                            message: format!("stage `{}`: {e}", req.node_id),
-                            retryable: false,
-                            failure_class: "deterministic",
-                            not_configured: None,
-                        })?;
+                        let sandbox = Sandbox::new(&req.workdir)
+                            .map_err(|e| StageError {
+                                message: format!("stage `{}`: {e}", req.node_id),
+                                retryable: false,
+                                failure_class: "deterministic",
+                                not_configured: None,
+                            })?
+                            .with_isolation(req.isolation.clone());
                         let cfg = AgentConfig {
                             provider: Some(provider),
                             max_tokens,

@@ -52,8 +52,15 @@ pub struct RunArgs {
     /// The workflow file.
     file: PathBuf,
     /// Working directory of commands and agents (default: the current directory).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "repo")]
     workdir: Option<PathBuf>,
+    /// Work on a clone of this repository (any URL or path `git clone` accepts) on the run
+    /// branch `svc/run/<id>`, checkpointed after every stage; the origin is never changed.
+    #[arg(long, value_name = "URL|PATH")]
+    repo: Option<String>,
+    /// The branch of `--repo` to start from (default: its default branch).
+    #[arg(long, value_name = "BRANCH", requires = "repo")]
+    branch: Option<String>,
     #[command(flatten)]
     shared: Shared,
 }
@@ -97,7 +104,10 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))?;
     let shown = path.display().to_string();
     let wf = load_valid(&source, path, &shown)?;
-    let workdir = resolve_workdir(args.workdir.as_deref())?;
+    let workdir = match &args.repo {
+        Some(_) => PathBuf::new(),
+        None => resolve_workdir(args.workdir.as_deref())?,
+    };
     let inputs = parse_pairs(&args.shared.inputs, "--input")?;
     let store = open_store(args.shared.state_dir.as_deref())?;
     let abs_path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
@@ -120,14 +130,19 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
             path: Some(abs_path.display().to_string()),
             ..WorkflowMeta::default()
         },
-        working_dir: Some(workdir.display().to_string()),
+        working_dir: args.repo.is_none().then(|| workdir.display().to_string()),
         inputs: Value::Object(inputs.clone()),
-        extra: json!({"models": model.as_ref().map(|m| vec![json!({"provider": m.provider, "name": m.name})]).unwrap_or_default()}),
+        extra: run_extra(args, model.as_ref()),
         ..NewRun::default()
     };
     let row = store
         .create_run(new)
         .map_err(|e| Usage(format!("cannot create the run: {e}")))?;
+    let sandbox = match &args.repo {
+        Some(_) => Some(start_sandbox(store.as_ref(), &row.id, &args.shared)?),
+        None => None,
+    };
+    let workdir = sandbox.as_ref().map_or(workdir, |s| s.workdir.clone());
     let options = RunOptions {
         inputs,
         files: Arc::new(DirFiles::for_file(&abs_path)),
@@ -135,7 +150,7 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         model,
         ..RunOptions::new(&row.id, workdir)
     };
-    execute(&wf, &options, store, &args.shared, false)
+    execute(&wf, &options, store, &args.shared, false, sandbox)
 }
 
 fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
@@ -164,7 +179,14 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         .clone()
         .unwrap_or_else(|| format!("run {}", row.id));
     let wf = load_valid(&row.workflow.source, &path, &shown)?;
-    let workdir = PathBuf::from(row.working_dir.clone().unwrap_or_else(|| ".".into()));
+    let sandbox = match row.created_meta.get("workspace") {
+        Some(_) => Some(start_sandbox(store.as_ref(), &row.id, &args.shared)?),
+        None => None,
+    };
+    let workdir = match &sandbox {
+        Some(s) => s.workdir.clone(),
+        None => PathBuf::from(row.working_dir.clone().unwrap_or_else(|| ".".into())),
+    };
     let mut inputs = row.inputs.as_object().cloned().unwrap_or_default();
     inputs.extend(parse_pairs(&args.shared.inputs, "--input")?);
     let model = row
@@ -184,10 +206,58 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         model,
         ..RunOptions::new(&row.id, workdir)
     };
-    execute(&wf, &options, store, &args.shared, true)
+    execute(&wf, &options, store, &args.shared, true, sandbox)
+}
+
+/// Clones (or, resuming, reopens) the run's repository workspace as the server does, with
+/// the same `sandbox.*` events; a failure is recorded on the run and printed (exit 2).
+fn start_sandbox(
+    store: &dyn RunStore,
+    run_id: &str,
+    flags: &Shared,
+) -> Result<crate::server::runs::sandbox::Ready, Usage> {
+    let dir = state_dir(flags.state_dir.as_deref());
+    let settings = crate::settings::Settings::load(&dir.join("settings.toml")).unwrap_or_default();
+    let row = store
+        .get_run(run_id)
+        .map_err(|e| Usage(format!("cannot read run {run_id}: {e}")))?
+        .ok_or_else(|| Usage(format!("run {run_id} not found")))?;
+    crate::server::runs::sandbox::start(store, &row, &dir, &settings).ok_or_else(|| {
+        let why = store
+            .get_run(run_id)
+            .ok()
+            .flatten()
+            .and_then(|r| r.error)
+            .unwrap_or_else(|| "the workspace could not be prepared".into());
+        Usage(format!("run {run_id}: {why}"))
+    })
 }
 
 /// Parses and validates; diagnostics print like `svc validate`, errors refuse the run.
+/// What `run.created` carries beyond the common fields: the requested model, and with
+/// `--repo` the workspace to clone, the repository and the local sandbox plan.
+fn run_extra(args: &RunArgs, model: Option<&ModelChoice>) -> Value {
+    let mut extra = json!({
+        "models": model.map(|m| vec![json!({"provider": m.provider, "name": m.name})]).unwrap_or_default(),
+    });
+    if let (Some(origin), Some(map)) = (args.repo.as_ref(), extra.as_object_mut()) {
+        let (name, provider) = crate::workspace::repository_name(origin);
+        map.insert(
+            "workspace".into(),
+            json!({"kind": "repository", "origin_url": origin, "branch": args.branch}),
+        );
+        map.insert(
+            "repository".into(),
+            json!({"name": name, "origin_url": origin, "provider": provider}),
+        );
+        map.insert(
+            "sandbox".into(),
+            json!({"provider": "local", "image": null, "snapshot": null}),
+        );
+    }
+    extra
+}
+
 fn load_valid(source: &str, path: &Path, shown: &str) -> Result<Workflow, Usage> {
     let loaded = match workflow::load(source, &DirFiles::for_file(path)) {
         Ok(l) => l,
@@ -273,6 +343,7 @@ fn execute(
     store: Arc<dyn RunStore>,
     flags: &Shared,
     resuming: bool,
+    sandbox: Option<crate::server::runs::sandbox::Ready>,
 ) -> Result<i32, Usage> {
     let answers = parse_answers(&flags.answers)?;
     let dir = state_dir(flags.state_dir.as_deref());
@@ -295,6 +366,13 @@ fn execute(
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
     services.llm = llm;
     services.redactor = Arc::clone(&redactor);
+    if let Some(ready) = sandbox {
+        services.isolation = ready.isolation;
+        services.workspace = Arc::new(crate::workspace::EngineWorkspace {
+            git: ready.git,
+            base: ready.base,
+        });
+    }
     super::signals::cancel_on_signals(&services.cancel);
     let printer = (flags.format == Format::Text)
         .then(|| progress::Printer::start(store.as_ref(), &options.run_id));

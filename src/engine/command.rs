@@ -54,6 +54,8 @@ pub struct CommandSpec<'a> {
     /// Added to the inherited environment.
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
+    /// How the process is started (host or the run's container).
+    pub isolation: &'a crate::sandbox::Isolation,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -217,12 +219,11 @@ fn not_started(started: Instant) -> CommandResult {
 
 fn spawn(spec: &CommandSpec) -> Result<Child, CommandError> {
     let program = spec.language.program();
-    let mut cmd = std::process::Command::new(program);
-    // Own group, killed with the thread that forked it (this one, which waits for it).
-    crate::procs::isolate(&mut cmd)
+    // The isolation puts the script in its own process group (and in bwrap for a container).
+    spec.isolation
+        .command(program, spec.workdir)
         .arg("-c")
         .arg(spec.script)
-        .current_dir(spec.workdir)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -519,8 +520,11 @@ mod tests {
             workdir: dir,
             env: Vec::new(),
             timeout: None,
+            isolation: &LOCAL,
         }
     }
+
+    static LOCAL: crate::sandbox::Isolation = crate::sandbox::Isolation::Local;
 
     fn run(s: &CommandSpec) -> CommandResult {
         run_command(s, &CancelToken::new()).unwrap()

@@ -31,8 +31,8 @@ pub mod watchdog;
 pub use run::{Engine, RunOptions, RunOutcome, RunResult};
 pub use services::{
     Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmEvents, LlmMode,
-    LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer, NoRedaction, Redact, Reply,
-    Services, SystemClock, UnconfiguredBackend,
+    LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer, NoRedaction, NoWorkspace, Redact,
+    Reply, Services, SystemClock, UnconfiguredBackend, Workspace, WorkspaceCheckpoint,
 };
 pub use walker::FailureReason;
 

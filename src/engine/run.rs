@@ -152,6 +152,9 @@ impl Engine {
                 )
             }
         };
+        if let Err(why) = restore_workspace(services, &options.run_id) {
+            return failed_early(options, services, why);
+        }
         let next = checkpoint
             .next_node_id
             .as_deref()
@@ -193,6 +196,27 @@ fn paused_before_start(shared: &Shared<'_>) -> Result<(), StoreError> {
         emit_run(shared, "run.paused", json!({"prior_block": null}))?;
     }
     Ok(())
+}
+
+/// Puts the workspace back to the checkpoint the run resumes from (its `git_commit_sha`), so
+/// the half-done work of an interrupted stage is not mixed into the stage's rerun.
+fn restore_workspace(services: &Services, run_id: &str) -> Result<(), String> {
+    let row = services
+        .store
+        .get_run(run_id)
+        .map_err(|e| format!("cannot read the run to restore its workspace: {e}"))?;
+    let sha = row
+        .as_ref()
+        .and_then(|r| r.checkpoint.as_ref())
+        .and_then(|c| c.get("git_commit_sha"))
+        .and_then(Value::as_str);
+    match sha {
+        Some(sha) => services
+            .workspace
+            .restore(sha)
+            .map_err(|e| format!("cannot restore the workspace to checkpoint {sha}: {e}")),
+        None => Ok(()),
+    }
 }
 
 /// Questions left open by the interrupted process are closed (`interview.interrupted`);

@@ -25,6 +25,11 @@ pub struct Services {
     pub redactor: Arc<dyn Redact>,
     /// The run's token: cancelling it stops the run; pausing it holds the run between stages.
     pub cancel: CancelToken,
+    /// How the run's processes start (command stages, agent tools, ACP agents): on the
+    /// host or inside the run's container.
+    pub isolation: crate::sandbox::Isolation,
+    /// The run's files as checkpoints ([`NoWorkspace`] by default: nothing is versioned).
+    pub workspace: Arc<dyn Workspace>,
 }
 
 impl Services {
@@ -38,7 +43,46 @@ impl Services {
             clock: Arc::new(SystemClock),
             redactor: Arc::new(NoRedaction),
             cancel: CancelToken::new(),
+            isolation: crate::sandbox::Isolation::Local,
+            workspace: Arc::new(NoWorkspace),
         }
+    }
+}
+
+/// A checkpoint of the workspace taken after a stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkspaceCheckpoint {
+    /// The checkpoint id (a commit on the run branch).
+    pub id: String,
+    /// What this stage changed: `{files_changed, additions, deletions}`.
+    pub stage_diff: serde_json::Value,
+    /// Everything the run changed so far, against its base (the Run's `diff`).
+    pub run_diff: serde_json::Value,
+}
+
+/// The run's working files, versioned: the walker checkpoints them after every stage of
+/// the run and a resume puts them back to the checkpoint it resumes from.
+pub trait Workspace: Send + Sync {
+    /// Records what stage `stage` changed; `None` when it changed nothing.
+    fn checkpoint(&self, stage: &str) -> Result<Option<WorkspaceCheckpoint>, String>;
+    /// The latest checkpoint id, `None` without a versioned workspace.
+    fn head(&self) -> Option<String>;
+    /// Puts the files back exactly as they were at checkpoint `id`.
+    fn restore(&self, id: &str) -> Result<(), String>;
+}
+
+/// No versioned workspace (the CLI in the user's own directory, tests).
+pub struct NoWorkspace;
+
+impl Workspace for NoWorkspace {
+    fn checkpoint(&self, _: &str) -> Result<Option<WorkspaceCheckpoint>, String> {
+        Ok(None)
+    }
+    fn head(&self) -> Option<String> {
+        None
+    }
+    fn restore(&self, _: &str) -> Result<(), String> {
+        Ok(())
     }
 }
 
@@ -116,6 +160,8 @@ pub struct LlmRequest {
     /// `None` = the backend's default.
     pub max_turns: Option<u32>,
     pub workdir: std::path::PathBuf,
+    /// How the agent's shell tool and an ACP agent start processes.
+    pub isolation: crate::sandbox::Isolation,
     /// Validation errors of earlier replies in this stage (structured-output repair turns),
     /// oldest first; empty on the first call.
     pub feedback: Vec<String>,

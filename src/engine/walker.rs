@@ -875,7 +875,8 @@ impl<'w> Walker<'w> {
         if self.scope.kind != ScopeKind::Run {
             return Ok(());
         }
-        let (props, full) = self
+        let sha = self.checkpoint_workspace(node)?;
+        let (mut props, full) = self
             .state
             .checkpoint_payload(
                 &self.wf.node(node).id,
@@ -883,9 +884,41 @@ impl<'w> Walker<'w> {
                 self.shared.stages.load(Ordering::Relaxed),
             )
             .map_err(|e| Stop::failed(format!("cannot encode the checkpoint: {e}")))?;
+        if let (Some(sha), Some(obj)) = (sha, props.as_object_mut()) {
+            obj.insert("git_commit_sha".into(), Value::String(sha));
+        }
         let seq = self.emit_seq("checkpoint.completed", Some(node), props)?;
         self.state.checkpointed(seq, full);
         Ok(())
+    }
+
+    /// Commits what the stage changed in the workspace (`workspace.checkpoint` with the
+    /// commit and the stage's and run's diff figures) and returns the workspace's current
+    /// checkpoint, for the run checkpoint a resume restores. A failed commit is recorded
+    /// (`workspace.checkpoint.failed`) and does not fail the run: the files are still there.
+    fn checkpoint_workspace(&self, node: usize) -> Result<Option<String>, Stop> {
+        let ws = &self.services().workspace;
+        let stage = self.wf.node(node).id.clone();
+        match ws.checkpoint(&stage) {
+            Ok(Some(cp)) => {
+                self.emit(
+                    "workspace.checkpoint",
+                    Some(node),
+                    json!({"checkpoint_id": cp.id, "stage": stage,
+                           "stage_diff": cp.stage_diff, "diff": cp.run_diff}),
+                )?;
+                Ok(Some(cp.id))
+            }
+            Ok(None) => Ok(ws.head()),
+            Err(error) => {
+                self.emit(
+                    "workspace.checkpoint.failed",
+                    Some(node),
+                    json!({"stage": stage, "error": error}),
+                )?;
+                Ok(ws.head())
+            }
+        }
     }
 
     /// The first goal gate, in declaration order, whose latest outcome is neither

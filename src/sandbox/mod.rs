@@ -1,8 +1,15 @@
-//! The local sandbox: a run's working directory, and the path resolution every file tool
-//! goes through. A path is refused when it is absolute outside the root, climbs out with
-//! `..`, or reaches outside through a symlink (existing prefixes are canonicalised, dangling
-//! links followed). Must not run processes or know about agents; it confines file tools
-//! only (a shell command can still reach anything the user can).
+//! Sandboxes: a run's working directory, the path resolution every file tool goes through,
+//! and ([`isolation`]) how the run's processes are started (on the host or in bubblewrap).
+//! A path is refused when it is absolute outside the root, climbs out with `..`, or reaches
+//! outside through a symlink (existing prefixes are canonicalised, dangling links followed).
+//! Must not know about agents, runs or the store. The file tools are confined by
+//! [`Sandbox::resolve`]; processes by the [`Isolation`] the sandbox carries (a `local`
+//! one reaches anything the user can).
+
+pub mod inventory;
+pub mod isolation;
+
+pub use isolation::{Isolation, ProviderKind, SandboxPlan, StartError};
 
 use std::path::{Component, Path, PathBuf};
 
@@ -27,6 +34,7 @@ pub enum SandboxError {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     root: PathBuf,
+    isolation: Isolation,
 }
 
 const MAX_LINKS: u32 = 32;
@@ -45,11 +53,25 @@ impl Sandbox {
                 reason: "not a directory".into(),
             });
         }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            isolation: Isolation::Local,
+        })
+    }
+
+    /// The same sandbox with its processes started under `isolation`.
+    pub fn with_isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// A process in the sandbox's root (see [`Isolation::command`]).
+    pub fn command(&self, program: &str) -> std::process::Command {
+        self.isolation.command(program, &self.root)
     }
 
     /// Resolves a tool-supplied path (relative to the root, or absolute inside it) to an

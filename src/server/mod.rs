@@ -24,9 +24,11 @@ pub mod ids;
 pub mod models;
 pub mod openapi;
 pub mod pages;
+pub mod preview;
 pub mod router;
 pub mod routes;
 pub mod runs;
+pub mod sandboxes;
 pub mod system;
 pub mod versions;
 
@@ -70,6 +72,10 @@ impl App {
     }
 
     fn dispatch(&self, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+        // Preview URLs take any method and any path below them: not a route-table pattern.
+        if inc.path.starts_with(preview::PREFIX) {
+            return preview::proxy(self, inc);
+        }
         let (route, params) = match self.router.find(&inc.method, &inc.path) {
             Match::Found(r, p) => (r, p),
             Match::NotFound => {

@@ -116,14 +116,24 @@ impl Op {
     }
 }
 
+/// `GET .../files`: the checkpoint filter is named `checkpoint`.
+fn files_op(path: &'static str, summary: &'static str) -> Op {
+    op("get", path, "Run Outputs", summary)
+        .id()
+        .paging()
+        .param("checkpoint", "query", json!({"type": "string"}), "Only the changes of this checkpoint (a commit id from a `workspace.checkpoint` event); omit for all changes against the run's base.")
+        .resp(vec![
+            ok("200", "A page of changed files, by path.", r("FileDiffPage")),
+            err("400", "Bad paging parameter."),
+            err("404", "No such run or checkpoint, or the workspace was removed."),
+        ])
+}
+
 /// Every documented operation (method, path, tag, whether public).
 fn operations() -> Vec<Op> {
     let run = || ok("200", "The run.", r("Run"));
     let nf = || err("404", "No such run.");
     let conflict = || err("409", "The run's state does not allow this.");
-    let placeholder = |method, path, tag, summary| {
-        op(method, path, tag, summary).resp(vec![err("501", "Not implemented yet.")])
-    };
     vec![
         op("get", "/", "Discovery", "Discovery URLs")
             .public()
@@ -309,12 +319,23 @@ fn operations() -> Vec<Op> {
             .resp(vec![ok("200", "A page of models.", r("ModelPage")), err("400", "Unknown provider or bad paging parameter.")]),
         op("post", "/api/v1/providers/test", "Models", "Test every LLM provider with a short call")
             .resp(vec![ok("200", "One result per provider; a failing provider does not fail the request.", r("ProviderTestResults"))]),
-        placeholder("get", "/api/v1/runs/{id}/files", "Run Outputs", "Files changed by a run").id().paging(),
-        placeholder("get", "/runs/{id}/files", "Run Outputs", "Alias of GET /api/v1/runs/{id}/files").id().paging(),
-        placeholder("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port").id().body(r("PreviewRequest"), true),
-        placeholder("get", "/api/v1/sandboxes", "Sandboxes", "Managed sandboxes"),
-        placeholder("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
-            .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id."),
+        files_op("/api/v1/runs/{id}/files", "Files changed by a run"),
+        files_op("/runs/{id}/files", "Alias of GET /api/v1/runs/{id}/files"),
+        op("post", "/api/v1/runs/{id}/preview", "Sandboxes", "Preview URL for a sandbox port")
+            .id()
+            .body(r("PreviewRequest"), true)
+            .resp(vec![
+                ok("201", "The URL (under /preview/, proxied to the port inside the sandbox) and its token.", r("Preview")),
+                err("400", "Port outside 1-65535 or expires_in_secs outside 1-86400."),
+                nf(),
+                err("409", "The run has no ready sandbox."),
+            ]),
+        op("get", "/api/v1/sandboxes", "Sandboxes", "Live sandboxes of every configured provider")
+            .paging()
+            .resp(vec![ok("200", "A page of sandboxes; providers that could not answer are in meta.failures.", r("SandboxPage"))]),
+        op("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
+            .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id.")
+            .resp(vec![ok("200", "The sandbox.", r("Sandbox")), err("404", "No provider, or more than one, owns this id.")]),
     ]
 }
 
@@ -468,10 +489,38 @@ fn schemas() -> Value {
                 "sandbox": {"type": "object", "required": ["provider"], "additionalProperties": false, "properties": {
                     "provider": {"enum": ["local", "container", "hosted"]},
                     "image": nullable("string"),
-                    "snapshot": nullable("string")
-                }}
+                    "snapshot": nullable("string"),
+                    "network": {"type": "boolean", "description": "Container processes may use the network (default [run.sandbox] network, else false)."}
+                }},
+                "repository": {"type": "object", "required": ["origin_url"], "additionalProperties": false, "properties": {
+                    "origin_url": {"type": "string", "description": "Anything `git clone` accepts (https, ssh, file://, a local path)."},
+                    "branch": {"type": "string", "description": "Default: the origin's default branch."}
+                }},
+                "source_directory": {"type": "string", "description": "Absolute path on the server host: cloned if it is a git work tree, else copied."},
+                "in_place": {"type": "boolean", "default": false, "description": "Work in source_directory itself (explicit opt-in)."}
             }
         },
+        "FileDiff": {"type": "object", "required": ["old_file", "new_file"], "properties": {
+            "old_file": {"type": "object", "required": ["name", "contents"], "properties": {"name": {"type": "string"}, "contents": {"type": "string"}}},
+            "new_file": {"type": "object", "required": ["name", "contents"], "properties": {"name": {"type": "string"}, "contents": {"type": "string"}}}
+        }},
+        "FileDiffPage": {"type": "object", "required": ["data", "meta"], "properties": {"data": {"type": "array", "items": r("FileDiff")}, "meta": r("Meta")}},
+        "Sandbox": {"type": "object", "required": ["id", "provider", "run_id", "state", "working_directory", "resources"], "properties": {
+            "id": {"type": "string"},
+            "provider": {"enum": ["local", "container", "hosted"]},
+            "run_id": {"type": "string"},
+            "state": {"enum": ["active", "idle", "orphaned"]},
+            "working_directory": {"type": "string"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "resources": {"type": "object", "properties": {"cpu": {"type": "integer"}, "memory": {"type": ["integer", "null"]}}}
+        }},
+        "SandboxPage": {"type": "object", "required": ["data", "meta"], "properties": {
+            "data": {"type": "array", "items": r("Sandbox")},
+            "meta": {"type": "object", "required": ["has_more", "failures"], "properties": {
+                "has_more": {"type": "boolean"},
+                "failures": {"type": "array", "items": {"type": "object", "required": ["provider", "error"], "properties": {"provider": {"type": "string"}, "error": {"type": "string"}}}}
+            }}
+        }},
         "StartRequest": {"type": "object", "additionalProperties": false, "properties": {"resume": {"type": "boolean", "default": false}}},
         "DenyRequest": {"type": "object", "additionalProperties": false, "properties": {"reason": {"type": "string"}}},
         "SteerRequest": {"type": "object", "required": ["guidance"], "additionalProperties": false, "properties": {
@@ -482,9 +531,12 @@ fn schemas() -> Value {
             }}
         }},
         "SteerAccepted": {"type": "object", "required": ["accepted"], "properties": {"accepted": {"const": true}}},
-        "PreviewRequest": {"type": "object", "properties": {
-            "port": {"type": "integer"}, "expires_in_secs": {"type": "integer"}, "signed": {"type": "boolean"}
+        "PreviewRequest": {"type": "object", "required": ["port", "expires_in_secs"], "additionalProperties": false, "properties": {
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+            "expires_in_secs": {"type": "integer", "minimum": 1, "maximum": 86400},
+            "signed": {"type": "boolean", "default": false, "description": "A signed URL works without other credentials; an unsigned one also needs the API credentials."}
         }},
+        "Preview": {"type": "object", "required": ["url", "token"], "properties": {"url": {"type": "string"}, "token": {"type": "string"}}},
         "RunStatus": {
             "type": "object",
             "required": ["kind"],

@@ -7,8 +7,10 @@
 use super::auth;
 use super::models;
 use super::pages;
+use super::preview;
 use super::router::{Access, Route};
 use super::runs;
+use super::sandboxes;
 use super::system;
 
 const fn public(
@@ -38,7 +40,6 @@ const fn user(
 }
 
 pub fn routes() -> Vec<Route> {
-    let ni = system::not_implemented;
     vec![
         public("GET", "/", system::root),
         public("GET", "/health", system::health),
@@ -86,12 +87,11 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/runs/{id}/usage", runs::usage::get),
         user("GET", "/api/v1/models", models::list),
         user("POST", "/api/v1/providers/test", models::test_providers),
-        // Placeholders (SPEC 7: 501).
-        user("GET", "/api/v1/runs/{id}/files", ni),
-        user("GET", "/runs/{id}/files", ni),
-        user("POST", "/api/v1/runs/{id}/preview", ni),
-        user("GET", "/api/v1/sandboxes", ni),
-        user("GET", "/api/v1/sandboxes/{id}", ni),
+        user("GET", "/api/v1/runs/{id}/files", runs::files::list),
+        user("GET", "/runs/{id}/files", runs::files::list),
+        user("GET", "/api/v1/sandboxes", sandboxes::list),
+        user("GET", "/api/v1/sandboxes/{id}", sandboxes::get),
+        user("POST", "/api/v1/runs/{id}/preview", preview::create),
     ]
 }
 

@@ -309,6 +309,9 @@ pub struct RunDefaults {
     pub sandbox: Option<SandboxDefault>,
     /// Whether a manager stage's child run waits for approval (`none` by default).
     pub child_approval: ChildApprovalPolicy,
+    /// The repository a run works on when the request names none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<RepositoryDefault>,
 }
 
 /// `[run] child_approval`: `none` (children run at once, the default) or `required`
@@ -319,6 +322,15 @@ pub enum ChildApprovalPolicy {
     #[default]
     None,
     Required,
+}
+
+/// `[run] repository = {origin_url, branch?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepositoryDefault {
+    pub origin_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -332,11 +344,43 @@ pub struct ModelDefault {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxDefault {
+    #[serde(default = "default_provider")]
     pub provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// Whether container processes may use the network (default: no network).
+    #[serde(default)]
+    pub network: bool,
+    /// The bubblewrap binary of the `container` provider (default `bwrap` on PATH).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bwrap: Option<String>,
+    /// Hours a finished run's sandbox and workspace are kept before they are removed
+    /// (default 168, one week; 0 removes them as soon as the run ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_hours: Option<u64>,
+}
+
+fn default_provider() -> String {
+    "local".into()
+}
+
+/// Default `[run.sandbox] retention_hours`.
+pub const DEFAULT_RETENTION_HOURS: u64 = 168;
+
+impl SandboxDefault {
+    /// `[run.sandbox]` with everything at its default.
+    pub fn defaults() -> SandboxDefault {
+        SandboxDefault {
+            provider: default_provider(),
+            image: None,
+            snapshot: None,
+            network: false,
+            bwrap: None,
+            retention_hours: None,
+        }
+    }
 }
 
 impl Settings {

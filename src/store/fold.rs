@@ -11,7 +11,9 @@
 //! "spec" fields (title, goal, labels, workflow, working_dir, inputs, parent_id), and it
 //! changes `checkpoint` only on `checkpoint.completed`.
 
-use super::model::{Control, Event, NewRun, RunRow, RunStatus, UsageTotals, WorkflowMeta};
+use super::model::{
+    Control, Event, NewRun, RunRow, RunStatus, SandboxKind, SandboxState, UsageTotals, WorkflowMeta,
+};
 use serde_json::{json, Map, Value};
 
 /// Keys of `run.created` properties written by the store itself.
@@ -104,12 +106,21 @@ impl RunRow {
                 .collect(),
             usage: UsageTotals::default(),
             models_used: Vec::new(),
+            sandbox: SandboxState::default(),
+            diff: None,
         }
     }
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 4] = ["created_by", "models", "sandbox", "retried_from"];
+const CREATED_META: [&str; 6] = [
+    "created_by",
+    "models",
+    "sandbox",
+    "retried_from",
+    "repository",
+    "workspace",
+];
 
 /// A blank row, only as a cheap placeholder while a row is moved through [`fold`].
 pub(crate) fn empty_row() -> RunRow {
@@ -141,6 +152,8 @@ pub(crate) fn empty_row() -> RunRow {
         models_used: Vec::new(),
         created_meta: Map::new(),
         usage: UsageTotals::default(),
+        sandbox: SandboxState::default(),
+        diff: None,
     }
 }
 
@@ -244,6 +257,28 @@ fn note_model(models: &mut Vec<Value>, usage: &Value) {
     }
 }
 
+/// SPEC 2.5 `instance` from `sandbox.initialized` properties (api.md names the runtime id
+/// `identifier`). The runtime also keeps the run `branch` and its `base_commit` (SPEC allows
+/// further runtime fields): diffs and resumes need them.
+fn sandbox_instance(p: &Value) -> Value {
+    let field = |k: &str| p.get(k).cloned().unwrap_or(Value::Null);
+    json!({
+        "provider": field("provider"),
+        "image": field("image"),
+        "snapshot": field("snapshot"),
+        "runtime": {
+            "id": field("identifier"),
+            "working_directory": field("working_directory"),
+            "repo_cloned": p.get("repo_cloned").cloned().unwrap_or(json!(false)),
+            "clone_origin_url": field("clone_origin_url"),
+            "clone_branch": field("clone_branch"),
+            "branch": field("branch"),
+            "base_commit": field("base_commit"),
+            "network": p.get("network").cloned().unwrap_or(json!(false)),
+        },
+    })
+}
+
 /// Applies one event to a row. Pure: the result depends only on `row` and `event`.
 /// Unknown kinds change only the bookkeeping fields (`last_seq`, `last_event_at`, `updated_at`).
 pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
@@ -327,6 +362,37 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
         }
         "run.superseded_by" => row.superseded_by = str_prop(p, "new_run_id"),
         "checkpoint.completed" => row.checkpoint = Some(p.clone()),
+        "sandbox.initializing" => {
+            row.sandbox = SandboxState {
+                kind: SandboxKind::Initializing,
+                ..SandboxState::default()
+            }
+        }
+        "sandbox.initialized" => {
+            row.sandbox = SandboxState {
+                kind: SandboxKind::Ready,
+                instance: Some(sandbox_instance(p)),
+                failure: None,
+            }
+        }
+        "sandbox.failed" => {
+            let field = |k: &str| p.get(k).cloned().unwrap_or(Value::Null);
+            row.sandbox = SandboxState {
+                kind: SandboxKind::Failed,
+                instance: None,
+                failure: Some(json!({
+                    "provider": field("provider"),
+                    "error": field("error"),
+                    "causes": p.get("causes").cloned().unwrap_or_else(|| json!([])),
+                    "duration_ms": p.get("duration_ms").cloned().unwrap_or(json!(0)),
+                })),
+            }
+        }
+        "workspace.checkpoint" => {
+            if let Some(d) = p.get("diff") {
+                row.diff = Some(d.clone());
+            }
+        }
         "stage.completed" | "stage.failed" => {
             if let Some(u) = p.get("usage") {
                 add_usage(&mut row.usage, u);

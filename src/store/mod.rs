@@ -44,7 +44,7 @@ pub use hub::{Hub, Published, Subscription};
 pub use memory::MemoryStore;
 pub use model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
-    UsageTotals, WorkflowMeta,
+    SandboxKind, SandboxState, UsageTotals, WorkflowMeta,
 };
 pub use prep::{blob_refs, is_blob_id, sha256_hex};
 pub use schema::SCHEMA_VERSION;

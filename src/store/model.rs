@@ -309,6 +309,34 @@ pub struct RunRow {
     /// order of first use.
     #[serde(default)]
     pub models_used: Vec<Value>,
+    /// The sandbox's lifecycle, folded from `sandbox.*` events.
+    #[serde(default)]
+    pub sandbox: SandboxState,
+    /// DiffSummary of the latest `workspace.checkpoint` (`{files_changed, additions,
+    /// deletions}` against the run's base).
+    #[serde(default)]
+    pub diff: Option<Value>,
+}
+
+/// SPEC 2.5 sandbox kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxKind {
+    #[default]
+    Planned,
+    Initializing,
+    Ready,
+    Failed,
+}
+
+/// Where the run's sandbox is: the kind and, when ready, the instance (provider, image,
+/// snapshot, runtime), when failed, the failure (provider, error, causes, duration_ms).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SandboxState {
+    pub kind: SandboxKind,
+    pub instance: Option<Value>,
+    pub failure: Option<Value>,
 }
 
 /// Run-level sums of the `usage` objects on `stage.completed` / `stage.failed` events

@@ -18,7 +18,7 @@ use super::fold::fold;
 use super::hub::{Hub, Published};
 use super::model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
-    UsageTotals,
+    SandboxState, UsageTotals,
 };
 use super::prep::{self, sha256_hex};
 use super::queue::Queue;
@@ -136,6 +136,8 @@ struct StateRef<'a> {
     superseded_by: &'a Option<String>,
     usage: &'a UsageTotals,
     models_used: &'a [Value],
+    sandbox: &'a SandboxState,
+    diff: &'a Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -160,6 +162,9 @@ struct StateOwned {
     usage: UsageTotals,
     #[serde(default)]
     models_used: Vec<Value>,
+    sandbox: SandboxState,
+    #[serde(default)]
+    diff: Option<Value>,
 }
 
 fn encode_state(row: &RunRow) -> Result<String, StoreError> {
@@ -180,6 +185,8 @@ fn encode_state(row: &RunRow) -> Result<String, StoreError> {
         superseded_by: &row.superseded_by,
         usage: &row.usage,
         models_used: &row.models_used,
+        sandbox: &row.sandbox,
+        diff: &row.diff,
     })
     .map_err(|source| StoreError::Encode {
         what: "row state",
@@ -228,6 +235,8 @@ fn assemble(
     row.superseded_by = s.superseded_by;
     row.usage = s.usage;
     row.models_used = s.models_used;
+    row.sandbox = s.sandbox;
+    row.diff = s.diff;
     if let Some(text) = checkpoint {
         row.checkpoint = Some(parse_event(run_id, 0, text)?.properties);
     }

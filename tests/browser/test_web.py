@@ -507,7 +507,7 @@ def test_steering(d, binary):
         q(d, "#steer-text")[0].send_keys("Keep the public API unchanged.")
         q(d, "#steer button[type=submit]")[0].click()
         wait(d, "guidance accepted", lambda: "Guidance sent" in q(d, "#steer")[0].text)
-        open(os.path.join(s.dir, "scratch", run_id, "go.flag"), "w").close()
+        open(os.path.join(s.dir, "workspaces", run_id, "go.flag"), "w").close()
         wait(d, "the agent run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=60)
         wait(d, "the steering box to go", lambda: not q(d, "#steer")[0].is_displayed())
         check(len(llm.requests) == 2 and "Keep the public API unchanged." in json.dumps(llm.requests[1]),

@@ -4,7 +4,7 @@
 //! files itself.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -127,16 +127,14 @@ pub fn run_with_env(
     cancel: &CancelToken,
 ) -> Result<ShellOutput, String> {
     let start = Instant::now();
-    let mut cmd = Command::new("sh");
+    // Through the sandbox: its own process group, inside the run's container if it has one.
+    let mut cmd = sb.command("sh");
     cmd.arg("-c")
         .arg(command)
         .envs(env.iter().copied())
-        .current_dir(sb.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Own group, killed with this thread (which waits for it); recorded for the restart sweep.
-    crate::procs::isolate(&mut cmd);
     for p in Provider::ALL {
         for k in p.key_names() {
             cmd.env_remove(k);
@@ -236,6 +234,48 @@ mod tests {
         let o = run(&sb, "sleep 5 & sleep 5", Duration::from_millis(200), &c)?;
         assert_eq!(o.termination, Termination::TimedOut);
         assert!(start.elapsed() < Duration::from_secs(3));
+        Ok(())
+    }
+
+    #[test]
+    fn in_a_container_only_the_workspace_is_writable() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::sandbox::{isolation, ProviderKind, SandboxPlan};
+        // Outside /tmp, which the container replaces with its own.
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+        std::fs::create_dir_all(&base)?;
+        let outer = tempfile::tempdir_in(&base)?;
+        let ws = outer.path().join("ws");
+        std::fs::create_dir_all(&ws)?;
+        let plan = SandboxPlan {
+            provider: ProviderKind::Container,
+            image: None,
+            snapshot: None,
+            network: false,
+            bwrap: "bwrap".into(),
+        };
+        let started = match isolation::start(&plan, &ws.canonicalize()?) {
+            Ok(s) => s,
+            Err(e) => {
+                assert!(
+                    std::env::var("SVC_REQUIRE_BWRAP").as_deref() != Ok("1"),
+                    "SVC_REQUIRE_BWRAP=1 but bubblewrap cannot run: {e:?}"
+                );
+                eprintln!("note: bubblewrap is not usable here; skipping ({e})");
+                return Ok(());
+            }
+        };
+        let sb = Sandbox::new(&ws)?.with_isolation(started.isolation);
+        let c = CancelToken::new();
+        let script = format!(
+            "echo in > inside.txt && touch {}/escaped; echo done",
+            outer.path().display()
+        );
+        let o = run(&sb, &script, Duration::from_secs(20), &c)?;
+        assert!(o.stderr.contains("Read-only file system"), "{o:?}");
+        assert!(ws.join("inside.txt").exists());
+        assert!(!outer.path().join("escaped").exists());
+        let o = run(&sb, "sleep 30", Duration::from_millis(300), &c)?;
+        assert_eq!(o.termination, Termination::TimedOut);
         Ok(())
     }
 

@@ -55,6 +55,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             cx.goal(),
         ),
         timeout,
+        isolation: &w.services().isolation,
     };
     let result = match run_command(&spec, cx.cancel) {
         Ok(r) => r,

@@ -26,7 +26,7 @@ pub struct Job {
     /// The version's registered dependencies (child workflows by id or entry path).
     pub deps: Vec<Arc<Version>>,
     pub handle: Arc<RunHandle>,
-    /// Where commands and agents run (`<state-dir>/scratch/<run-id>`).
+    /// Where the run's workspace is made (`<state-dir>/workspaces/<run-id>`).
     pub workdir: PathBuf,
     pub store: Arc<dyn RunStore>,
     /// The run was interrupted by the last stop and is being resumed by startup recovery.
@@ -213,6 +213,12 @@ impl Executor for EngineExecutor {
             Value::Object(m) => m.clone(),
             _ => Map::new(),
         };
+        let settings = self.settings.get();
+        let Some(ready) =
+            super::sandbox::start(job.store.as_ref(), &job.row, &self.state_dir, &settings)
+        else {
+            return;
+        };
         let options = RunOptions {
             inputs,
             files,
@@ -222,7 +228,7 @@ impl Executor for EngineExecutor {
                 ChildApprovalPolicy::None => ChildApproval::Automatic,
                 ChildApprovalPolicy::Required => ChildApproval::Required,
             },
-            ..RunOptions::new(&job.row.id, job.workdir.clone())
+            ..RunOptions::new(&job.row.id, ready.workdir.clone())
         };
         let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
         let redactor: Arc<dyn crate::engine::Redact> =
@@ -241,6 +247,11 @@ impl Executor for EngineExecutor {
         services.redactor = redactor;
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
         services.cancel = job.handle.cancel.clone();
+        services.isolation = ready.isolation;
+        services.workspace = Arc::new(crate::workspace::EngineWorkspace {
+            git: ready.git,
+            base: ready.base,
+        });
         let outcome = Engine::resume(&loaded.workflow, &options, &services);
         log::info!(
             "run {} ended: {} ({})",

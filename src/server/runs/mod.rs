@@ -27,9 +27,11 @@
 //! workflow parsing beyond `workflow::load`, engine internals.
 
 pub mod exec;
+pub mod files;
 pub mod interviewer;
 pub mod lifecycle;
 pub mod retry;
+pub mod sandbox;
 pub mod sse;
 pub mod stages;
 pub mod steer;
@@ -65,6 +67,8 @@ pub struct Recovered {
     pub resumed: usize,
     pub failed: usize,
 }
+/// How often the scheduler removes sandboxes past their retention.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// The runs service: store, live runs, scheduler and workers.
 pub struct Runs {
@@ -247,6 +251,7 @@ impl Runs {
     }
 
     fn scheduler_loop(self: Arc<Self>) {
+        let mut last_sweep: Option<std::time::Instant> = None;
         loop {
             crossbeam_channel::select! {
                 recv(self.wake_rx) -> _ => {}
@@ -259,6 +264,14 @@ impl Runs {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => log::error!("scheduler: {e}"),
                 Err(_) => log::error!("scheduler: promotion panicked; retrying on the next wake"),
+            }
+            if last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
+                last_sweep = Some(std::time::Instant::now());
+                let settings = self.settings.get();
+                let now = view::parse_ts(&crate::store::now()).unwrap_or(0);
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    sandbox::sweep(self.gated.as_ref(), &self.state_dir, &settings, now)
+                }));
             }
         }
     }
@@ -321,12 +334,14 @@ impl Runs {
             .version_id
             .as_deref()
             .and_then(|id| self.versions.get(id).ok().flatten());
-        let workdir = self.state_dir.join("scratch").join(&row.id);
-        // Run data: private to the owner (`scratch` and each run's directory 0700).
-        if let Err(e) = crate::perms::private_dir(&workdir)
-            .and_then(|()| crate::perms::private_dir(&self.state_dir.join("scratch")))
-        {
-            log::warn!("run {}: cannot create {}: {e}", row.id, workdir.display());
+        let workdir = sandbox::workspaces_dir(&self.state_dir).join(&row.id);
+        // Run data: private to the owner (the workspaces directory 0700; each run's
+        // workspace is made inside it when its sandbox starts).
+        if let Err(e) = crate::perms::private_dir(&sandbox::workspaces_dir(&self.state_dir)) {
+            log::warn!(
+                "run {}: cannot create the workspaces directory: {e}",
+                row.id
+            );
         }
         while self.workers.load(Ordering::SeqCst) < max {
             let rx = self.jobs_rx.clone();
@@ -406,8 +421,36 @@ impl Runs {
         self.wake();
     }
 
+    /// Removes a deleted run's sandbox and workspace: at once when no engine runs it, else
+    /// once its worker lets go of it (a cancelled stage is killed within seconds).
+    fn remove_sandbox_when_idle(&self, run_id: &str) {
+        let Some(me) = self.me.upgrade() else { return };
+        let id = run_id.to_string();
+        let spawned = std::thread::Builder::new()
+            .name("sandbox-remove".into())
+            .spawn(move || {
+                for _ in 0..600 {
+                    if me.handle(&id).is_none() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                if let Err(e) = sandbox::remove(&me.state_dir, &id) {
+                    log::warn!("run {id}: cannot remove its sandbox: {e}");
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("run {run_id}: cannot start the sandbox removal: {e}");
+        }
+    }
+
     pub fn handle(&self, run_id: &str) -> Option<Arc<RunHandle>> {
         self.active.lock().get(run_id).cloned()
+    }
+
+    /// The run `id`, or the API error a request about it gets (400, 404).
+    pub fn get_row(&self, id: &str) -> Result<RunRow, ApiError> {
+        self.row(id)
     }
 
     fn row(&self, id: &str) -> Result<RunRow, ApiError> {
@@ -592,6 +635,17 @@ struct SandboxReq {
     image: Option<String>,
     #[serde(default)]
     snapshot: Option<String>,
+    /// Container processes may use the network (default `[run.sandbox] network`).
+    #[serde(default)]
+    network: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepositoryReq {
+    origin_url: String,
+    #[serde(default)]
+    branch: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -613,6 +667,92 @@ struct CreateRun {
     model: Option<ModelReq>,
     #[serde(default)]
     sandbox: Option<SandboxReq>,
+    #[serde(default)]
+    repository: Option<RepositoryReq>,
+    #[serde(default)]
+    source_directory: Option<String>,
+    /// Work in `source_directory` itself instead of a copy (explicit opt-in).
+    #[serde(default)]
+    in_place: bool,
+}
+
+/// The `run.created` keys `workspace` (where the files come from), `repository`
+/// (RepositoryRef) and the source directory, from the request or `[run] repository`.
+fn workspace_request(
+    repository: Option<RepositoryReq>,
+    source_directory: Option<String>,
+    in_place: bool,
+    defaults: &crate::settings::RunDefaults,
+) -> Result<(Value, Value, Option<String>), ApiError> {
+    if in_place && source_directory.is_none() {
+        return Err(ApiError::bad_request(
+            "`in_place` needs a `source_directory` to work in.",
+        ));
+    }
+    let repository = repository.or_else(|| {
+        if source_directory.is_some() {
+            return None;
+        }
+        defaults.repository.as_ref().map(|r| RepositoryReq {
+            origin_url: r.origin_url.clone(),
+            branch: r.branch.clone(),
+        })
+    });
+    match (repository, source_directory) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "Send at most one of `repository` and `source_directory`.",
+        )),
+        (Some(r), None) => {
+            let origin = r.origin_url.trim().to_string();
+            if origin.is_empty() || origin.starts_with('-') {
+                return Err(ApiError::bad_request(
+                    "repository.origin_url is empty or invalid.",
+                ));
+            }
+            if r.branch
+                .as_deref()
+                .is_some_and(|b| b.trim().is_empty() || b.starts_with('-'))
+            {
+                return Err(ApiError::bad_request(
+                    "repository.branch is empty or invalid.",
+                ));
+            }
+            let (name, provider) = crate::workspace::repository_name(&origin);
+            Ok((
+                json!({"kind": "repository", "origin_url": origin, "branch": r.branch}),
+                json!({"name": name, "origin_url": origin, "provider": provider}),
+                None,
+            ))
+        }
+        (None, Some(dir)) => {
+            let path = std::path::Path::new(&dir);
+            if !path.is_absolute() {
+                return Err(ApiError::bad_request(format!(
+                    "source_directory `{dir}` is not an absolute path."
+                )));
+            }
+            if !path.is_dir() {
+                return Err(ApiError::bad_request(format!(
+                    "source_directory `{dir}` is not a directory on the server host."
+                )));
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "unknown".into());
+            let provider = if crate::workspace::Git::is_repository(path) {
+                "git"
+            } else {
+                "unknown"
+            };
+            Ok((
+                json!({"kind": "directory", "path": dir, "in_place": in_place}),
+                json!({"name": name, "origin_url": null, "provider": provider}),
+                Some(dir),
+            ))
+        }
+        (None, None) => Ok((json!({"kind": "scratch"}), Value::Null, None)),
+    }
 }
 
 /// Title from a goal: first line, decoration stripped, at most 100 chars (97 + `...`).
@@ -743,21 +883,30 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
                 .as_ref()
                 .map(|m| json!({"provider": m.provider, "name": m.name}))
         });
-    let sandbox =
-        body.sandbox
-            .map(|s| json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot}))
-            .or_else(|| {
-                defaults.sandbox.as_ref().map(
-                    |s| json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot}),
-                )
-            });
+    let (workspace, repository, source_directory) = workspace_request(
+        body.repository,
+        body.source_directory,
+        body.in_place,
+        defaults,
+    )?;
+    let sandbox_defaults = defaults
+        .sandbox
+        .clone()
+        .unwrap_or_else(crate::settings::SandboxDefault::defaults);
+    // Every server run has a sandbox: the request's, else `[run.sandbox]`, else local.
+    let sandbox = Some(match body.sandbox {
+        Some(s) => json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot,
+                          "network": s.network.unwrap_or(sandbox_defaults.network)}),
+        None => json!({"provider": sandbox_defaults.provider, "image": sandbox_defaults.image,
+                       "snapshot": sandbox_defaults.snapshot, "network": sandbox_defaults.network}),
+    });
     let new = NewRun {
         id: None,
         title,
         goal,
         labels,
         workflow,
-        working_dir: None,
+        working_dir: source_directory,
         inputs: Value::Object(inputs),
         parent_id: None,
         extra: json!({
@@ -765,6 +914,8 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
             "origin": {"kind": "api"},
             "models": model.map(|m| vec![m]).unwrap_or_default(),
             "sandbox": sandbox,
+            "workspace": workspace,
+            "repository": repository,
         }),
     };
     let row = app.runs.store.create_run(new).map_err(store_error)?;
@@ -834,6 +985,7 @@ pub fn delete(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         h.cancel.cancel("run deleted");
     }
     runs.wake();
+    runs.remove_sandbox_when_idle(&id);
     Ok(Reply::empty(204))
 }
 

@@ -73,7 +73,7 @@ pub struct RunView<'a> {
     goal: &'a str,
     workflow: WorkflowView<'a>,
     automation: Option<()>,
-    repository: Option<()>,
+    repository: Cow<'a, Value>,
     created_by: Cow<'a, Value>,
     origin: Kind,
     labels: &'a BTreeMap<String, String>,
@@ -86,7 +86,7 @@ pub struct RunView<'a> {
     billing: Option<Value>,
     size: &'static str,
     ask_svc: AskSvc,
-    diff: Option<()>,
+    diff: &'a Option<Value>,
     pull_request: Option<()>,
     current_question: Option<Value>,
     superseded_by: &'a Option<String>,
@@ -175,14 +175,14 @@ pub fn run_view<'a>(
         .then(|| json!({"total_usd_micros": (u.priced_records > 0).then_some(u.usd_micros)}));
     let sandbox = match created.get("sandbox") {
         Some(s) if s.is_object() => json!({
-            "kind": "planned",
+            "kind": row.sandbox.kind,
             "plan": {
                 "provider": s.get("provider").cloned().unwrap_or(json!("local")),
                 "image": s.get("image").cloned().unwrap_or(Value::Null),
                 "snapshot": s.get("snapshot").cloned().unwrap_or(Value::Null),
             },
-            "instance": null,
-            "failure": null,
+            "instance": row.sandbox.instance,
+            "failure": row.sandbox.failure,
         }),
         _ => Value::Null,
     };
@@ -205,7 +205,7 @@ pub fn run_view<'a>(
             edge_count: w.edge_count,
         },
         automation: None,
-        repository: None,
+        repository: or("repository", || Value::Null),
         created_by: or(
             "created_by",
             || json!({"kind": "system", "system_kind": "engine"}),
@@ -238,7 +238,7 @@ pub fn run_view<'a>(
             unavailable_reason: "no_sandbox",
             default_model: None,
         },
-        diff: None,
+        diff: &row.diff,
         pull_request: None,
         current_question: row.current_question.as_ref().map(question_text),
         superseded_by: &row.superseded_by,
@@ -285,11 +285,19 @@ pub fn board_item(row: &RunRow) -> Option<Value> {
     let status = board_status(&row.status)?;
     let elapsed = wall_ms(row).unwrap_or(0) / 1000;
     let repo = row
-        .working_dir
-        .as_deref()
-        .and_then(|d| std::path::Path::new(d).file_name())
-        .map(|n| n.to_string_lossy().into_owned())
+        .created_meta
+        .get("repository")
+        .and_then(|r| r.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
         .unwrap_or_else(|| "unknown".into());
+    let sandbox = row
+        .sandbox
+        .instance
+        .as_ref()
+        .and_then(|i| i.pointer("/runtime/id"))
+        .filter(|id| !id.is_null())
+        .map(|id| json!({"id": id, "resources": host_resources()}));
     Some(json!({
         "id": row.id,
         "repository": {"name": repo},
@@ -299,9 +307,15 @@ pub fn board_item(row: &RunRow) -> Option<Value> {
         "created_at": row.created_at,
         "pull_request": null,
         "timings": {"elapsed_secs": elapsed, "elapsed_warning": elapsed > ELAPSED_WARNING_SECS},
-        "sandbox": null,
+        "sandbox": sandbox,
         "question": row.current_question.as_ref().map(question_text),
     }))
+}
+
+/// What a sandbox on this host may use: the host's CPUs (memory is not limited, so null).
+pub fn host_resources() -> Value {
+    let cpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    json!({"cpu": cpu, "memory": null})
 }
 
 /// A question list item from `interview.started` properties.

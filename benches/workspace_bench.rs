@@ -1,0 +1,228 @@
+//! Workspace benchmark (not a test), on a 10,000-file repository cloned by `file://`:
+//! sandbox ready time for `local` and `container` (clone on the run branch + provider start),
+//! a per-stage checkpoint with 10 changed files (commit + the stage's and run's diff
+//! figures, as the engine takes it), and `/files` work for a 1,000-file diff (the change
+//! list plus the contents of one 100-file page, and of all 1,000).
+//!
+//! Run: `cargo bench --bench workspace_bench` (the time is git's and bubblewrap's, so
+//! `--profile dev` gives the same figures without a release build). Sizes:
+//! `WS_BENCH_FILES` (default 10000), `WS_BENCH_ROUNDS` (default 5 ready / 4× that for
+//! checkpoints). Container figures are skipped when bubblewrap cannot run.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use svc::engine::Workspace as _;
+use svc::sandbox::{isolation, ProviderKind, SandboxPlan};
+use svc::workspace::{self, diff, Source};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// CPU time (user + system) of this process and its waited-for children so far: the cost
+/// of an operation on a busy machine, where wall time mostly measures the queue.
+fn cpu() -> Duration {
+    let get = |who| {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut u) };
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        tv(u.ru_utime) + tv(u.ru_stime)
+    };
+    get(libc::RUSAGE_SELF) + get(libc::RUSAGE_CHILDREN)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// A bare origin with `n` small text files in 100 folders.
+fn make_origin(root: &Path, n: usize) -> Res<String> {
+    let src = root.join("src");
+    for i in 0..n {
+        let dir = src.join(format!("d{:03}", i % 100));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join(format!("f{i:05}.txt")),
+            format!("file {i}\nline two\nline three\n"),
+        )?;
+    }
+    let git = workspace::Git::new(&src);
+    let mut init = workspace::git::bare_command();
+    init.current_dir(&src).args(["init", "-q", "-b", "main"]);
+    workspace::git::run(init, "init")?;
+    git.run(&["add", "--all"])?;
+    git.run(&["commit", "-q", "-m", "files"])?;
+    let mut bare = workspace::git::bare_command();
+    bare.current_dir(root)
+        .args(["clone", "-q", "--bare", "src", "origin.git"]);
+    workspace::git::run(bare, "clone --bare")?;
+    Ok(format!("file://{}", root.join("origin.git").display()))
+}
+
+fn plan(provider: ProviderKind) -> SandboxPlan {
+    SandboxPlan {
+        provider,
+        image: None,
+        snapshot: None,
+        network: false,
+        bwrap: "bwrap".into(),
+    }
+}
+
+/// Clone + provider start, as a run's sandbox becomes ready.
+fn ready_time(
+    root: &Path,
+    url: &str,
+    provider: ProviderKind,
+    i: usize,
+) -> Res<(Duration, Duration)> {
+    let dest = root.join(format!("ws-{}-{i}", provider.as_str()));
+    let began = Instant::now();
+    let ws = workspace::prepare(
+        &Source::Repository {
+            origin_url: url.to_string(),
+            branch: None,
+        },
+        &format!("R{i}"),
+        &dest,
+    )?;
+    let cloned = began.elapsed();
+    isolation::start(&plan(provider), &ws.git.work_tree)?;
+    let total = began.elapsed();
+    std::fs::remove_dir_all(&dest)?;
+    Ok((total, total - cloned))
+}
+
+fn main() -> Res<()> {
+    let files = env_usize("WS_BENCH_FILES", 10_000);
+    let rounds = env_usize("WS_BENCH_ROUNDS", 5);
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path();
+    let url = make_origin(root, files)?;
+    println!("repository: {files} files");
+
+    let bwrap = isolation::start(&plan(ProviderKind::Container), root).is_ok();
+    let mut providers = vec![ProviderKind::Local];
+    if bwrap {
+        providers.push(ProviderKind::Container);
+    } else {
+        println!("note: bubblewrap cannot run here; container figures skipped");
+    }
+    let mut medians = Vec::new();
+    let mut starts = Vec::new();
+    for p in &providers {
+        let mut total = Vec::new();
+        let mut start = Vec::new();
+        for i in 0..rounds {
+            let (t, s) = ready_time(root, &url, *p, i)?;
+            total.push(t);
+            start.push(s);
+        }
+        let (t, s) = (median(total), median(start));
+        println!(
+            "sandbox ready ({}): median {} (clone + run branch), of which provider start {}",
+            p.as_str(),
+            ms(t),
+            ms(s)
+        );
+        medians.push(t);
+        starts.push(s);
+    }
+    if medians.len() == 2 {
+        println!(
+            "container over local: provider start {} (the clone is the same work for both; \
+             difference of the ready medians {}) (target <= 50 ms)",
+            ms(starts[1].saturating_sub(starts[0])),
+            ms(medians[1].saturating_sub(medians[0]))
+        );
+    }
+
+    // Checkpoints: 10 files changed per stage.
+    let dest = root.join("ws-checkpoints");
+    let ws = workspace::prepare(
+        &Source::Repository {
+            origin_url: url.clone(),
+            branch: None,
+        },
+        "RC",
+        &dest,
+    )?;
+    let engine_ws = workspace::EngineWorkspace {
+        git: ws.git.clone(),
+        base: ws.base.clone(),
+    };
+    let mut times = Vec::new();
+    let mut cpus = Vec::new();
+    for round in 0..rounds * 4 {
+        for k in 0..10 {
+            let i = (round * 10 + k) * 7 % files;
+            let path = dest
+                .join(format!("d{:03}", i % 100))
+                .join(format!("f{i:05}.txt"));
+            std::fs::write(&path, format!("changed in round {round}\n"))?;
+        }
+        let (began, c0) = (Instant::now(), cpu());
+        let cp = engine_ws.checkpoint(&format!("stage{round}"))?;
+        times.push(began.elapsed());
+        cpus.push(cpu() - c0);
+        assert!(cp.is_some());
+    }
+    println!(
+        "checkpoint, 10 changed files: median {} wall, {} CPU over {} stages (target <= 30 ms)",
+        ms(median(times)),
+        ms(median(cpus)),
+        rounds * 4
+    );
+
+    // /files: a 1,000-file diff.
+    let from = ws.git.head()?;
+    for i in 0..1000.min(files) {
+        let path = dest
+            .join(format!("d{:03}", i % 100))
+            .join(format!("f{i:05}.txt"));
+        std::fs::write(&path, format!("rewritten {i}\nline two\n"))?;
+    }
+    let to = workspace::checkpoint(&ws.git, "big")?.ok_or("nothing to commit")?;
+    let mut page_times = Vec::new();
+    let mut page_cpu = Vec::new();
+    let mut all_times = Vec::new();
+    for _ in 0..rounds {
+        let (began, c0) = (Instant::now(), cpu());
+        let changes = diff::changes(&ws.git, &from, &to)?;
+        let blobs: Vec<Option<&str>> = changes
+            .iter()
+            .take(100)
+            .flat_map(|c| [c.old_blob.as_deref(), c.new_blob.as_deref()])
+            .collect();
+        let texts = diff::contents(&ws.git, &blobs)?;
+        page_times.push(began.elapsed());
+        page_cpu.push(cpu() - c0);
+        assert_eq!(texts.len(), 200);
+        let began = Instant::now();
+        let changes = diff::changes(&ws.git, &from, &to)?;
+        let blobs: Vec<Option<&str>> = changes
+            .iter()
+            .flat_map(|c| [c.old_blob.as_deref(), c.new_blob.as_deref()])
+            .collect();
+        diff::contents(&ws.git, &blobs)?;
+        all_times.push(began.elapsed());
+    }
+    println!(
+        "/files, 1,000-file diff: one 100-file page median {} wall, {} CPU; all 1,000 files' contents {} wall (target <= 100 ms)",
+        ms(median(page_times)),
+        ms(median(page_cpu)),
+        ms(median(all_times))
+    );
+    Ok(())
+}

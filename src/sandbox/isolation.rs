@@ -1,0 +1,298 @@
+//! Where a run's processes execute: on the host (`local`) or inside a bubblewrap container
+//! (`container`), and the one place every run process is spawned from ([`Isolation::command`]).
+//!
+//! Owns: the provider kinds, the bwrap command line (own mount, pid, network, ipc, uts
+//! namespaces; host file system read-only; the workspace read-write; a private `/tmp`;
+//! `--die-with-parent`), and starting a sandbox (checking the provider can run a process).
+//! Must not touch: the workspace's contents (that is `workspace`), runs or the store.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// SPEC 2.5 provider enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    Local,
+    Container,
+    Hosted,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 3] = [
+        ProviderKind::Local,
+        ProviderKind::Container,
+        ProviderKind::Hosted,
+    ];
+
+    pub fn parse(s: &str) -> Option<ProviderKind> {
+        match s {
+            "local" => Some(ProviderKind::Local),
+            "container" => Some(ProviderKind::Container),
+            "hosted" => Some(ProviderKind::Hosted),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Local => "local",
+            ProviderKind::Container => "container",
+            ProviderKind::Hosted => "hosted",
+        }
+    }
+}
+
+/// How processes of one run are started. Cheap to clone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// On the host, as the server's user.
+    #[default]
+    Local,
+    /// Inside bubblewrap: only `workspace` is writable.
+    Container {
+        bwrap: PathBuf,
+        workspace: PathBuf,
+        network: bool,
+    },
+}
+
+/// Why a sandbox could not be started: `error` for people, `causes` most specific last.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct StartError {
+    pub error: String,
+    pub causes: Vec<String>,
+}
+
+impl StartError {
+    pub fn new(error: impl Into<String>, causes: Vec<String>) -> StartError {
+        StartError {
+            error: error.into(),
+            causes,
+        }
+    }
+}
+
+/// What a sandbox is asked to be (SPEC 2.5 `plan`, plus the run's network permission).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxPlan {
+    pub provider: ProviderKind,
+    pub image: Option<String>,
+    pub snapshot: Option<String>,
+    pub network: bool,
+    /// The bubblewrap binary (`bwrap` on `PATH` unless configured).
+    pub bwrap: PathBuf,
+}
+
+/// A started sandbox: how to run processes in it and how long starting took.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub isolation: Isolation,
+    pub duration: Duration,
+}
+
+impl Isolation {
+    pub fn provider(&self) -> ProviderKind {
+        match self {
+            Isolation::Local => ProviderKind::Local,
+            Isolation::Container { .. } => ProviderKind::Container,
+        }
+    }
+
+    /// A command running `program` in `workdir`, leading its own process group (so a stage
+    /// can signal everything it started) that dies with the thread that spawns it and is
+    /// recorded for the restart sweep (`procs::isolate`), wrapped in bubblewrap for a container. Every
+    /// process a run starts (command stages, the agent's shell tool, ACP agents) comes from
+    /// here.
+    pub fn command(&self, program: &str, workdir: &Path) -> Command {
+        let mut cmd = match self {
+            Isolation::Local => {
+                let mut c = Command::new(program);
+                c.current_dir(workdir);
+                c
+            }
+            Isolation::Container {
+                bwrap,
+                workspace,
+                network,
+            } => {
+                let mut c = Command::new(bwrap);
+                c.args(bwrap_args(workspace, workdir, *network));
+                c.arg(program);
+                // bwrap itself needs a directory that exists outside; the child gets --chdir.
+                c.current_dir(workdir);
+                c
+            }
+        };
+        // Own process group, SIGKILL when the forking (stage) thread dies, and the group's
+        // record for the next start's sweep (`procs`).
+        crate::procs::isolate(&mut cmd);
+        cmd
+    }
+}
+
+/// The bubblewrap arguments before the program. Order matters: the private `/tmp` is
+/// mounted before the workspace, so a workspace under `/tmp` stays visible.
+pub fn bwrap_args(workspace: &Path, workdir: &Path, network: bool) -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = Vec::with_capacity(24);
+    let mut push = |s: &str| a.push(s.into());
+    push("--unshare-all");
+    if network {
+        push("--share-net");
+    }
+    push("--die-with-parent");
+    push("--ro-bind");
+    push("/");
+    push("/");
+    push("--dev");
+    push("/dev");
+    push("--proc");
+    push("/proc");
+    push("--tmpfs");
+    push("/tmp");
+    a.push("--bind".into());
+    a.push(workspace.into());
+    a.push(workspace.into());
+    a.push("--chdir".into());
+    a.push(workdir.into());
+    a.push("--".into());
+    a
+}
+
+/// Starts a sandbox for `workspace` as `plan` asks, or says why it cannot.
+pub fn start(plan: &SandboxPlan, workspace: &Path) -> Result<Started, StartError> {
+    let began = Instant::now();
+    unsupported_plan(plan)?;
+    if !workspace.is_dir() {
+        return Err(StartError::new(
+            format!("the workspace {} is not a directory", workspace.display()),
+            vec![],
+        ));
+    }
+    let isolation = match plan.provider {
+        ProviderKind::Local => Isolation::Local,
+        ProviderKind::Container => {
+            let iso = Isolation::Container {
+                bwrap: plan.bwrap.clone(),
+                workspace: workspace.to_path_buf(),
+                network: plan.network,
+            };
+            probe(&iso, workspace)?;
+            iso
+        }
+        ProviderKind::Hosted => {
+            return Err(StartError::new(
+                "sandbox provider `hosted` is not configured on this server",
+                vec!["no hosted sandbox provider is configured; use `local` or `container`".into()],
+            ))
+        }
+    };
+    Ok(Started {
+        isolation,
+        duration: began.elapsed(),
+    })
+}
+
+/// `image` and `snapshot` name things neither local provider has: refuse rather than ignore.
+fn unsupported_plan(plan: &SandboxPlan) -> Result<(), StartError> {
+    if plan.provider == ProviderKind::Hosted {
+        return Ok(());
+    }
+    for (what, value) in [("image", &plan.image), ("snapshot", &plan.snapshot)] {
+        if let Some(v) = value {
+            return Err(StartError::new(
+                format!(
+                    "sandbox provider `{}` cannot use {what} `{v}`",
+                    plan.provider.as_str()
+                ),
+                vec![format!(
+                    "the {} provider runs on the host's file system and has no {what}s",
+                    plan.provider.as_str()
+                )],
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `true` in the container: proves bubblewrap is installed and allowed to make
+/// namespaces here, so a broken setup fails the sandbox, not the first stage.
+fn probe(iso: &Isolation, workspace: &Path) -> Result<(), StartError> {
+    let bwrap = match iso {
+        Isolation::Container { bwrap, .. } => bwrap.display().to_string(),
+        Isolation::Local => return Ok(()),
+    };
+    let out = iso
+        .command("true", workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| {
+            StartError::new(
+                format!("cannot start bubblewrap (`{bwrap}`)"),
+                vec![
+                    e.to_string(),
+                    "install the `bubblewrap` package or set run.sandbox.bwrap".into(),
+                ],
+            )
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Err(StartError::new(
+        "bubblewrap cannot create the container",
+        vec![format!("{bwrap} exited with {}: {stderr}", out.status)],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(provider: ProviderKind) -> SandboxPlan {
+        SandboxPlan {
+            provider,
+            image: None,
+            snapshot: None,
+            network: false,
+            bwrap: "bwrap".into(),
+        }
+    }
+
+    #[test]
+    fn hosted_is_not_configured_and_images_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = start(&plan(ProviderKind::Hosted), dir.path()).unwrap_err();
+        assert!(e.error.contains("not configured"), "{e:?}");
+        let mut p = plan(ProviderKind::Local);
+        p.image = Some("debian:12".into());
+        let e = start(&p, dir.path()).unwrap_err();
+        assert!(e.error.contains("image `debian:12`"), "{e:?}");
+        assert!(!e.causes.is_empty());
+        let ok = start(&plan(ProviderKind::Local), dir.path()).unwrap();
+        assert_eq!(ok.isolation, Isolation::Local);
+    }
+
+    #[test]
+    fn missing_bwrap_fails_with_a_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = plan(ProviderKind::Container);
+        p.bwrap = "/nonexistent/bwrap".into();
+        let e = start(&p, dir.path()).unwrap_err();
+        assert!(e.error.contains("bubblewrap"), "{e:?}");
+        assert!(e.causes.iter().any(|c| c.contains("bubblewrap")), "{e:?}");
+    }
+
+    #[test]
+    fn tmp_is_mounted_before_the_workspace() {
+        let a = bwrap_args(Path::new("/tmp/ws"), Path::new("/tmp/ws"), false);
+        let pos = |s: &str| a.iter().position(|x| x == s).unwrap();
+        assert!(pos("--tmpfs") < pos("--bind"));
+        assert!(!a.iter().any(|x| x == "--share-net"));
+        assert!(a.iter().any(|x| x == "--die-with-parent"));
+    }
+}

@@ -1,0 +1,334 @@
+//! A run's sandbox on the server: making its workspace and starting its provider before the
+//! engine runs (`sandbox.initializing` → `sandbox.initialized` | `sandbox.failed`), reopening
+//! both on resume, and removing them when the run is deleted or its retention ends.
+//!
+//! Owns: the glue between a run (its `run.created` workspace/sandbox requests, its events)
+//! and the `workspace` and `sandbox` modules; where workspaces live
+//! (`<state-dir>/workspaces/<run-id>`) and the inventory (`<state-dir>/sandboxes`).
+//! Must not touch: git or bwrap details (their modules), scheduling, HTTP.
+
+use crate::sandbox::inventory::{Inventory, Record};
+use crate::sandbox::{Isolation, ProviderKind, SandboxPlan};
+use crate::settings::{SandboxDefault, Settings};
+use crate::store::{EventDraft, RunRow, RunStore, StoreError};
+use crate::workspace::{self, Git, Source};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A run's ready sandbox, as the engine needs it.
+pub struct Ready {
+    pub workdir: PathBuf,
+    pub isolation: Isolation,
+    pub git: Git,
+    pub base: String,
+}
+
+/// Where workspaces live.
+pub fn workspaces_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("workspaces")
+}
+
+pub fn inventory(state_dir: &Path) -> Inventory {
+    Inventory::new(state_dir.join("sandboxes"))
+}
+
+/// The workspace source a run asked for (`run.created` property `workspace`).
+pub fn source_of(row: &RunRow) -> Source {
+    let Some(w) = row.created_meta.get("workspace") else {
+        return Source::Scratch;
+    };
+    let s = |k: &str| w.get(k).and_then(Value::as_str).map(str::to_string);
+    match w.get("kind").and_then(Value::as_str) {
+        Some("repository") => Source::Repository {
+            origin_url: s("origin_url").unwrap_or_default(),
+            branch: s("branch"),
+        },
+        Some("directory") => Source::Directory {
+            path: PathBuf::from(s("path").unwrap_or_default()),
+            in_place: w.get("in_place").and_then(Value::as_bool).unwrap_or(false),
+        },
+        _ => Source::Scratch,
+    }
+}
+
+/// The sandbox plan of a run (`run.created` property `sandbox`, else `[run.sandbox]`).
+pub fn plan_of(row: &RunRow, settings: &Settings) -> SandboxPlan {
+    let defaults = settings
+        .run
+        .sandbox
+        .clone()
+        .unwrap_or_else(SandboxDefault::defaults);
+    let requested = row.created_meta.get("sandbox");
+    let s = |k: &str| {
+        requested
+            .and_then(|r| r.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    SandboxPlan {
+        provider: s("provider")
+            .and_then(|p| ProviderKind::parse(&p))
+            .unwrap_or(ProviderKind::Local),
+        image: s("image"),
+        snapshot: s("snapshot"),
+        network: requested
+            .and_then(|r| r.get("network"))
+            .and_then(Value::as_bool)
+            .unwrap_or(defaults.network),
+        bwrap: PathBuf::from(defaults.bwrap.unwrap_or_else(|| "bwrap".into())),
+    }
+}
+
+fn append(store: &dyn RunStore, run_id: &str, kind: &str, props: Value) -> Result<(), StoreError> {
+    store
+        .append(run_id, EventDraft::new(kind, props))
+        .map(|_| ())
+}
+
+/// Prepares (or, on resume, reopens) the run's workspace and starts its sandbox, recording
+/// each step. On failure the run has `sandbox.failed` and `run.failed{sandbox_init_failed}`
+/// and `None` is returned; nothing of the user's is touched and a half-made workspace is
+/// removed.
+pub fn start(
+    store: &dyn RunStore,
+    row: &RunRow,
+    state_dir: &Path,
+    settings: &Settings,
+) -> Option<Ready> {
+    let plan = plan_of(row, settings);
+    let began = Instant::now();
+    let provider = plan.provider.as_str();
+    let initializing =
+        json!({"provider": provider, "image": plan.image, "snapshot": plan.snapshot});
+    if append(store, &row.id, "sandbox.initializing", initializing).is_err() {
+        return None;
+    }
+    match make(row, &plan, state_dir) {
+        Ok((ready, ws)) => {
+            let id = Inventory::id_for(&row.id);
+            let record = Record {
+                id: id.clone(),
+                provider: plan.provider,
+                run_id: row.id.clone(),
+                working_directory: ready.workdir.display().to_string(),
+                created_at: crate::store::now(),
+                owns_workspace: ws.owned,
+            };
+            if let Err(e) = inventory(state_dir).put(&record) {
+                log::warn!("run {}: cannot record sandbox {id}: {e}", row.id);
+            }
+            let props = json!({
+                "provider": provider,
+                "image": plan.image,
+                "snapshot": plan.snapshot,
+                "identifier": id,
+                "working_directory": ready.workdir.display().to_string(),
+                "repo_cloned": ws.repo_cloned,
+                "clone_origin_url": ws.clone_origin_url,
+                "clone_branch": ws.clone_branch,
+                "branch": ws.branch,
+                "base_commit": ws.base,
+                "network": plan.network,
+                "duration_ms": began.elapsed().as_millis() as u64,
+            });
+            append(store, &row.id, "sandbox.initialized", props).ok()?;
+            Some(ready)
+        }
+        Err((error, causes)) => {
+            let duration_ms = began.elapsed().as_millis() as u64;
+            let _ = append(
+                store,
+                &row.id,
+                "sandbox.failed",
+                json!({"provider": provider, "error": error, "causes": causes, "duration_ms": duration_ms}),
+            );
+            let _ = append(
+                store,
+                &row.id,
+                "run.failed",
+                json!({"reason": "sandbox_init_failed", "error": format!("the sandbox could not start: {error}"),
+                       "causes": causes, "duration_ms": duration_ms}),
+            );
+            None
+        }
+    }
+}
+
+type Failure = (String, Vec<String>);
+
+fn make(
+    row: &RunRow,
+    plan: &SandboxPlan,
+    state_dir: &Path,
+) -> Result<(Ready, workspace::Workspace), Failure> {
+    let dest = workspaces_dir(state_dir).join(&row.id);
+    let source = source_of(row);
+    let ws = match reopened(row, &dest, &source) {
+        Some(ws) => ws,
+        None => {
+            std::fs::create_dir_all(workspaces_dir(state_dir)).map_err(|e| {
+                (
+                    "cannot create the workspaces folder".to_string(),
+                    vec![e.to_string()],
+                )
+            })?;
+            // A leftover from an attempt that never became ready.
+            let _ = crate::sandbox::inventory::remove_dir(&dest);
+            workspace::prepare(&source, &row.id, &dest).map_err(|e| {
+                let _ = crate::sandbox::inventory::remove_dir(&dest);
+                (e.error, e.causes)
+            })?
+        }
+    };
+    let workdir = ws
+        .git
+        .work_tree
+        .canonicalize()
+        .unwrap_or_else(|_| ws.git.work_tree.clone());
+    let started = crate::sandbox::isolation::start(plan, &workdir).map_err(|e| {
+        if ws.owned && row.sandbox.instance.is_none() {
+            let _ = crate::sandbox::inventory::remove_dir(&dest);
+        }
+        (e.error, e.causes)
+    })?;
+    Ok((
+        Ready {
+            workdir,
+            isolation: started.isolation,
+            git: ws.git.clone(),
+            base: ws.base.clone(),
+        },
+        ws,
+    ))
+}
+
+/// The workspace of an earlier start of this run (a resume), when it is still there. A run
+/// resumed without a workspace checkpoint goes back to its base (the engine restores later
+/// checkpoints itself).
+fn reopened(row: &RunRow, dest: &Path, source: &Source) -> Option<workspace::Workspace> {
+    row.sandbox.instance.as_ref()?;
+    let git = workspace::reopen(dest, source, &row.id)?;
+    let base = row_base(row)?;
+    let has_checkpoint = row
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.get("git_commit_sha"))
+        .is_some();
+    if !has_checkpoint {
+        workspace::restore(&git, &base).ok()?;
+    }
+    Some(workspace::Workspace {
+        owned: !matches!(source, Source::Directory { in_place: true, .. }),
+        git,
+        base,
+        branch: workspace::run_branch(&row.id),
+        repo_cloned: runtime_flag(row, "repo_cloned"),
+        clone_origin_url: runtime_str(row, "clone_origin_url"),
+        clone_branch: runtime_str(row, "clone_branch"),
+    })
+}
+
+fn runtime_str(row: &RunRow, key: &str) -> Option<String> {
+    row.sandbox
+        .instance
+        .as_ref()?
+        .get("runtime")?
+        .get(key)?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn runtime_flag(row: &RunRow, key: &str) -> bool {
+    row.sandbox
+        .instance
+        .as_ref()
+        .and_then(|i| i.get("runtime"))
+        .and_then(|r| r.get(key))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// The run's base commit (recorded in the runtime as `base_commit`).
+pub fn row_base(row: &RunRow) -> Option<String> {
+    runtime_str(row, "base_commit")
+}
+
+/// The git view of a run's workspace for diffs, when it still exists.
+pub fn workspace_git(row: &RunRow, state_dir: &Path) -> Option<(Git, String)> {
+    let dest = workspaces_dir(state_dir).join(&row.id);
+    let git = workspace::reopen(&dest, &source_of(row), &row.id)?;
+    Some((git, row_base(row)?))
+}
+
+/// Removes a run's sandbox record and the workspace it owns (and an in-place run's
+/// separate git directory). Missing pieces are fine.
+pub fn remove(state_dir: &Path, run_id: &str) -> std::io::Result<()> {
+    inventory(state_dir).remove(&Inventory::id_for(run_id))?;
+    let dest = workspaces_dir(state_dir).join(run_id);
+    crate::sandbox::inventory::remove_dir(&dest)?;
+    crate::sandbox::inventory::remove_dir(&dest.with_file_name(format!("{run_id}.git")))
+}
+
+/// How long a finished run's sandbox is kept (`[run.sandbox] retention_hours`).
+pub fn retention_ms(settings: &Settings) -> i64 {
+    let hours = settings
+        .run
+        .sandbox
+        .as_ref()
+        .and_then(|s| s.retention_hours)
+        .unwrap_or(crate::settings::DEFAULT_RETENTION_HOURS);
+    i64::try_from(hours)
+        .unwrap_or(i64::MAX / 3_600_000)
+        .saturating_mul(3_600_000)
+}
+
+/// Removes the sandboxes whose run is gone, or ended longer than the retention ago
+/// (recording `sandbox.cleanup.completed` on the run). Returns how many were removed.
+pub fn sweep(store: &dyn RunStore, state_dir: &Path, settings: &Settings, now_ms: i64) -> usize {
+    let keep = retention_ms(settings);
+    let inv = inventory(state_dir);
+    let mut removed = 0;
+    for provider in ProviderKind::ALL {
+        let Ok(records) = inv.list(provider) else {
+            continue;
+        };
+        for rec in records {
+            let row = match store.get_run(&rec.run_id) {
+                Ok(r) => r,
+                Err(_) => continue,
+            };
+            let expired = match &row {
+                None => true,
+                Some(r) => {
+                    r.status.is_terminal()
+                        && r.completed_at
+                            .as_deref()
+                            .and_then(super::view::parse_ts)
+                            .is_some_and(|done| now_ms.saturating_sub(done) >= keep)
+                }
+            };
+            if !expired {
+                continue;
+            }
+            let began = Instant::now();
+            match remove(state_dir, &rec.run_id) {
+                Ok(()) => {
+                    removed += 1;
+                    if row.is_some() {
+                        let _ = append(
+                            store,
+                            &rec.run_id,
+                            "sandbox.cleanup.completed",
+                            json!({"provider": rec.provider, "identifier": rec.id,
+                                   "reason": "retention",
+                                   "duration_ms": began.elapsed().as_millis() as u64}),
+                        );
+                    }
+                }
+                Err(e) => log::warn!("sandbox {}: cannot remove it: {e}", rec.id),
+            }
+        }
+    }
+    removed
+}

@@ -1,0 +1,192 @@
+//! What changed between two commits of a workspace: the file list with line counts
+//! (`git diff --raw --numstat`, one process), the summary (SPEC 2.3 DiffSummary) and the
+//! old/new contents of a page of files (`git cat-file --batch`, one process per page).
+
+use super::git::{Git, GitError};
+use serde::Serialize;
+
+/// How a file changed. Renames are listed as a deletion and an addition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One changed path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    pub path: String,
+    pub kind: ChangeKind,
+    pub old_blob: Option<String>,
+    pub new_blob: Option<String>,
+    /// git found binary content (numstat `-`): counted, no line figures, no contents.
+    pub binary: bool,
+    pub additions: u64,
+    pub deletions: u64,
+}
+
+/// SPEC 2.3 DiffSummary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DiffSummary {
+    pub files_changed: u64,
+    pub additions: u64,
+    pub deletions: u64,
+}
+
+impl DiffSummary {
+    pub fn of(changes: &[FileChange]) -> DiffSummary {
+        DiffSummary {
+            files_changed: changes.len() as u64,
+            additions: changes.iter().map(|c| c.additions).sum(),
+            deletions: changes.iter().map(|c| c.deletions).sum(),
+        }
+    }
+}
+
+/// One side's contents larger than this are sent empty (like binary files): a diff view has
+/// no use for them and one file must not make a page unbounded.
+pub const MAX_CONTENTS: u64 = 1024 * 1024;
+
+const NULL_SHA: &str = "0000000000000000000000000000000000000000";
+
+/// The changes from `from` to `to` (commits), sorted by path.
+pub fn changes(git: &Git, from: &str, to: &str) -> Result<Vec<FileChange>, GitError> {
+    let out = git.run(&[
+        "diff",
+        "--no-renames",
+        "--no-ext-diff",
+        "--raw",
+        "--numstat",
+        "-z",
+        "--abbrev=40",
+        from,
+        to,
+    ])?;
+    Ok(parse(&out))
+}
+
+/// Parses `--raw --numstat -z` output: raw records (`:mode mode sha sha S\0path\0`), then
+/// numstat records (`adds\tdels\tpath\0`) for the same paths.
+fn parse(out: &[u8]) -> Vec<FileChange> {
+    let mut fields = out.split(|b| *b == 0).map(|f| String::from_utf8_lossy(f));
+    let mut list: Vec<FileChange> = Vec::new();
+    let mut by_path = std::collections::HashMap::new();
+    while let Some(field) = fields.next() {
+        if field.is_empty() {
+            continue;
+        }
+        if let Some(raw) = field.strip_prefix(':') {
+            let Some(path) = fields.next() else { break };
+            let parts: Vec<&str> = raw.split(' ').collect();
+            if parts.len() < 5 {
+                continue;
+            }
+            let blob = |s: &str| (s != NULL_SHA).then(|| s.to_string());
+            let kind = match parts[4].chars().next() {
+                Some('A') => ChangeKind::Added,
+                Some('D') => ChangeKind::Deleted,
+                _ => ChangeKind::Modified,
+            };
+            by_path.insert(path.to_string(), list.len());
+            list.push(FileChange {
+                path: path.to_string(),
+                kind,
+                old_blob: blob(parts[2]),
+                new_blob: blob(parts[3]),
+                binary: false,
+                additions: 0,
+                deletions: 0,
+            });
+        } else {
+            let mut it = field.splitn(3, '\t');
+            let (Some(a), Some(d), Some(path)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            if let Some(&i) = by_path.get(path) {
+                let c = &mut list[i];
+                c.binary = a == "-";
+                c.additions = a.parse().unwrap_or(0);
+                c.deletions = d.parse().unwrap_or(0);
+            }
+        }
+    }
+    list.sort_by(|a, b| a.path.cmp(&b.path));
+    list
+}
+
+/// The contents of `blobs` (None = that side does not exist), in order; a blob that is
+/// binary, not UTF-8 or over [`MAX_CONTENTS`] reads as empty.
+pub fn contents(git: &Git, blobs: &[Option<&str>]) -> Result<Vec<String>, GitError> {
+    let wanted: Vec<&str> = blobs.iter().flatten().copied().collect();
+    if wanted.is_empty() {
+        return Ok(vec![String::new(); blobs.len()]);
+    }
+    let mut input = String::with_capacity(wanted.len() * 41);
+    for b in &wanted {
+        input.push_str(b);
+        input.push('\n');
+    }
+    let out = git.run_with_input(&["cat-file", "--batch"], input.as_bytes())?;
+    let mut read = BatchReader { out: &out, at: 0 };
+    let mut texts = std::collections::HashMap::new();
+    for b in &wanted {
+        let text = read.next().unwrap_or_default();
+        texts.insert(*b, text);
+    }
+    Ok(blobs
+        .iter()
+        .map(|b| b.and_then(|b| texts.get(b).cloned()).unwrap_or_default())
+        .collect())
+}
+
+/// Reads `cat-file --batch` records: `<sha> <type> <size>\n<bytes>\n` (or `<x> missing\n`).
+struct BatchReader<'a> {
+    out: &'a [u8],
+    at: usize,
+}
+
+impl BatchReader<'_> {
+    fn next(&mut self) -> Option<String> {
+        let rest = &self.out[self.at..];
+        let nl = rest.iter().position(|b| *b == b'\n')?;
+        let header = String::from_utf8_lossy(&rest[..nl]).to_string();
+        self.at += nl + 1;
+        let size: usize = header.split(' ').nth(2)?.parse().ok()?;
+        let body = self.out.get(self.at..self.at + size)?;
+        self.at += size + 1;
+        if size as u64 > MAX_CONTENTS || body.contains(&0) {
+            return Some(String::new());
+        }
+        Some(String::from_utf8(body.to_vec()).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_raw_and_numstat() {
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let out = format!(
+            ":000000 100644 {NULL_SHA} {a} A\0new.txt\0:100644 100644 {a} {b} M\0m.txt\0:100644 000000 {b} {NULL_SHA} D\0bin.dat\0\
+             2\t0\tnew.txt\0-\t-\tbin.dat\01\t1\tm.txt\0"
+        );
+        let got = parse(out.as_bytes());
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].path, "bin.dat");
+        assert!(got[0].binary && got[0].kind == ChangeKind::Deleted && got[0].new_blob.is_none());
+        assert_eq!((got[2].additions, got[2].kind), (2, ChangeKind::Added));
+        assert_eq!(
+            DiffSummary::of(&got),
+            DiffSummary {
+                files_changed: 3,
+                additions: 3,
+                deletions: 1
+            }
+        );
+    }
+}

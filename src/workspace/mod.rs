@@ -1,0 +1,377 @@
+//! Run workspaces: where a run's files come from (a repository cloned on a run branch, a
+//! directory cloned or copied, the directory itself with `in_place`, or an empty scratch
+//! folder), the per-stage checkpoints as git commits, restoring one, and diffs against the
+//! run's base.
+//!
+//! Owns: preparing the workspace directory, the run branch `svc/run/<id>`, checkpoint
+//! commits (author `svc`), [`diff`]. Must not touch: processes other than `git`, the store,
+//! HTTP. The user's own checkout and the origin are never written: clones are made from
+//! them, and an `in_place` workspace keeps svc's history in a git directory of its own.
+
+pub mod diff;
+pub mod git;
+
+use diff::{DiffSummary, FileChange};
+pub use git::{Git, GitError};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// Where a run's files come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// An empty folder.
+    Scratch,
+    /// `git clone origin_url`, at `branch` or the default branch.
+    Repository {
+        origin_url: String,
+        branch: Option<String>,
+    },
+    /// A directory on the server host: cloned when it is a git work tree, else copied;
+    /// `in_place` works in the directory itself.
+    Directory { path: PathBuf, in_place: bool },
+}
+
+/// Why a workspace could not be made: `error` for people, `causes` most specific last.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct WorkspaceError {
+    pub error: String,
+    pub causes: Vec<String>,
+}
+
+impl WorkspaceError {
+    fn new(error: impl Into<String>, cause: impl std::fmt::Display) -> WorkspaceError {
+        WorkspaceError {
+            error: error.into(),
+            causes: vec![cause.to_string()],
+        }
+    }
+}
+
+/// A ready workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    pub git: Git,
+    /// The commit the run started from (its changes are diffed against it).
+    pub base: String,
+    pub branch: String,
+    pub repo_cloned: bool,
+    pub clone_origin_url: Option<String>,
+    pub clone_branch: Option<String>,
+    /// False for `in_place`: the directory is the user's and is never removed.
+    pub owned: bool,
+}
+
+/// SPEC 2.3 RepositoryRef provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepoProvider {
+    /// A code host svc knows (GitHub, GitLab, Bitbucket, Codeberg).
+    Codehost,
+    /// Any other git URL or local repository.
+    Git,
+    /// Not a git repository.
+    Unknown,
+}
+
+const CODE_HOSTS: [&str; 4] = ["github.com", "gitlab.com", "bitbucket.org", "codeberg.org"];
+
+/// `owner/repo` and the provider of an origin URL (`https://host/owner/repo(.git)`,
+/// `git@host:owner/repo.git`, `ssh://...`); for `file://` URLs and paths, the folder name.
+pub fn repository_name(origin: &str) -> (String, RepoProvider) {
+    let trimmed = origin.trim().trim_end_matches('/');
+    let trimmed = trimmed.strip_suffix(".git").unwrap_or(trimmed);
+    let (host, path) = if let Some(rest) = trimmed.split_once("://").map(|(_, r)| r) {
+        if trimmed.starts_with("file://") {
+            ("", rest)
+        } else {
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+            rest.split_once('/').unwrap_or((rest, ""))
+        }
+    } else if let Some((h, p)) = trimmed.split_once(':').filter(|(h, _)| !h.contains('/')) {
+        (h.rsplit_once('@').map_or(h, |(_, h)| h), p)
+    } else {
+        ("", trimmed)
+    };
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    if host.is_empty() {
+        let name = parts.last().copied().unwrap_or("unknown").to_string();
+        return (name, RepoProvider::Git);
+    }
+    let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+    let name = match parts.as_slice() {
+        [.., owner, repo] => format!("{owner}/{repo}"),
+        [repo] => repo.to_string(),
+        [] => "unknown".to_string(),
+    };
+    let provider = if CODE_HOSTS.contains(&host.as_str()) {
+        RepoProvider::Codehost
+    } else {
+        RepoProvider::Git
+    };
+    (name, provider)
+}
+
+/// The run branch of `run_id`.
+pub fn run_branch(run_id: &str) -> String {
+    format!("svc/run/{}", run_id.to_ascii_lowercase())
+}
+
+/// Where the separate git directory of an in-place workspace lives, beside `dest`.
+fn side_git_dir(dest: &Path) -> PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(".git");
+    dest.with_file_name(name)
+}
+
+/// Makes the workspace of run `run_id` at `dest` (which must not exist yet; for
+/// `in_place` only its sibling git directory is created).
+pub fn prepare(source: &Source, run_id: &str, dest: &Path) -> Result<Workspace, WorkspaceError> {
+    let branch = run_branch(run_id);
+    match source {
+        Source::Scratch => {
+            std::fs::create_dir_all(dest)
+                .map_err(|e| WorkspaceError::new(format!("cannot create {}", dest.display()), e))?;
+            fresh_history(Git::new(dest), &branch, true)
+        }
+        Source::Repository {
+            origin_url,
+            branch: b,
+        } => clone(origin_url, b.as_deref(), dest, &branch),
+        Source::Directory { path, in_place } => {
+            if !path.is_dir() {
+                return Err(WorkspaceError::new(
+                    format!("source_directory {} is not a directory", path.display()),
+                    "it does not exist on the server host or is not a folder",
+                ));
+            }
+            if *in_place {
+                let git = Git {
+                    work_tree: path.clone(),
+                    git_dir: Some(side_git_dir(dest)),
+                };
+                let mut ws = fresh_history(git, &branch, false)?;
+                ws.owned = false;
+                Ok(ws)
+            } else if Git::is_repository(path) {
+                let mut ws = clone(&path.display().to_string(), None, dest, &branch)?;
+                ws.clone_origin_url = Some(path.display().to_string());
+                Ok(ws)
+            } else {
+                copy_dir(path, dest)?;
+                fresh_history(Git::new(dest), &branch, true)
+            }
+        }
+    }
+}
+
+/// Re-opens the workspace of an earlier [`prepare`] (a resumed run).
+pub fn reopen(dest: &Path, source: &Source, run_id: &str) -> Option<Git> {
+    let git = match source {
+        Source::Directory {
+            path,
+            in_place: true,
+        } => Git {
+            work_tree: path.clone(),
+            git_dir: Some(side_git_dir(dest)),
+        },
+        _ => Git::new(dest),
+    };
+    let branch = run_branch(run_id);
+    let current = git.text(&["rev-parse", "--abbrev-ref", "HEAD"]).ok()?;
+    (current == branch).then_some(git)
+}
+
+fn clone(
+    origin: &str,
+    branch: Option<&str>,
+    dest: &Path,
+    run_branch: &str,
+) -> Result<Workspace, WorkspaceError> {
+    let mut cmd = git::bare_command();
+    cmd.args(["clone", "--quiet", "--no-tags"]);
+    if let Some(b) = branch {
+        cmd.args(["--branch", b]);
+    }
+    cmd.arg("--").arg(origin).arg(dest);
+    git::run(cmd, "clone")
+        .map_err(|e| WorkspaceError::new(format!("cannot clone {origin}"), e.detail))?;
+    let g = Git::new(dest);
+    let fail =
+        |e: GitError| WorkspaceError::new(format!("cannot prepare the clone of {origin}"), e);
+    let clone_branch = match branch {
+        Some(b) => b.to_string(),
+        None => g
+            .text(&["rev-parse", "--abbrev-ref", "HEAD"])
+            .map_err(fail)?,
+    };
+    g.run(&["checkout", "--quiet", "-b", run_branch])
+        .map_err(fail)?;
+    let base = g.head().map_err(fail)?;
+    Ok(Workspace {
+        git: g,
+        base,
+        branch: run_branch.to_string(),
+        repo_cloned: true,
+        clone_origin_url: Some(origin.to_string()),
+        clone_branch: Some(clone_branch),
+        owned: true,
+    })
+}
+
+/// A new repository whose first commit (the base) holds the files as they are.
+fn fresh_history(g: Git, branch: &str, owned: bool) -> Result<Workspace, WorkspaceError> {
+    let fail = |e: GitError| {
+        WorkspaceError::new(
+            format!("cannot version the workspace {}", g.work_tree.display()),
+            e,
+        )
+    };
+    let mut init = g.command(&["init", "--quiet", "--initial-branch", branch]);
+    if let Some(d) = &g.git_dir {
+        // `init` with --git-dir creates that directory; the work tree stays the user's.
+        init = git::bare_command();
+        init.current_dir(&g.work_tree)
+            .arg("--git-dir")
+            .arg(d)
+            .arg("--work-tree")
+            .arg(&g.work_tree)
+            .args(["init", "--quiet", "--initial-branch", branch]);
+    }
+    git::run(init, "init").map_err(fail)?;
+    g.run(&["add", "--all"]).map_err(fail)?;
+    g.run(&[
+        "commit",
+        "--quiet",
+        "--no-verify",
+        "--allow-empty",
+        "-m",
+        "svc: base",
+    ])
+    .map_err(fail)?;
+    let base = g.head().map_err(fail)?;
+    Ok(Workspace {
+        git: g,
+        base,
+        branch: branch.to_string(),
+        repo_cloned: false,
+        clone_origin_url: None,
+        clone_branch: None,
+        owned,
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| WorkspaceError::new(format!("cannot create {}", parent.display()), e))?;
+    }
+    let out = std::process::Command::new("cp")
+        .arg("-a")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .output()
+        .map_err(|e| WorkspaceError::new("cannot run cp", e))?;
+    if !out.status.success() {
+        return Err(WorkspaceError::new(
+            format!("cannot copy {} to the workspace", from.display()),
+            String::from_utf8_lossy(&out.stderr).trim(),
+        ));
+    }
+    Ok(())
+}
+
+/// Commits everything in the work tree as a checkpoint of `stage`; `None` when nothing
+/// changed since the last one. Plumbing (`write-tree`, `commit-tree`, `update-ref`) rather
+/// than `git commit`: no second scan of the work tree, and "nothing changed" is a tree
+/// comparison, not a message to parse.
+pub fn checkpoint(g: &Git, stage: &str) -> Result<Option<String>, GitError> {
+    g.run(&["add", "--all"])?;
+    let tree = g.text(&["write-tree"])?;
+    let heads = g.text(&["rev-parse", "HEAD", "HEAD^{tree}"])?;
+    let mut lines = heads.lines();
+    let (Some(parent), Some(parent_tree)) = (lines.next(), lines.next()) else {
+        return Err(GitError {
+            args: "rev-parse HEAD".into(),
+            detail: format!("unexpected answer {heads:?}"),
+        });
+    };
+    if parent_tree.trim() == tree {
+        return Ok(None);
+    }
+    let message = format!("svc: checkpoint after stage {stage}");
+    let id = g.text(&["commit-tree", &tree, "-p", parent.trim(), "-m", &message])?;
+    g.run(&["update-ref", "-m", &message, "HEAD", &id, parent.trim()])?;
+    Ok(Some(id))
+}
+
+/// Puts the work tree back to commit `id` (tracked files reset, new files removed; ignored
+/// files are left alone).
+pub fn restore(g: &Git, id: &str) -> Result<(), GitError> {
+    g.run(&["reset", "--quiet", "--hard", id])?;
+    g.run(&["clean", "--quiet", "-fd"])?;
+    Ok(())
+}
+
+/// Whether `id` is a checkpoint of the run: a commit after `base` on the run branch.
+pub fn is_checkpoint(g: &Git, base: &str, id: &str) -> bool {
+    if id.len() < 4 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
+        return false;
+    }
+    let Ok(full) = g.text(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{id}^{{commit}}"),
+    ]) else {
+        return false;
+    };
+    g.text(&["rev-list", &format!("{base}..HEAD")])
+        .is_ok_and(|list| list.lines().any(|l| l == full))
+}
+
+/// The engine's view of a workspace: checkpoints after stages, restore on resume.
+pub struct EngineWorkspace {
+    pub git: Git,
+    pub base: String,
+}
+
+fn summary_json(s: DiffSummary) -> serde_json::Value {
+    json!({"files_changed": s.files_changed, "additions": s.additions, "deletions": s.deletions})
+}
+
+/// The DiffSummary of `from..to`.
+pub fn summary(g: &Git, from: &str, to: &str) -> Result<DiffSummary, GitError> {
+    diff::changes(g, from, to).map(|c: Vec<FileChange>| DiffSummary::of(&c))
+}
+
+impl crate::engine::Workspace for EngineWorkspace {
+    fn checkpoint(
+        &self,
+        stage: &str,
+    ) -> Result<Option<crate::engine::WorkspaceCheckpoint>, String> {
+        let Some(id) = checkpoint(&self.git, stage).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        // Checkpoints are a straight line on the run branch: the parent is the previous one.
+        let stage_diff = summary(&self.git, &format!("{id}~1"), &id).map_err(|e| e.to_string())?;
+        let run_diff = summary(&self.git, &self.base, &id).map_err(|e| e.to_string())?;
+        Ok(Some(crate::engine::WorkspaceCheckpoint {
+            id,
+            stage_diff: summary_json(stage_diff),
+            run_diff: summary_json(run_diff),
+        }))
+    }
+
+    fn head(&self) -> Option<String> {
+        self.git.head().ok()
+    }
+
+    fn restore(&self, id: &str) -> Result<(), String> {
+        restore(&self.git, id).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests;
