@@ -144,7 +144,7 @@ fn the_runs_goal_and_model_are_what_the_engine_uses() {
 const RESUMABLE: &str = r#"digraph r {
   start [shape=Mdiamond]; exit [shape=Msquare]
   first [shape=parallelogram, output_schema="routing", script="echo x >> first.txt; echo '{\"context_updates\": {\"from_first\": \"kept\"}}'"]
-  second [shape=parallelogram, script="echo x >> second.txt; touch second.started; while [ ! -f release ]; do sleep 0.05; done"]
+  second [shape=parallelogram, script="echo x >> second.txt; touch second.started; while [ ! -f \"$SVC_INPUT_RELEASE\" ]; do sleep 0.05; done"]
   third [shape=parallelogram, script="echo \"$SVC_CONTEXT_FROM_FIRST\" >> third.txt"]
   start -> first -> second -> third -> exit
 }"#;
@@ -162,9 +162,13 @@ fn lines(path: &std::path::Path) -> usize {
 #[test]
 fn a_cancelled_run_resumes_from_its_checkpoint_and_retry_makes_a_new_run() {
     let s = Server::start();
+    // The release flag lives outside the workspace: a resume restores the workspace to its
+    // checkpoint.
+    let flags = tempfile::tempdir().expect("temp dir");
+    let release = flags.path().join("release");
     let id = create(
         &s,
-        json!({"workflow": package(RESUMABLE), "inputs": {"who": "me"}}),
+        json!({"workflow": package(RESUMABLE), "inputs": {"who": "me", "release": release.display().to_string()}}),
     );
     assert_eq!(start(&s, &id, "").status, 200);
     let dir = scratch(&s, &id);
@@ -178,12 +182,13 @@ fn a_cancelled_run_resumes_from_its_checkpoint_and_retry_makes_a_new_run() {
     assert_eq!(run["lifecycle"]["status"]["reason"], "cancelled");
 
     // The same rule as `svc resume`: a cancelled run continues at the interrupted stage.
-    std::fs::write(dir.join("release"), "").expect("release");
+    std::fs::write(&release, "").expect("release");
     let r = start(&s, &id, r#"{"resume": true}"#);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(wait_kind(&s, &id, &["succeeded", "failed"]), "succeeded");
     assert_eq!(lines(&dir.join("first.txt")), 1, "first must not run again");
-    assert_eq!(lines(&dir.join("second.txt")), 2);
+    // The interrupted attempt's line was undone with the workspace restore; the rerun wrote one.
+    assert_eq!(lines(&dir.join("second.txt")), 1);
     assert_eq!(
         std::fs::read_to_string(dir.join("third.txt")).unwrap_or_default(),
         "kept\n"
