@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Property-based API testing: schemathesis against the OpenAPI document the real binary
 # serves (`svc server start --dev` on loopback, a throw-away state directory), with the dev
-# token, every operation except the SSE streams and the documented not-implemented
-# placeholders (run files, previews, sandboxes: they answer 501 by design), a fixed seed and a
+# token, every operation except the SSE streams, a fixed seed and a
 # bounded example count. Fails on any 5xx, response-schema, status-code or content-type
 # failure.
 set -euo pipefail
@@ -57,7 +56,7 @@ cd "$state"
 "$ST" run "$url/api/v1/openapi.json" \
   --url "$url" \
   --header "Authorization: Bearer $token" \
-  --exclude-path-regex '/attach$|/files$|/preview$|/sandboxes' \
+  --exclude-path-regex '/attach$' \
   --phases examples,coverage,fuzzing,stateful \
   --checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
   --seed "$SEED" \

@@ -185,6 +185,7 @@ fn operations() -> Vec<Op> {
                 err("400", "State mismatch or missing code."),
                 err("401", "The code host refused the code."),
                 err("403", "The user is not in allowed_usernames."),
+                err("404", "Code-host sign-in or the web UI is off."),
                 err("502", "The code host failed."),
             ]),
         op("get", "/api/v1/user", "Auth", "The authenticated user")
@@ -332,7 +333,10 @@ fn operations() -> Vec<Op> {
             ]),
         op("get", "/api/v1/sandboxes", "Sandboxes", "Live sandboxes of every configured provider")
             .paging()
-            .resp(vec![ok("200", "A page of sandboxes; providers that could not answer are in meta.failures.", r("SandboxPage"))]),
+            .resp(vec![
+                ok("200", "A page of sandboxes; providers that could not answer are in meta.failures.", r("SandboxPage")),
+                err("400", "A paging parameter is not an integer."),
+            ]),
         op("get", "/api/v1/sandboxes/{id}", "Sandboxes", "One sandbox")
             .param("id", "path", json!({"type": "string"}), "Provider-native sandbox id.")
             .resp(vec![ok("200", "The sandbox.", r("Sandbox")), err("404", "No provider, or more than one, owns this id.")]),
