@@ -521,6 +521,8 @@ fn a_run_paused_when_the_server_died_resumes_paused() {
             .any(|e| e["event"] == "stage.started" && e["node_id"] == "a")
             .then_some(())
     });
+    // The first attempt has left its marker (so the rerun after the restart finishes at once).
+    wait_for(20, "the marker", || m.exists().then_some(()));
     assert_eq!(s.post(&format!("/api/v1/runs/{id}/pause"), "").status, 200);
     let dir = s.kill();
     let s = Server::with(Opts {
