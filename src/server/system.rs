@@ -77,7 +77,3 @@ pub fn get_version(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> 
         ))),
     }
 }
-
-pub fn not_implemented(_: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    Err(ApiError::not_implemented())
-}
