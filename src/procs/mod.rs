@@ -312,6 +312,12 @@ mod tests {
         // SAFETY: test cleanup of our own group.
         unsafe { libc::killpg(pid, libc::SIGKILL) };
         child.wait().unwrap();
+        // A member other than the reaped leader (if `sh` forked instead of exec'ing) may
+        // still be on its way out of the kernel for a moment after the SIGKILL.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while group_running(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert!(!group_running(pid));
     }
 

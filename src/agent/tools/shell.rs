@@ -240,8 +240,14 @@ mod tests {
     #[test]
     fn in_a_container_only_the_workspace_is_writable() -> Result<(), Box<dyn std::error::Error>> {
         use crate::sandbox::{isolation, ProviderKind, SandboxPlan};
-        // Outside /tmp, which the container replaces with its own.
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+        // Outside /tmp, which the container replaces with its own (a clone checked out under
+        // /tmp would put `target/` there too): /var/tmp where it exists.
+        let var_tmp = std::path::Path::new("/var/tmp");
+        let base = if var_tmp.is_dir() {
+            var_tmp.to_path_buf()
+        } else {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target")
+        };
         std::fs::create_dir_all(&base)?;
         let outer = tempfile::tempdir_in(&base)?;
         let ws = outer.path().join("ws");
