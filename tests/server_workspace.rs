@@ -32,6 +32,19 @@ fn sh(dir: &Path, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A temporary directory a container can see: not under /tmp, which the container replaces
+/// with its own (`CARGO_TARGET_TMPDIR` is under /tmp when the clone is): /var/tmp where it
+/// exists.
+fn outside_tmp() -> tempfile::TempDir {
+    let var_tmp = std::path::Path::new("/var/tmp");
+    let base = if var_tmp.is_dir() {
+        var_tmp.to_path_buf()
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    };
+    tempfile::tempdir_in(base).unwrap()
+}
+
 fn git_missing() -> bool {
     if Command::new("git").arg("--version").output().is_ok() {
         return false;
@@ -479,7 +492,7 @@ fn a_container_stage_is_confined_to_its_workspace() {
         return;
     }
     // Outside the workspace and outside /tmp (which the container replaces).
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = outside_tmp();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -839,7 +852,7 @@ fn previews_reach_a_container_without_network() {
         return;
     }
     // The script must be visible in the container: not under /tmp, which it replaces.
-    let py = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let py = outside_tmp();
     let script = serve_script(py.path());
     let s = Server::start();
     let port = free_port();
