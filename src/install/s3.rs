@@ -4,6 +4,7 @@
 //!
 //! Owns: SigV4 signing and the probe. Must not touch: settings files or the vault.
 
+use crate::store::hex;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -36,10 +37,6 @@ pub struct Signing<'a> {
     pub secret_access_key: &'a str,
     /// `YYYYMMDDTHHMMSSZ`.
     pub amz_date: &'a str,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 pub fn sha256_hex(b: &[u8]) -> String {

@@ -332,7 +332,7 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .unwrap_or_else(|| "file".into());
     let mut rnd = [0u8; 6];
     crate::server::ids::fill_random(&mut rnd)?;
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::server::ids::hex(&rnd)));
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::store::hex(&rnd)));
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)

@@ -46,7 +46,7 @@ pub use model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
     SandboxKind, SandboxState, UsageTotals, WorkflowMeta,
 };
-pub use prep::{blob_refs, is_blob_id, sha256_hex};
+pub use prep::{blob_refs, hex, is_blob_id, sha256_hex};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 

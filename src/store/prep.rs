@@ -17,7 +17,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of `bytes`: the one hex encoder of the crate (ids, digests, tokens).
+pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         let _ = write!(s, "{b:02x}");
