@@ -7,6 +7,9 @@
 //! agent, `max_turn_requests` ending the stage partially succeeded) and in the server
 //! (success, cancel stops the agent).
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod server_support;
 
 use std::path::Path;

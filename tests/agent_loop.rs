@@ -4,6 +4,9 @@
 //! truncation, bad arguments, apply_patch, and sandbox escapes through every file tool
 //! (absolute paths, `..`, symlinks; the tree walks of grep, glob and list_dir; shell cwd).
 
+// This test needs the agent loop: it builds with the `agent` feature (the default) only.
+#![cfg(feature = "agent")]
+
 mod llm_common;
 
 use std::time::{Duration, Instant};

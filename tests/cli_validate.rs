@@ -2,6 +2,9 @@
 //! (0 ok, 1 invalid, 2 unreadable input or usage error), its text and JSON output, and no
 //! panic whatever the input.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -2,6 +2,9 @@
 //! issue 14), driven through the real binary: `svc validate` for the lint rules, `svc parse`
 //! for aliases the model applies, `svc run` for what a run does with them.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod engine_common;
 
 use std::path::PathBuf;

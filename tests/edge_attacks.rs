@@ -8,6 +8,9 @@
 //! descriptors, time until `/health` answered again); see them with
 //! `cargo test --test edge_attacks -- --nocapture --test-threads=1`.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod server_support;
 
 use server_support::{proc_stats, Addr, Opts, ProcStats, Server};

@@ -2,6 +2,9 @@
 //! text, answers used in order, refused answers, auto-approve, timeouts with and without a
 //! default, and the clear failure when nobody can answer.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod engine_common;
 
 use engine_common::Sandbox;

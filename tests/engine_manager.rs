@@ -1,6 +1,9 @@
 //! End-to-end: manager loops — stop condition against the child's context, max cycles,
 //! a child that finishes, inline child sources, and child events in the parent's stream.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod engine_common;
 
 use engine_common::Sandbox;

@@ -1,6 +1,9 @@
 //! End-to-end: parallel fan-out/fan-in — branch isolation, merge order, multi-node
 //! branches, `max_parallel` observed through files, and fan-in outcomes for every mix.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod engine_common;
 
 use engine_common::Sandbox;

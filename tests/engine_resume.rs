@@ -2,6 +2,9 @@
 //! middle of a stage, then `svc resume` continues from the last checkpoint without
 //! re-running completed stages; resume refuses finished and unknown runs.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod engine_common;
 
 use engine_common::{gone, testdata, Sandbox};

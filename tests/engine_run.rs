@@ -2,6 +2,9 @@
 //! retries, partial outcomes, goal gates, visit limits, signatures, restarts, timeouts,
 //! wait, structured output, environment, LLM stages and exit codes.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod engine_common;
 
 use engine_common::{gone, Sandbox};

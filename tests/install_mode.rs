@@ -4,6 +4,9 @@
 //! or a scripted S3-compatible bucket checked with a signed request); finish writes the
 //! settings and the vault and the process exits 0; the second start boots configured.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod llm_common;
 mod server_support;
 

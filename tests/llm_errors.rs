@@ -4,6 +4,9 @@
 //! credentials, cancellation during backoff, and the agent's `agent.llm.retry` event; and
 //! for every provider, plain and streamed: 429 with `retry-after-ms`, 500, and 401.
 
+// This test needs the LLM clients: it builds with the `llm` feature (the default) only.
+#![cfg(feature = "llm")]
+
 mod llm_common;
 
 use std::sync::Arc;

@@ -2,6 +2,9 @@
 //! auth headers, endpoints, request shapes, usage mapping and cost, multi-turn tool use
 //! through the agent, routing JSON and schema repair turns.
 
+// This test needs the LLM clients: it builds with the `llm` feature (the default) only.
+#![cfg(feature = "llm")]
+
 mod llm_common;
 
 use llm_common::*;

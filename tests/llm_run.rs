@@ -4,6 +4,9 @@
 //! Covers prompt and agent stages, routing directives and repair turns, custom output
 //! schemas for every provider, usage with tool time, fidelity and threads.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod llm_common;
 
 use std::path::{Path, PathBuf};

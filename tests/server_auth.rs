@@ -2,6 +2,9 @@
 //! cookie (tampering, expiry, sign-out revocation surviving a restart), the Authorization
 //! header beating the cookie, the Origin check, `created_by`, and start failures.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod server_support;
 
 use serde_json::json;

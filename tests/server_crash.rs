@@ -12,6 +12,9 @@
 //! taken records an overlap, so "no stage ran twice concurrently" is checked by the stages
 //! themselves.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod common;
 mod server_support;
 

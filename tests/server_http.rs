@@ -2,6 +2,9 @@
 //! bodies and request ids, limits, auth, discovery, OpenAPI, settings live reload, workflow
 //! versions, demo mode and the secrets CLI.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod server_support;
 
 use serde_json::{json, Value};

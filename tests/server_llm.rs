@@ -4,6 +4,9 @@
 //! stage before its next model call; it is refused (409) without one, 404 for unknown runs
 //! and 400 for bad bodies.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod llm_common;
 mod server_support;
 

@@ -2,6 +2,9 @@
 //! every LLM call's exact text is recorded (`stage.prompt`) and shown per stage, and the
 //! lifecycle rules of issue 14 (resume, retry, children, dead runs, pending controls).
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod llm_common;
 mod server_support;
 

@@ -2,6 +2,9 @@
 //! question → answer → succeeded; FIFO and the concurrency limit; cancel, pause, unpause;
 //! restart: interrupted runs resume by themselves (or fail, by setting) and paused ones stay paused; pagination and event paging; deletion.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod server_support;
 
 use serde_json::{json, Value};

@@ -5,6 +5,9 @@
 //! workspace, resume restoring the workspace, and the bubblewrap container's isolation
 //! (required when `SVC_REQUIRE_BWRAP=1`, else skipped with a note when bwrap is missing).
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod server_support;
 
 use serde_json::{json, Value};

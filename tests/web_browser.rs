@@ -5,6 +5,9 @@
 //! Required when `SVC_REQUIRE_BROWSER=1` (set by `.ci/run`, which installs the browser, the
 //! driver and the Python client); otherwise skipped with a note when any of them is missing.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -2,6 +2,9 @@
 //! security headers, `/` answering browsers with the board, the UI off by default, and the
 //! workflow graph as SVG. The browser itself is exercised by `web_browser.rs`.
 
+// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
+#![cfg(feature = "cli")]
+
 mod server_support;
 
 use server_support::{assert_error, package, Opts, Server};

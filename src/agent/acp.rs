@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::{AgentEvent, Steered, Steering};
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::llm::Provider;
 use crate::sandbox::Sandbox;
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::stage::{StageBackend, StageMode, StageRequest};
 use super::{AgentEvent, Steering};
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::engine::services::{
     LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage,
 };

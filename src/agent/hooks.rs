@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::tools::shell::{self, Termination};
 use super::AgentEvent;
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::engine::services::ToolHooks;
 use crate::sandbox::Sandbox;
 

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-use crate::engine::cancel::CancelToken;
-use crate::engine::redact::{NoRedaction, Redact, REDACTED};
+use crate::base::cancel::CancelToken;
+use crate::base::redact::{NoRedaction, Redact, REDACTED};
 use crate::engine::services::ToolHooks;
 use crate::llm::memory::project_memory;
 use crate::llm::provider::infer_provider;

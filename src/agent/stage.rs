@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 
 use super::threads::{Thread, Threads};
 use super::{AgentConfig, AgentError, AgentEvent, Session, Steering};
-use crate::engine::cancel::CancelToken;
-use crate::engine::redact::{NoRedaction, Redact};
+use crate::base::cancel::CancelToken;
+use crate::base::redact::{NoRedaction, Redact};
 use crate::llm::prompt::{PromptCall, PromptSession};
 use crate::llm::provider::{default_provider, infer_provider, wire_model_id};
 use crate::llm::structured::repair_message;

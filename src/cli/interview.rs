@@ -5,7 +5,7 @@
 //! message saying how to answer.
 //! Must not touch: answer semantics (the engine matches and routes answers).
 
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::engine::human::{match_answer, Answer, Question};
 use crate::engine::{InterviewError, Interviewer, Reply};
 use crossbeam_channel::{Receiver, RecvTimeoutError};

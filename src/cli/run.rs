@@ -9,7 +9,7 @@ use super::progress;
 use super::validate::render;
 use super::Format;
 use crate::agent::backend::ProviderBackend;
-use crate::engine::redact::redact_json;
+use crate::base::redact::redact_json;
 use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{
     DryRunBackend, Engine, LlmBackend, Redact, RunOptions, RunOutcome, RunResult, Services,

@@ -2,7 +2,7 @@
 //! `run.failed` with reason `cancelled` is recorded); a second one exits at once.
 //! Must not touch: anything but the run's cancel token.
 
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);

@@ -9,7 +9,7 @@
 //! [`checkpoint`], [`fidelity`] (fidelity, threads, preambles), [`watchdog`], [`services`]
 //! (store, interviewer, LLM, clock, redactor, cancel), [`redact`] (hiding secret values).
 
-pub mod cancel;
+pub use crate::base::cancel;
 pub mod checkpoint;
 pub mod command;
 pub mod context;
@@ -21,7 +21,7 @@ pub mod human;
 pub mod outcome;
 pub mod output;
 pub mod prng;
-pub mod redact;
+pub use crate::base::redact;
 pub mod routing;
 pub mod run;
 pub mod services;

@@ -160,7 +160,7 @@ pub fn parse_directive(obj: &Object) -> Directive {
 pub enum OutputSchema {
     Routing,
     /// The compiled validator and the schema it was compiled from.
-    Json(jsonschema::Validator, Value),
+    Json(crate::workflow::schema::Schema, Value),
 }
 
 impl std::fmt::Debug for OutputSchema {
@@ -193,11 +193,13 @@ pub fn load_schema(
 
 fn compile(text: &str) -> Result<OutputSchema, String> {
     let schema: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
-    if !schema.is_object() && !schema.is_boolean() {
-        return Err("a JSON Schema must be an object".to_string());
-    }
-    let validator =
-        jsonschema::validator_for(&schema).map_err(|e| format!("not a valid JSON Schema ({e})"))?;
+    let validator = crate::workflow::schema::compile(&schema).map_err(|e| {
+        if schema.is_object() || schema.is_boolean() {
+            format!("not a valid JSON Schema ({e})")
+        } else {
+            e
+        }
+    })?;
     Ok(OutputSchema::Json(validator, schema))
 }
 
@@ -234,22 +236,12 @@ pub fn extract_structured(text: &str, schema: &OutputSchema) -> Result<Structure
     }
 }
 
-fn explain_invalid(text: &str, validator: &jsonschema::Validator) -> String {
+fn explain_invalid(text: &str, validator: &crate::workflow::schema::Schema) -> String {
     let Some(last) = last_json_object(text, |_| true) else {
         return "no JSON object found in the output".to_string();
     };
     let value = Value::Object(last);
-    let errors: Vec<String> = validator
-        .iter_errors(&value)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{path}: {e}")
-            }
-        })
-        .collect();
+    let errors = validator.errors(&value);
     let listed = errors
         .iter()
         .take(MAX_LISTED_ERRORS)

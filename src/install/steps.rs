@@ -319,7 +319,7 @@ fn test_llm(key: &LlmKey) -> Result<(String, u64), ApiError> {
         model,
         Some(p),
         crate::llm::models::TestMode::Basic,
-        &crate::engine::cancel::CancelToken::new(),
+        &crate::base::cancel::CancelToken::new(),
     );
     match r.error_message {
         None => Ok((r.model_id, r.latency_ms)),

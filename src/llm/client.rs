@@ -14,7 +14,7 @@ use super::provider::{infer_provider, wire_model_id, Credentials, Provider, Prov
 use super::types::{Request, Response, StreamEvent};
 use super::wire::Call;
 use super::{anthropic, chat, gemini, openai};
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 
 /// Something that answers model requests: the real [`LlmClient`], or a test double.
 pub trait ChatModel: Send + Sync {

@@ -11,7 +11,7 @@ use super::catalog::{self, Model};
 use super::client::LlmClient;
 use super::provider::{Credentials, Provider, ProviderConfig};
 use super::types::{Message, Request, ToolSpec};
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 
 /// A readable name from a catalog id (`claude-sonnet-4-6` → `Claude Sonnet 4.6`,
 /// `gpt-5.4-mini` → `GPT-5.4 Mini`, `glm-4.7` → `GLM-4.7`).

@@ -10,7 +10,7 @@ use super::error::LlmError;
 use super::memory::project_memory;
 use super::provider::{infer_provider, Provider};
 use super::types::{Message, Request, Response, StreamEvent, Usage};
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 
 /// What to ask.
 #[derive(Debug, Clone, Default)]

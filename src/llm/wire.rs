@@ -8,7 +8,7 @@ use super::catalog;
 use super::http::Http;
 use super::provider::{Provider, ProviderConfig};
 use super::types::{Request, StreamEvent};
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 
 /// Everything one provider call needs.
 pub struct Call<'a> {

@@ -1,39 +1,10 @@
-//! Random identifiers: request ids (UUID v4 text) and raw random bytes from the kernel.
+//! Random identifiers: request ids (UUID v4 text); the kernel's random bytes come from
+//! [`crate::base::random`].
 //!
-//! Owns: access to the kernel's random source for the server and settings (dev token).
+//! Owns: the request id format.
 //! Must not touch: anything else.
 
-use std::io::{self, Read};
-
-/// Fills `buf` from the kernel CSPRNG (`getrandom(2)`, falling back to `/dev/urandom`).
-pub fn fill_random(buf: &mut [u8]) -> io::Result<()> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of `buf`.
-        let n = unsafe {
-            libc::getrandom(
-                buf[filled..].as_mut_ptr().cast::<libc::c_void>(),
-                buf.len() - filled,
-                0,
-            )
-        };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return std::fs::File::open("/dev/urandom")?.read_exact(&mut buf[filled..]);
-        }
-        filled += n as usize;
-    }
-    Ok(())
-}
-
-/// Random bytes read from `/dev/urandom` itself (the dev token's documented source).
-pub fn urandom(buf: &mut [u8]) -> io::Result<()> {
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)
-}
-
+pub use crate::base::random::{fill_random, urandom};
 pub use crate::store::hex;
 
 /// A fresh UUID version 4 (random) in its 8-4-4-4-12 text form.

@@ -10,7 +10,7 @@ use super::error::ApiError;
 use super::http::Reply;
 use super::router::Ctx;
 use super::App;
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::llm::{HttpOptions, RetryPolicy};
 use crate::settings::vault::Vault;
 use serde_json::{json, Value};

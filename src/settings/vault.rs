@@ -11,7 +11,7 @@
 //!
 //! Owns: the vault file. Must not touch: settings, the dev token, or anything else.
 
-use crate::engine::redact::{Redact, Secrets};
+use crate::base::redact::{Redact, Secrets};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -211,7 +211,7 @@ fn exposed_values(all: &BTreeMap<String, Secret>) -> Vec<String> {
 const REDACTOR_RECHECK: Duration = Duration::from_secs(1);
 
 /// The engine's redactor over a vault: hides every stored value (see
-/// [`crate::engine::redact`] for the forms matched). The file is read when the redactor is
+/// [`crate::base::redact`] for the forms matched). The file is read when the redactor is
 /// made and again when it changes (checked at most once a second), so a secret stored while
 /// a run is going is hidden from then on. A vault that cannot be read keeps the values read
 /// before (logged).
@@ -331,7 +331,7 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let mut rnd = [0u8; 6];
-    crate::server::ids::fill_random(&mut rnd)?;
+    crate::base::random::fill_random(&mut rnd)?;
     let tmp = dir.join(format!(".{name}.{}.tmp", crate::store::hex(&rnd)));
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()

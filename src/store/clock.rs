@@ -6,24 +6,61 @@
 
 use parking_lot::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
-use ulid::{Generator, Ulid};
+use ulid::Ulid;
 
-static ULIDS: Mutex<Generator> = Mutex::new(Generator::new());
+/// The last ULID minted by this process, as (milliseconds, random part).
+static LAST_ULID: Mutex<(u64, u128)> = Mutex::new((0, 0));
+
+/// The random part of a ULID is 80 bits.
+const RANDOM_BITS: u128 = (1 << 80) - 1;
 
 /// A fresh ULID, strictly greater than every ULID minted earlier by this process (so runs
-/// created in the same millisecond still list in creation order).
+/// created in the same millisecond still list in creation order): within one millisecond the
+/// random part counts up from the previous id, as the ULID spec's monotonic mode says. The
+/// kernel is asked for randomness once per new millisecond, not per id.
 pub fn new_ulid() -> String {
-    let mut generator = ULIDS.lock();
-    match generator.generate() {
-        Ok(id) => id.to_string(),
-        // The random part overflowed within one millisecond (2^80 ids): fall back to a plain one.
-        Err(_) => Ulid::new().to_string(),
+    let now = unix_millis();
+    let mut last = LAST_ULID.lock();
+    let (ms, random) = match *last {
+        (last_ms, last_random) if now <= last_ms && last_random < RANDOM_BITS => {
+            (last_ms, last_random + 1)
+        }
+        // The clock went back or the random part is used up: move to the next millisecond.
+        (last_ms, _) if now <= last_ms => (last_ms + 1, fresh_random()),
+        _ => (now, fresh_random()),
+    };
+    *last = (ms, random);
+    drop(last);
+    Ulid::from_parts(ms, random).to_string()
+}
+
+/// 80 random bits, with room left to count up within a millisecond.
+fn fresh_random() -> u128 {
+    let mut b = [0u8; 16];
+    if crate::base::random::fill_random(&mut b[..10]).is_err() {
+        // Ids stay unique without kernel randomness (the counter above orders them); mix in
+        // the clock so two processes differ.
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        b[..4].copy_from_slice(&nanos.to_le_bytes());
+        b[4..8].copy_from_slice(&std::process::id().to_le_bytes());
     }
+    // Clear the top bit so a millisecond's ids have 2^79 increments of room.
+    u128::from_le_bytes(b) & (RANDOM_BITS >> 1)
+}
+
+fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// True when `s` is a ULID in canonical form (26 characters of uppercase Crockford base32).
 pub fn is_canonical_ulid(s: &str) -> bool {
-    s.len() == 26 && Ulid::from_string(s).is_ok_and(|u| u.to_string() == s)
+    s.len() == 26 && s.parse::<Ulid>().is_ok_and(|u| u.to_string() == s)
 }
 
 /// The current time, e.g. `2026-11-21T20:05:46.123Z`.
@@ -85,5 +122,17 @@ mod tests {
         assert!(a < b);
         assert!(!is_canonical_ulid(&a.to_lowercase()));
         assert!(!is_canonical_ulid("not-a-ulid"));
+    }
+
+    #[test]
+    fn a_burst_of_ulids_is_strictly_increasing_and_carries_the_time() {
+        let before = unix_millis();
+        let ids: Vec<String> = (0..10_000).map(|_| new_ulid()).collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "not strictly increasing"
+        );
+        let first: Ulid = ids[0].parse().unwrap_or_default();
+        assert!(first.timestamp_ms() >= before && first.timestamp_ms() <= unix_millis() + 1);
     }
 }

@@ -575,10 +575,8 @@ fn output_schema_valid(wf: &Workflow, files: &dyn FileSource, out: &mut Vec<Diag
 }
 
 /// Parses and compiles a JSON Schema document.
-pub fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    jsonschema::validator_for(&value).map_err(|e| e.to_string())
+pub fn compile_schema(text: &str) -> Result<super::schema::Schema, String> {
+    super::schema::compile_text(text)
 }
 
 fn acp_output_schema(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {

@@ -10,6 +10,7 @@ pub mod acp;
 pub mod attrs;
 pub mod condition;
 pub mod lint;
+pub mod schema;
 pub mod stylesheet;
 
 use crate::dot::{self, Attrs, Edge, Graph, Node, ParseError, Value};

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::truncate::{self, Limit};
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::llm::{ToolProfile, ToolSpec};
 use crate::sandbox::{Sandbox, SandboxError};
 

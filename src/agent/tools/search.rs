@@ -465,7 +465,7 @@ mod tests {
             &sb,
             &super::super::ShellLimits::default(),
             crate::llm::ToolProfile::Anthropic,
-            &crate::engine::cancel::CancelToken::new(),
+            &crate::base::cancel::CancelToken::new(),
         );
         assert!(out.is_error);
         assert!(
@@ -480,7 +480,7 @@ mod tests {
             &sb,
             &super::super::ShellLimits::default(),
             crate::llm::ToolProfile::Anthropic,
-            &crate::engine::cancel::CancelToken::new(),
+            &crate::base::cancel::CancelToken::new(),
         );
         assert!(out.is_error, "{}", out.for_model);
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::llm::Provider;
 use crate::sandbox::Sandbox;
 

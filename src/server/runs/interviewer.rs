@@ -8,7 +8,7 @@
 //! (the engine emits `interview.*`), or routing.
 
 use super::super::error::ApiError;
-use crate::engine::cancel::{CancelHook, CancelToken};
+use crate::base::cancel::{CancelHook, CancelToken};
 use crate::engine::human::{self, Answer, Question};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
