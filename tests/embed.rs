@@ -245,3 +245,38 @@ fn a_run_resumes_from_its_file_without_repeating_finished_stages() {
         Err(Error::Store(_))
     ));
 }
+
+#[test]
+fn a_custom_output_schema_needs_the_schema_feature_and_says_so() {
+    let wf = Workflow::parse(
+        r#"digraph schema {
+            start [shape=Mdiamond]
+            emit  [shape=parallelogram, script="echo '{\"n\": 3}'", output_schema="{\"type\":\"object\",\"required\":[\"n\"]}"]
+            exit  [shape=Msquare]
+            start -> emit -> exit
+        }"#,
+    );
+    if cfg!(feature = "schema") {
+        let wf = wf.unwrap();
+        let run = Engine::builder().build().unwrap().run(&wf, Map::new()).unwrap();
+        assert_eq!(run.status, RunResult::Succeeded, "{run:?}");
+    } else {
+        match wf {
+            Err(Error::Invalid(d)) => {
+                let text: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+                assert!(text.iter().any(|m| m.contains("`schema` cargo feature")), "{text:?}");
+            }
+            other => panic!("expected the schema feature to be named, got {other:?}"),
+        }
+    }
+    // `routing` needs no JSON Schema in any build.
+    let routing = Workflow::parse(
+        r#"digraph routing {
+            start [shape=Mdiamond]
+            emit  [shape=parallelogram, script="echo '{\"outcome\": \"success\"}'", output_schema="routing"]
+            exit  [shape=Msquare]
+            start -> emit -> exit
+        }"#,
+    );
+    assert!(routing.is_ok(), "{routing:?}");
+}
