@@ -258,13 +258,20 @@ fn a_custom_output_schema_needs_the_schema_feature_and_says_so() {
     );
     if cfg!(feature = "schema") {
         let wf = wf.unwrap();
-        let run = Engine::builder().build().unwrap().run(&wf, Map::new()).unwrap();
+        let run = Engine::builder()
+            .build()
+            .unwrap()
+            .run(&wf, Map::new())
+            .unwrap();
         assert_eq!(run.status, RunResult::Succeeded, "{run:?}");
     } else {
         match wf {
             Err(Error::Invalid(d)) => {
                 let text: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
-                assert!(text.iter().any(|m| m.contains("`schema` cargo feature")), "{text:?}");
+                assert!(
+                    text.iter().any(|m| m.contains("`schema` cargo feature")),
+                    "{text:?}"
+                );
             }
             other => panic!("expected the schema feature to be named, got {other:?}"),
         }

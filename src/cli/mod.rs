@@ -36,7 +36,7 @@ enum Command {
     Runs(runs::RunsArgs),
     /// Print a run's events.
     Events(runs::EventsArgs),
-    /// Write runs in the portable export format (runs/<id>/events.jsonl + blobs/).
+    /// Write runs in the portable export format (`runs/<id>/events.jsonl` + `blobs/`).
     Export(runs::ExportArgs),
     /// Import a portable export directory into the state directory.
     Import(runs::ImportArgs),

@@ -24,13 +24,13 @@ enum ServerCommand {
 
 #[derive(Args)]
 struct StartArgs {
-    /// `unix:PATH` or `HOST:PORT` (overrides server.listen; default unix:<state-dir>/svc.sock).
+    /// `unix:PATH` or `HOST:PORT` (overrides server.listen; default `unix:<state-dir>/svc.sock`).
     #[arg(long)]
     listen: Option<String>,
     /// State directory (default: $XDG_STATE_HOME/svc or ~/.local/state/svc).
     #[arg(long)]
     state_dir: Option<PathBuf>,
-    /// Settings file (default: <state-dir>/settings.toml).
+    /// Settings file (default: `<state-dir>/settings.toml`).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Boot configured with dev-token auth and throw-away defaults; print the dev token.

@@ -2,7 +2,7 @@
 //! corrective message a stage's conversation gets after its reply failed validation. Finding
 //! JSON in replies, routing directives and schema validation live in
 //! [`crate::engine::output`] (the engine decides whether a repair turn follows); the agent
-//! layer sends the message into the same conversation ([`crate::agent::stage`]).
+//! layer sends the message into the same conversation (`agent::stage`).
 //! Must not validate anything or call providers.
 
 /// The corrective message sent back to the model after a validation failure.

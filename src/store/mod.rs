@@ -2,7 +2,7 @@
 //! projected row, and content-addressed blobs (SPEC 1.11, 6.3).
 //!
 //! Owns: the event envelope ([`Event`]), the projection ([`RunRow`]) and its pure reducer
-//! ([`fold`]), the [`RunStore`] trait with its two implementations ([`MemoryStore`] and
+//! (`fold`), the [`RunStore`] trait with its two implementations ([`MemoryStore`] and
 //! [`SqliteStore`], one SQLite file `<state-dir>/svc.db`), post-commit notification
 //! ([`Hub`]), startup activation ([`SqliteStore::activate`]: open, migrate, check, import
 //! legacy data, keep its backup) and the portable export/import format ([`portable`]).

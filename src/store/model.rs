@@ -262,7 +262,7 @@ pub enum Control {
     Unpause,
 }
 
-/// A run's current projected row: a pure fold of its events (see [`crate::store::fold`]).
+/// A run's current projected row: a pure fold of its events (see `store::fold`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRow {
     pub id: String,

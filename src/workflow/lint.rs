@@ -213,7 +213,7 @@ fn branch_nodes(wf: &Workflow) -> Vec<bool> {
 }
 
 /// A reachable non-exit node with no way out fails every run that gets there ("no route
-/// from <node>"), but other engines accept such workflows, so it is a warning. Unreachable
+/// from `<node>`"), but other engines accept such workflows, so it is a warning. Unreachable
 /// nodes get the reachability warning alone, so an orphan with no edges is not also a dead
 /// end; the last node of a parallel branch is not one either.
 fn dead_end(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
