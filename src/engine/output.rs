@@ -357,6 +357,7 @@ mod tests {
     const SCHEMA: &str = r#"{"type":"object","required":["score"],"properties":{"score":{"type":"integer","minimum":0}}}"#;
 
     #[test]
+    #[cfg(feature = "schema")]
     fn custom_schema_valid_and_invalid() {
         let s = load_schema(SCHEMA, &no_files).unwrap();
         let out = "{\"score\": 3, \"note\": \"x\"}\n{\"score\": \"high\"}";
@@ -373,6 +374,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "schema")]
     fn schema_from_file() {
         let read = |p: &str| (p == "schemas/out.json").then(|| SCHEMA.to_string());
         let s = load_schema("@schemas/out.json", &read).unwrap();

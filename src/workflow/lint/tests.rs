@@ -321,6 +321,7 @@ fn unresolved_file_ref_rule() {
 }
 
 #[test]
+#[cfg(feature = "schema")]
 fn output_schema_valid_rule() {
     assert!(fired(
         &flow("start -> a -> exit\n a [output_schema=routing]"),
