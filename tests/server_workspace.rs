@@ -579,8 +579,14 @@ fn killing_the_server_leaves_no_container_process_alive() {
         .unwrap()
         .to_string();
     start(&s, &id);
+    // Wait for the loop itself, not just bwrap: bwrap's outer and inner processes carry the
+    // marker from the fork on, and an inner one killed before it has armed --die-with-parent
+    // is a bwrap race the startup sweep (not this test) covers.
     wait_for(30, "the stage's processes", || {
-        (processes_with(&marker).len() >= 2).then_some(())
+        processes_with(&marker)
+            .iter()
+            .any(|p| p.contains(": sh -c while"))
+            .then_some(())
     });
     let _dir = s.kill();
     wait_for(10, "every stage process to die", || {
