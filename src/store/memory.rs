@@ -126,6 +126,19 @@ impl RunStore for MemoryStore {
         self.append_locked(&mut guard, run_id, draft)
     }
 
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>, StoreError> {
+        for d in &drafts {
+            prep::check_draft(run_id, d)?;
+        }
+        // One lock hold: nothing else is appended in between, which is this store's
+        // transaction.
+        let mut guard = self.inner.lock();
+        drafts
+            .into_iter()
+            .map(|d| self.append_locked(&mut guard, run_id, d))
+            .collect()
+    }
+
     fn append_decided(
         &self,
         run_id: &str,

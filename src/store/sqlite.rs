@@ -167,6 +167,42 @@ struct StateOwned {
     diff: Option<Value>,
 }
 
+/// Events about to be appended together, folded onto their run's row: what one append
+/// transaction writes.
+struct Batch {
+    /// The row after every event.
+    row: RunRow,
+    /// `row`'s mutable part as stored (`runs.state`).
+    state: String,
+    /// Each event's JSON text, in order.
+    payloads: Vec<String>,
+    /// The seq of the last `checkpoint.completed` among them.
+    checkpoint_seq: Option<u64>,
+}
+
+impl Batch {
+    /// Numbers `events` after `row.last_seq`, encodes them and folds them onto `row`.
+    fn fold(mut row: RunRow, events: &mut [Event]) -> Result<Batch, StoreError> {
+        let mut payloads = Vec::with_capacity(events.len());
+        let mut checkpoint_seq = None;
+        for event in events.iter_mut() {
+            event.seq = row.last_seq + 1;
+            payloads.push(prep::encode(event)?);
+            if event.event == "checkpoint.completed" {
+                checkpoint_seq = Some(event.seq);
+            }
+            row = fold(row, event);
+        }
+        let state = encode_state(&row)?;
+        Ok(Batch {
+            row,
+            state,
+            payloads,
+            checkpoint_seq,
+        })
+    }
+}
+
 fn encode_state(row: &RunRow) -> Result<String, StoreError> {
     serde_json::to_string(&StateRef {
         status: &row.status,
@@ -457,24 +493,25 @@ impl SqliteStore {
         self.report.as_ref()
     }
 
-    /// One append with the writer lock held (see [`RunStore::append`]).
+    /// Appends `drafts` (checked, at least one) with the writer lock held, in one
+    /// transaction (see [`RunStore::append`] and [`RunStore::append_all`]).
     fn append_locked(
         &self,
         w: &mut Writer,
         run_id: &str,
-        draft: EventDraft,
-    ) -> Result<Event, StoreError> {
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<Event>, StoreError> {
         // Minted under the lock, so timestamps follow seq order (as far as the clock does).
-        let mut event = prep::mint(run_id, 0, draft);
+        let mut events: Vec<Event> = drafts
+            .into_iter()
+            .map(|d| prep::mint(run_id, 0, d))
+            .collect();
         for _attempt in 0..2 {
             let row = w.take_row(run_id)?;
             let prev_seq = row.last_seq;
             let before = (row.status.name(), row.archived);
-            event.seq = prev_seq + 1;
-            let payload = prep::encode(&event)?;
-            let row = fold(row, &event);
-            let state = encode_state(&row)?;
-            let status_changed = before != (row.status.name(), row.archived);
+            let batch = Batch::fold(row, &mut events)?;
+            let status_changed = before != (batch.row.status.name(), batch.row.archived);
             // The row update is guarded by the previous `last_seq`: `false` when the cached
             // row was stale (nothing written), and the next attempt reloads it.
             let written = w.write_tx(
@@ -483,10 +520,9 @@ impl SqliteStore {
                 |w| {
                     Self::append_statements(
                         &w.conn,
-                        &event,
-                        &payload,
-                        &row,
-                        &state,
+                        run_id,
+                        &events,
+                        &batch,
                         prev_seq,
                         status_changed,
                     )
@@ -495,10 +531,16 @@ impl SqliteStore {
             )?;
             if written {
                 if status_changed {
-                    self.queue.lock().note(run_id, Some(row.status.name()));
+                    self.queue
+                        .lock()
+                        .note(run_id, Some(batch.row.status.name()));
                 }
-                w.keep_row(row);
-                return Ok(self.publish(event, payload));
+                w.keep_row(batch.row);
+                return Ok(events
+                    .into_iter()
+                    .zip(batch.payloads)
+                    .map(|(event, payload)| self.publish(event, payload))
+                    .collect());
             }
         }
         Err(corrupt(
@@ -722,19 +764,18 @@ impl SqliteStore {
             .map_err(StoreError::db_global("setting max_page_count"))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The statements of one append transaction: the row updated once (guarded by
+    /// `prev_seq`: `false` when it moved, nothing written) and every event inserted.
     fn append_statements(
         conn: &Connection,
-        event: &Event,
-        payload: &str,
-        row: &RunRow,
-        state: &str,
+        run_id: &str,
+        events: &[Event],
+        batch: &Batch,
         prev_seq: u64,
         status_changed: bool,
     ) -> Result<bool, StoreError> {
-        let run_id = event.run_id.as_str();
         let err = StoreError::db("appending an event", run_id);
-        let checkpoint_seq = (event.event == "checkpoint.completed").then_some(event.seq);
+        let row = &batch.row;
         let updated = if status_changed {
             conn.prepare_cached(
                 "UPDATE runs SET status = ?2, archived = ?3, updated_at = ?4, last_seq = ?5, \
@@ -748,8 +789,8 @@ impl SqliteStore {
                     row.archived,
                     row.updated_at,
                     row.last_seq,
-                    checkpoint_seq,
-                    state,
+                    batch.checkpoint_seq,
+                    batch.state,
                     prev_seq
                 ])
             })
@@ -765,8 +806,8 @@ impl SqliteStore {
                     run_id,
                     row.updated_at,
                     row.last_seq,
-                    checkpoint_seq,
-                    state,
+                    batch.checkpoint_seq,
+                    batch.state,
                     prev_seq
                 ])
             })
@@ -775,20 +816,22 @@ impl SqliteStore {
         if updated != 1 {
             return Ok(false);
         }
-        insert_event(
-            conn,
-            run_id,
-            event.seq,
-            &event.event,
-            &event.ts,
-            payload,
-            "appending an event",
-        )?;
+        for (event, payload) in events.iter().zip(&batch.payloads) {
+            insert_event(
+                conn,
+                run_id,
+                event.seq,
+                &event.event,
+                &event.ts,
+                payload,
+                "appending an event",
+            )?;
+        }
         Ok(true)
     }
 
     /// `append_decided` inside its transaction: the row as the file has it, the decision,
-    /// and each event written. Returns the folded row, the events with their stored JSON, and
+    /// and its events written. Returns the folded row, the events with their stored JSON, and
     /// whether the status (or archive flag) changed.
     #[allow(clippy::type_complexity)]
     fn decide_and_write(
@@ -798,7 +841,7 @@ impl SqliteStore {
     ) -> Result<(RunRow, Vec<(Event, String)>, bool), StoreError> {
         // The cached row unless another process moved the run on.
         let cached = w.take_row(run_id)?;
-        let mut row = match last_seq_on_file(&w.conn, run_id)? {
+        let row = match last_seq_on_file(&w.conn, run_id)? {
             None => return Err(missing(&w.conn, run_id)),
             Some(seq) if seq == cached.last_seq => cached,
             Some(_) => load_row(&w.conn, run_id)?.ok_or_else(|| missing(&w.conn, run_id))?,
@@ -807,28 +850,26 @@ impl SqliteStore {
         for d in &drafts {
             prep::check_draft(run_id, d)?;
         }
-        let first = (row.status.name().to_string(), row.archived);
-        let mut minted = Vec::with_capacity(drafts.len());
-        for draft in drafts {
-            let prev_seq = row.last_seq;
-            let before = (row.status.name().to_string(), row.archived);
-            let event = prep::mint(run_id, prev_seq + 1, draft);
-            let payload = prep::encode(&event)?;
-            row = fold(row, &event);
-            let state = encode_state(&row)?;
-            let changed = before != (row.status.name().to_string(), row.archived);
-            // The write lock is held since the read above, so the row cannot have moved.
-            if !Self::append_statements(&w.conn, &event, &payload, &row, &state, prev_seq, changed)?
-            {
-                return Err(corrupt(
-                    run_id,
-                    "its row changed inside a write transaction".into(),
-                ));
-            }
-            minted.push((event, payload));
+        if drafts.is_empty() {
+            return Ok((row, Vec::new(), false));
         }
-        let changed = first != (row.status.name().to_string(), row.archived);
-        Ok((row, minted, changed))
+        let prev_seq = row.last_seq;
+        let first = (row.status.name(), row.archived);
+        let mut events: Vec<Event> = drafts
+            .into_iter()
+            .map(|d| prep::mint(run_id, 0, d))
+            .collect();
+        let batch = Batch::fold(row, &mut events)?;
+        let changed = first != (batch.row.status.name(), batch.row.archived);
+        // The write lock is held since the read above, so the row cannot have moved.
+        if !Self::append_statements(&w.conn, run_id, &events, &batch, prev_seq, changed)? {
+            return Err(corrupt(
+                run_id,
+                "its row changed inside a write transaction".into(),
+            ));
+        }
+        let minted = events.into_iter().zip(batch.payloads).collect();
+        Ok((batch.row, minted, changed))
     }
 
     /// Hands a committed event (and its stored JSON text) to the hub's subscribers.
@@ -936,7 +977,20 @@ impl RunStore for SqliteStore {
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
         prep::check_draft(run_id, &draft)?;
         let mut guard = self.writer.lock();
-        self.append_locked(&mut guard, run_id, draft)
+        self.append_locked(&mut guard, run_id, vec![draft])?
+            .pop()
+            .ok_or_else(|| corrupt(run_id, "an append wrote no event".into()))
+    }
+
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>, StoreError> {
+        for d in &drafts {
+            prep::check_draft(run_id, d)?;
+        }
+        if drafts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut guard = self.writer.lock();
+        self.append_locked(&mut guard, run_id, drafts)
     }
 
     fn append_decided(
@@ -1237,6 +1291,54 @@ mod tests {
         assert_eq!(raw.len(), 2);
         assert_eq!(raw[0].json, serde_json::to_string(&e).unwrap());
         assert!(s.cheap_check().is_ok());
+    }
+
+    #[test]
+    fn append_all_commits_every_event_or_none() {
+        let (_d, s) = store();
+        let row = s.create_run(NewRun::default()).unwrap();
+        let batch = vec![
+            EventDraft::new("run.queued", json!({})),
+            EventDraft::new("stage.started", json!({"index": 0})),
+            EventDraft::new("checkpoint.completed", json!({"current_node": "a"})),
+            EventDraft::new("stage.completed", json!({"index": 0})),
+        ];
+        let events = s.append_all(&row.id, batch).unwrap();
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [2, 3, 4, 5]);
+        // A bad draft anywhere appends nothing of the batch.
+        let bad = vec![
+            EventDraft::new("stage.started", json!({})),
+            EventDraft::new(" ", json!({})),
+        ];
+        assert!(s.append_all(&row.id, bad).is_err());
+        assert!(s.append_all(&row.id, Vec::new()).unwrap().is_empty());
+        let reopened = SqliteStore::open(s.path()).unwrap();
+        let got = reopened.get_run(&row.id).unwrap().unwrap();
+        assert_eq!(got.status, RunStatus::Runnable);
+        assert_eq!(got.last_seq, 5);
+        assert_eq!(got.checkpoint, Some(json!({"current_node": "a"})));
+        let kinds: Vec<String> = reopened
+            .events(&row.id, 1, 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "run.created",
+                "run.queued",
+                "stage.started",
+                "checkpoint.completed",
+                "stage.completed"
+            ]
+        );
+        reopened.verify_run(&row.id).unwrap();
+        assert_eq!(
+            reopened.get_run(&row.id).unwrap(),
+            s.get_run(&row.id).unwrap()
+        );
     }
 
     #[test]
