@@ -12,11 +12,12 @@
 //! (`output`).
 
 use crate::engine::cancel::{CancelHook, CancelToken};
+use crate::procs::{Piped, Proc};
 use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -178,10 +179,14 @@ pub fn run_command(
     if cancel.is_cancelled() {
         return Ok(not_started(started));
     }
-    let mut child = spawn(spec)?;
+    let Piped {
+        proc: mut child,
+        stdout,
+        stderr,
+    } = spawn(spec)?;
     // Recorded until the group is empty, so a restarted server can stop what a crash left.
-    let _tracked = crate::procs::track(&child);
-    let watch = match Watch::start(&mut child, cancel) {
+    let _tracked = crate::procs::track_proc(&child);
+    let watch = match Watch::start(&child, stdout, stderr, cancel) {
         Ok(w) => w,
         Err(e) => {
             kill_group(&mut child);
@@ -222,46 +227,17 @@ fn not_started(started: Instant) -> CommandResult {
     }
 }
 
-fn spawn(spec: &CommandSpec) -> Result<Child, CommandError> {
+/// Starts the script (in bwrap for a container) through `procs::spawn_piped`: its own
+/// process group, PDEATHSIG tied to this (the stage's) thread, the group's record, and no
+/// `fork()` of the whole server.
+fn spawn(spec: &CommandSpec) -> Result<Piped, CommandError> {
     let program = spec.language.program();
-    // On the host the interpreter is looked up here, once: left to the forked child, the
-    // search tries `execve` in every `PATH` directory before the right one. Inside a
-    // container bubblewrap looks it up in the sandbox.
-    let path = match spec.isolation {
-        crate::sandbox::Isolation::Local => find_in_path(program),
-        _ => None,
-    };
-    let path = path.as_deref().and_then(Path::to_str).unwrap_or(program);
-    // The isolation puts the script in its own process group (and in bwrap for a container).
-    spec.isolation
-        .command(path, spec.workdir)
-        .arg("-c")
-        .arg(spec.script)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| CommandError::Spawn {
-            program: program.to_string(),
-            source,
-        })
-}
-
-/// The first executable `program` in the process's `PATH`, as `execvp` would find it; `None`
-/// leaves the search to the spawn (and its error to the caller).
-fn find_in_path(program: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if program.contains('/') {
-        return None;
-    }
-    let dirs = std::env::var_os("PATH")?;
-    std::env::split_paths(&dirs)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join(program))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    let mut cmd = spec.isolation.command(program, spec.workdir);
+    cmd.arg("-c").arg(spec.script);
+    crate::procs::spawn_piped(&cmd, &spec.env).map_err(|source| CommandError::Spawn {
+        program: program.to_string(),
+        source,
+    })
 }
 
 /// How the script ended: its status (`None` only if it could not be collected after
@@ -294,14 +270,16 @@ const READ_CHUNK: usize = 16 * 1024;
 const READS_PER_TURN: usize = 64;
 
 impl Watch {
-    fn start(child: &mut Child, cancel: &CancelToken) -> std::io::Result<Watch> {
-        let mut pipes = Vec::with_capacity(2);
-        if let Some(out) = child.stdout.take() {
-            pipes.push(Pipe::new(OwnedFd::from(out), Stream::Stdout)?);
-        }
-        if let Some(err) = child.stderr.take() {
-            pipes.push(Pipe::new(OwnedFd::from(err), Stream::Stderr)?);
-        }
+    fn start(
+        child: &Proc,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        cancel: &CancelToken,
+    ) -> std::io::Result<Watch> {
+        let pipes = vec![
+            Pipe::new(stdout, Stream::Stdout)?,
+            Pipe::new(stderr, Stream::Stderr)?,
+        ];
         let pidfd = pidfd_open(child.id());
         let wake = eventfd().map(Arc::new);
         let hook = wake.as_ref().map(|fd| {
@@ -324,7 +302,7 @@ impl Watch {
     /// killed) and both pipes are closed, or [`PIPE_GRACE`] after the end.
     fn run(
         mut self,
-        child: &mut Child,
+        child: &mut Proc,
         timeout: Option<Duration>,
         cancel: &CancelToken,
         started: Instant,
@@ -443,7 +421,7 @@ impl Pipe {
 /// Whether the script has ended now: exited, or killed (with its group) because the token
 /// was cancelled or the deadline passed.
 fn check_end(
-    child: &mut Child,
+    child: &mut Proc,
     deadline: Option<Instant>,
     cancel: &CancelToken,
 ) -> std::io::Result<Option<Ended>> {
@@ -562,7 +540,7 @@ fn signal_eventfd(fd: RawFd) {
 /// SIGTERM to the whole group; SIGKILL once the script has exited or after [`KILL_GRACE`];
 /// then reaps the script. The script is not reaped before the SIGKILL, so its process group
 /// id cannot be reused by an unrelated group in between.
-fn kill_group(child: &mut Child) -> Option<ExitStatus> {
+fn kill_group(child: &mut Proc) -> Option<ExitStatus> {
     let Ok(pgid) = libc::pid_t::try_from(child.id()) else {
         return child.wait().ok();
     };
@@ -820,8 +798,8 @@ mod tests {
         std::process::Command::new("python3")
             .arg("-c")
             .arg("pass")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
     }
@@ -963,8 +941,12 @@ mod tests {
     /// cancel are looked at on a timer instead.
     fn run_without_wakeups(s: &CommandSpec, token: &CancelToken) -> CommandResult {
         let started = Instant::now();
-        let mut child = spawn(s).unwrap();
-        let mut watch = Watch::start(&mut child, token).unwrap();
+        let Piped {
+            proc: mut child,
+            stdout,
+            stderr,
+        } = spawn(s).unwrap();
+        let mut watch = Watch::start(&child, stdout, stderr, token).unwrap();
         watch.pidfd = None;
         watch.wake = None;
         watch._hook = None;
@@ -1001,14 +983,6 @@ mod tests {
         let r = run_without_wakeups(&spec("sleep 30", dir.path()), &token);
         let _ = canceller.join();
         assert_eq!(r.termination, Termination::Cancelled);
-    }
-
-    #[test]
-    fn the_interpreter_is_found_on_the_path() {
-        let found = find_in_path("sh").unwrap();
-        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
-        assert_eq!(find_in_path("no-such-interpreter-svc"), None);
-        assert_eq!(find_in_path("./sh"), None);
     }
 
     #[test]
