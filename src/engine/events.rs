@@ -86,9 +86,9 @@ impl Emitter {
             redact_json(self.redactor.as_ref(), &mut draft.properties);
             offload_large(self.store.as_ref(), &mut draft.properties)?;
         }
-        let events = self.store.append_all(&self.run_id, drafts)?;
+        let last = self.store.append_all(&self.run_id, drafts)?;
         self.activity.touch();
-        Ok(events.last().map(|e| e.seq))
+        Ok(last)
     }
 }
 

@@ -671,7 +671,8 @@ struct DyingStore {
 }
 
 impl DyingStore {
-    fn commit(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>, StoreError> {
+    /// Records a commit of `kinds`, or refuses it once the process has died.
+    fn admit(&self, run_id: &str, kinds: Vec<String>) -> Result<(), StoreError> {
         let mut commits = self.commits.lock();
         if commits.len() >= self.die_at {
             return Err(StoreError::Corrupt {
@@ -679,8 +680,8 @@ impl DyingStore {
                 reason: "the process died".into(),
             });
         }
-        commits.push(drafts.iter().map(|d| d.event.clone()).collect());
-        self.inner.append_all(run_id, drafts)
+        commits.push(kinds);
+        Ok(())
     }
 }
 
@@ -689,14 +690,12 @@ impl RunStore for DyingStore {
         self.inner.create_run(new)
     }
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
-        let mut events = self.commit(run_id, vec![draft])?;
-        events.pop().ok_or_else(|| StoreError::Corrupt {
-            run_id: run_id.into(),
-            reason: "no event".into(),
-        })
+        self.admit(run_id, vec![draft.event.clone()])?;
+        self.inner.append(run_id, draft)
     }
-    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>, StoreError> {
-        self.commit(run_id, drafts)
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
+        self.admit(run_id, drafts.iter().map(|d| d.event.clone()).collect())?;
+        self.inner.append_all(run_id, drafts)
     }
     fn append_decided(
         &self,

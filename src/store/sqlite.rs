@@ -181,17 +181,31 @@ struct Batch {
 }
 
 impl Batch {
-    /// Numbers `events` after `row.last_seq`, encodes them and folds them onto `row`.
-    fn fold(mut row: RunRow, events: &mut [Event]) -> Result<Batch, StoreError> {
+    /// Numbers `events` after `row.last_seq`, encodes them and folds them onto `row`. With
+    /// `move_checkpoint` a checkpoint's properties move into the row instead of being copied
+    /// (the caller puts them back if the event is still needed).
+    fn fold(
+        mut row: RunRow,
+        events: &mut [Event],
+        move_checkpoint: bool,
+    ) -> Result<Batch, StoreError> {
         let mut payloads = Vec::with_capacity(events.len());
         let mut checkpoint_seq = None;
         for event in events.iter_mut() {
             event.seq = row.last_seq + 1;
             payloads.push(prep::encode(event)?);
-            if event.event == "checkpoint.completed" {
-                checkpoint_seq = Some(event.seq);
+            if event.event != "checkpoint.completed" {
+                row = fold(row, event);
+                continue;
             }
+            checkpoint_seq = Some(event.seq);
+            if !move_checkpoint {
+                row = fold(row, event);
+                continue;
+            }
+            let properties = std::mem::take(&mut event.properties);
             row = fold(row, event);
+            row.checkpoint = Some(properties);
         }
         let state = encode_state(&row)?;
         Ok(Batch {
@@ -494,12 +508,15 @@ impl SqliteStore {
     }
 
     /// Appends `drafts` (checked, at least one) with the writer lock held, in one
-    /// transaction (see [`RunStore::append`] and [`RunStore::append_all`]).
+    /// transaction (see [`RunStore::append`] and [`RunStore::append_all`]). With
+    /// `seqs_only` the caller uses only the events' seqs: a checkpoint's properties move
+    /// into the cached row instead of being copied (subscribers still get them whole).
     fn append_locked(
         &self,
         w: &mut Writer,
         run_id: &str,
         drafts: Vec<EventDraft>,
+        seqs_only: bool,
     ) -> Result<Vec<Event>, StoreError> {
         // Minted under the lock, so timestamps follow seq order (as far as the clock does).
         let mut events: Vec<Event> = drafts
@@ -510,7 +527,7 @@ impl SqliteStore {
             let row = w.take_row(run_id)?;
             let prev_seq = row.last_seq;
             let before = (row.status.name(), row.archived);
-            let batch = Batch::fold(row, &mut events)?;
+            let batch = Batch::fold(row, &mut events, seqs_only)?;
             let status_changed = before != (batch.row.status.name(), batch.row.archived);
             // The row update is guarded by the previous `last_seq`: `false` when the cached
             // row was stale (nothing written), and the next attempt reloads it.
@@ -859,7 +876,7 @@ impl SqliteStore {
             .into_iter()
             .map(|d| prep::mint(run_id, 0, d))
             .collect();
-        let batch = Batch::fold(row, &mut events)?;
+        let batch = Batch::fold(row, &mut events, false)?;
         let changed = first != (batch.row.status.name(), batch.row.archived);
         // The write lock is held since the read above, so the row cannot have moved.
         if !Self::append_statements(&w.conn, run_id, &events, &batch, prev_seq, changed)? {
@@ -872,10 +889,18 @@ impl SqliteStore {
         Ok((batch.row, minted, changed))
     }
 
-    /// Hands a committed event (and its stored JSON text) to the hub's subscribers.
-    fn publish(&self, event: Event, payload: String) -> Event {
+    /// Hands a committed event (and its stored JSON text) to the hub's subscribers. An
+    /// event whose properties moved into the row (`Null`, see [`Batch::fold`]; a stored
+    /// event's are never `Null`) gets them back from its stored text first.
+    fn publish(&self, mut event: Event, payload: String) -> Event {
         if !self.hub.has_listeners(&event.run_id) {
             return event;
+        }
+        if event.properties.is_null() {
+            event.properties = serde_json::from_str::<Value>(&payload)
+                .ok()
+                .and_then(|mut v| v.get_mut("properties").map(Value::take))
+                .unwrap_or_else(|| Value::Object(Default::default()));
         }
         let shared = Arc::new(Published::with_json(event, payload));
         self.hub.publish(Arc::clone(&shared));
@@ -977,20 +1002,21 @@ impl RunStore for SqliteStore {
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
         prep::check_draft(run_id, &draft)?;
         let mut guard = self.writer.lock();
-        self.append_locked(&mut guard, run_id, vec![draft])?
+        self.append_locked(&mut guard, run_id, vec![draft], false)?
             .pop()
             .ok_or_else(|| corrupt(run_id, "an append wrote no event".into()))
     }
 
-    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>, StoreError> {
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
         for d in &drafts {
             prep::check_draft(run_id, d)?;
         }
         if drafts.is_empty() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let mut guard = self.writer.lock();
-        self.append_locked(&mut guard, run_id, drafts)
+        let events = self.append_locked(&mut guard, run_id, drafts, true)?;
+        Ok(events.last().map(|e| e.seq))
     }
 
     fn append_decided(
@@ -1303,16 +1329,21 @@ mod tests {
             EventDraft::new("checkpoint.completed", json!({"current_node": "a"})),
             EventDraft::new("stage.completed", json!({"index": 0})),
         ];
-        let events = s.append_all(&row.id, batch).unwrap();
-        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, [2, 3, 4, 5]);
+        let sub = s.hub().subscribe(&row.id);
+        assert_eq!(s.append_all(&row.id, batch).unwrap(), Some(5));
+        // A subscriber gets every event whole, the checkpoint's properties included.
+        let live: Vec<(u64, Value)> = std::iter::from_fn(|| sub.try_recv().ok())
+            .map(|e| (e.seq, e.properties.clone()))
+            .collect();
+        assert_eq!(live.len(), 4);
+        assert_eq!(live[2], (4, json!({"current_node": "a"})));
         // A bad draft anywhere appends nothing of the batch.
         let bad = vec![
             EventDraft::new("stage.started", json!({})),
             EventDraft::new(" ", json!({})),
         ];
         assert!(s.append_all(&row.id, bad).is_err());
-        assert!(s.append_all(&row.id, Vec::new()).unwrap().is_empty());
+        assert_eq!(s.append_all(&row.id, Vec::new()).unwrap(), None);
         let reopened = SqliteStore::open(s.path()).unwrap();
         let got = reopened.get_run(&row.id).unwrap().unwrap();
         assert_eq!(got.status, RunStatus::Runnable);
