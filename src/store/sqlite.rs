@@ -433,6 +433,39 @@ fn insert_event(
     .map_err(StoreError::db(op, run_id))
 }
 
+/// Events inserted by one statement (a stage's closing events fit in one).
+const INSERT_ROWS: usize = 8;
+
+/// Inserts up to [`INSERT_ROWS`] events of one run with one (cached) statement: a
+/// statement per event cost a sixth of a durable no-op stage.
+fn insert_events(
+    conn: &Connection,
+    run_id: &str,
+    rows: &[(&Event, &String)],
+) -> Result<(), StoreError> {
+    let mut sql = String::from("INSERT INTO events (run_id, seq, kind, ts, payload) VALUES ");
+    for i in 0..rows.len() {
+        sql.push_str(if i == 0 {
+            "(?,?,?,?,?)"
+        } else {
+            ",(?,?,?,?,?)"
+        });
+    }
+    let err = StoreError::db("appending an event", run_id);
+    let mut st = conn.prepare_cached(&sql).map_err(&err)?;
+    let mut at = 1;
+    for (event, payload) in rows {
+        st.raw_bind_parameter(at, run_id).map_err(&err)?;
+        st.raw_bind_parameter(at + 1, event.seq).map_err(&err)?;
+        st.raw_bind_parameter(at + 2, &event.event).map_err(&err)?;
+        st.raw_bind_parameter(at + 3, &event.ts).map_err(&err)?;
+        st.raw_bind_parameter(at + 4, payload.as_str())
+            .map_err(&err)?;
+        at += 5;
+    }
+    st.raw_execute().map(|_| ()).map_err(&err)
+}
+
 /// The database file is created 0600 before SQLite opens it, so the WAL and shared-memory
 /// files SQLite creates next to it take the same mode (SQLite copies the database's mode,
 /// not the umask's); files found with a looser mode are tightened.
@@ -833,16 +866,9 @@ impl SqliteStore {
         if updated != 1 {
             return Ok(false);
         }
-        for (event, payload) in events.iter().zip(&batch.payloads) {
-            insert_event(
-                conn,
-                run_id,
-                event.seq,
-                &event.event,
-                &event.ts,
-                payload,
-                "appending an event",
-            )?;
+        let rows: Vec<_> = events.iter().zip(&batch.payloads).collect();
+        for chunk in rows.chunks(INSERT_ROWS) {
+            insert_events(conn, run_id, chunk)?;
         }
         Ok(true)
     }
