@@ -5,7 +5,7 @@
 //! changed since the previous checkpoint, plus `base_seq`, the event seq of the full
 //! checkpoint it builds on). A full one is written first, after a loop restart, and then
 //! once at least [`FULL_EVERY`] deltas have been written since the last full one *and* those
-//! deltas together hold at least half as many entries as it did. So a checkpoint costs what
+//! deltas together hold at least as many entries as it did. So a checkpoint costs what
 //! the stage changed rather than the size of the whole history, even when the history is
 //! large (a 20,000-stage loop: the path alone has 20,000 entries; a full one every 64 stages
 //! made each stage cost 0.6 ms), and resume replays a bounded number of deltas: at least
@@ -156,7 +156,7 @@ impl RunState {
         let d = &self.dirty;
         let full = d.needs_full
             || d.base_seq.is_none()
-            || (d.since_full + 1 >= FULL_EVERY && d.delta_entries * 2 >= d.full_entries);
+            || (d.since_full + 1 >= FULL_EVERY && d.delta_entries >= d.full_entries);
         let mut m = if full {
             match serde_json::to_value(self)? {
                 Value::Object(m) => m,
@@ -493,8 +493,8 @@ mod tests {
             fulls += usize::from(commit(&store, &run, &mut s, &id));
         }
         // Each delta holds ~7 entries and the state grows by 2 per stage, so the fulls come
-        // at stages growing by a factor of about 7/6: ~33 of them, not one per 64 (156), and
-        // all of them together hold about twice the entries of all the deltas.
+        // at stages growing by a factor of about 9/7: ~20 of them, not one per 64 (156), and
+        // all of them together hold about as many entries as all the deltas.
         assert!(fulls <= 40, "{fulls} full checkpoints in {stages} stages");
         let back = restore(&store, &run).unwrap().unwrap();
         let mut expected = s.clone();

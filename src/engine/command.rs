@@ -1,15 +1,23 @@
 //! Runs a command stage's script as a real process: its own process group, captured and
 //! bounded output, timeout and cancellation that kill the whole group.
 //!
+//! The calling thread waits in one `poll(2)` on the output pipes, a pidfd of the script
+//! (readable when it exits) and an eventfd the cancel token writes: no sleeping, no
+//! polling of the exit, no reader threads. Where the kernel has no pidfd (before 5.3) the
+//! exit is checked at 1 ms doubling to 20 ms instead. Only a process the script left behind
+//! holding the pipes past [`PIPE_GRACE`] gets a thread, which drains them to their end.
+//!
 //! Owns process spawning, output capture and signalling. Must not decide what an exit code
 //! means for the stage (statuses, classes and retries live in `failure`), nor parse output
 //! (`output`).
 
-use crate::engine::cancel::CancelToken;
-use parking_lot::Mutex;
-use std::io::Read;
+use crate::engine::cancel::{CancelHook, CancelToken};
+use crate::procs::{Piped, Proc};
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -138,8 +146,8 @@ pub enum CommandError {
     },
     #[error("working directory `{path}` is not a directory")]
     Workdir { path: String },
-    #[error("cannot start an output reader thread: {0}")]
-    Thread(std::io::Error),
+    #[error("cannot watch the command's output: {0}")]
+    Capture(std::io::Error),
     #[error("cannot wait for the command: {0}")]
     Wait(std::io::Error),
 }
@@ -171,24 +179,26 @@ pub fn run_command(
     if cancel.is_cancelled() {
         return Ok(not_started(started));
     }
-    let mut child = spawn(spec)?;
+    let Piped {
+        proc: mut child,
+        stdout,
+        stderr,
+    } = spawn(spec)?;
     // Recorded until the group is empty, so a restarted server can stop what a crash left.
-    let _tracked = crate::procs::track(&child);
-    let capture = match Capture::start(&mut child) {
-        Ok(c) => c,
+    let _tracked = crate::procs::track_proc(&child);
+    let watch = match Watch::start(&child, stdout, stderr, cancel) {
+        Ok(w) => w,
         Err(e) => {
             kill_group(&mut child);
-            return Err(CommandError::Thread(e));
+            return Err(CommandError::Capture(e));
         }
     };
-    let (status, termination) = match wait(&mut child, spec.timeout, cancel, started) {
-        Ok(done) => done,
-        Err(e) => {
+    let (status, termination, out) = watch
+        .run(&mut child, spec.timeout, cancel, started)
+        .map_err(|e| {
             kill_group(&mut child);
-            return Err(CommandError::Wait(e));
-        }
-    };
-    let out = capture.finish(Instant::now() + PIPE_GRACE);
+            CommandError::Wait(e)
+        })?;
     Ok(CommandResult {
         exit_code: status.and_then(|s| s.code()),
         stdout: out.stdout.text,
@@ -217,54 +227,320 @@ fn not_started(started: Instant) -> CommandResult {
     }
 }
 
-fn spawn(spec: &CommandSpec) -> Result<Child, CommandError> {
+/// Starts the script (in bwrap for a container) through `procs::spawn_piped`: its own
+/// process group, PDEATHSIG tied to this (the stage's) thread, the group's record, and no
+/// `fork()` of the whole server.
+fn spawn(spec: &CommandSpec) -> Result<Piped, CommandError> {
     let program = spec.language.program();
-    // The isolation puts the script in its own process group (and in bwrap for a container).
-    spec.isolation
-        .command(program, spec.workdir)
-        .arg("-c")
-        .arg(spec.script)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| CommandError::Spawn {
-            program: program.to_string(),
-            source,
-        })
+    let mut cmd = spec.isolation.command(program, spec.workdir);
+    cmd.arg("-c").arg(spec.script);
+    crate::procs::spawn_piped(&cmd, &spec.env).map_err(|source| CommandError::Spawn {
+        program: program.to_string(),
+        source,
+    })
 }
 
-/// Polls the child (1 ms doubling to 20 ms) until it exits, times out or is cancelled.
-/// The status is `None` only if it could not be collected after killing.
-fn wait(
-    child: &mut Child,
-    timeout: Option<Duration>,
+/// How the script ended: its status (`None` only if it could not be collected after
+/// killing), why, and when.
+type Ended = (Option<ExitStatus>, Termination, Instant);
+
+/// One output pipe's read end (non-blocking) and the bytes of a character its last read cut.
+struct Pipe {
+    file: File,
+    stream: Stream,
+    carry: Vec<u8>,
+}
+
+/// What the waiting thread polls: the output pipes, the script's exit and the cancel token.
+struct Watch {
+    pipes: Vec<Pipe>,
+    /// Readable once the script has exited; `None` where the kernel has no pidfd.
+    pidfd: Option<OwnedFd>,
+    /// Readable once the token is cancelled (the hook writes it); shared with the hook so
+    /// it stays open while a canceller may still write it.
+    wake: Option<Arc<OwnedFd>>,
+    /// Registered with the token, which holds it weakly: dropping it unregisters it.
+    _hook: Option<CancelHook>,
+    buffers: Buffers,
+    chunk: Vec<u8>,
+}
+
+const READ_CHUNK: usize = 16 * 1024;
+/// Reads of one pipe per wake-up before the other pipe gets its turn.
+const READS_PER_TURN: usize = 64;
+
+impl Watch {
+    fn start(
+        child: &Proc,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        cancel: &CancelToken,
+    ) -> std::io::Result<Watch> {
+        let pipes = vec![
+            Pipe::new(stdout, Stream::Stdout)?,
+            Pipe::new(stderr, Stream::Stderr)?,
+        ];
+        let pidfd = pidfd_open(child.id());
+        let wake = eventfd().map(Arc::new);
+        let hook = wake.as_ref().map(|fd| {
+            let fd = Arc::clone(fd);
+            let hook: CancelHook = Arc::new(move || signal_eventfd(fd.as_raw_fd()));
+            cancel.on_cancel(&hook);
+            hook
+        });
+        Ok(Watch {
+            pipes,
+            pidfd,
+            wake,
+            _hook: hook,
+            buffers: Buffers::default(),
+            chunk: vec![0; READ_CHUNK],
+        })
+    }
+
+    /// Reads the output until the script has ended (exit, timeout or cancel: the group is
+    /// killed) and both pipes are closed, or [`PIPE_GRACE`] after the end.
+    fn run(
+        mut self,
+        child: &mut Proc,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+        started: Instant,
+    ) -> std::io::Result<(Option<ExitStatus>, Termination, Output)> {
+        let deadline = timeout.map(|t| started + t);
+        let mut ended: Option<Ended> = None;
+        let mut tick = Duration::from_millis(1);
+        let (status, termination) = loop {
+            if ended.is_none() {
+                ended = check_end(child, deadline, cancel)?;
+            }
+            let now = Instant::now();
+            let until = match ended {
+                Some((status, termination, at)) => {
+                    if self.pipes.is_empty() || now >= at + PIPE_GRACE {
+                        break (status, termination);
+                    }
+                    Some(at + PIPE_GRACE)
+                }
+                None => deadline,
+            };
+            let mut wait = until.map(|u| u.saturating_duration_since(now));
+            let running = ended.is_none();
+            if running && (self.pidfd.is_none() || self.wake.is_none()) {
+                // Nothing would wake us on the exit or the cancel: look again soon.
+                wait = Some(wait.map_or(tick, |w| w.min(tick)));
+                tick = (tick * 2).min(MAX_POLL);
+            }
+            self.poll(wait, running)?;
+        };
+        let out = Output {
+            stdout: self.buffers.stdout.take(),
+            stderr: self.buffers.stderr.take(),
+            merged: self.buffers.merged.take(),
+        };
+        drain_in_background(std::mem::take(&mut self.pipes));
+        Ok((status, termination, out))
+    }
+
+    /// One `poll(2)` (the exit and the cancel only while the script runs), then reads what
+    /// is ready.
+    fn poll(&mut self, wait: Option<Duration>, running: bool) -> std::io::Result<()> {
+        let mut fds: Vec<libc::pollfd> = self.pipes.iter().map(|p| pollin(p.fd())).collect();
+        if running {
+            fds.extend(self.pidfd.as_ref().map(|fd| pollin(fd.as_raw_fd())));
+            fds.extend(self.wake.as_ref().map(|fd| pollin(fd.as_raw_fd())));
+        }
+        if !poll_fds(&mut fds, wait)? {
+            return Ok(());
+        }
+        let ready: Vec<bool> = fds[..self.pipes.len()]
+            .iter()
+            .map(|f| f.revents != 0)
+            .collect();
+        let mut i = 0;
+        let mut ready = ready.into_iter();
+        while i < self.pipes.len() {
+            let open = match ready.next() {
+                Some(true) => self.pipes[i].read(&mut self.chunk, &mut self.buffers),
+                _ => true,
+            };
+            if open {
+                i += 1;
+            } else {
+                self.pipes.remove(i);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Pipe {
+    fn new(fd: OwnedFd, stream: Stream) -> std::io::Result<Pipe> {
+        set_nonblocking(fd.as_raw_fd())?;
+        Ok(Pipe {
+            file: File::from(fd),
+            stream,
+            carry: Vec::new(),
+        })
+    }
+
+    fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Reads what is there, pushing whole UTF-8 characters so that the merged text never
+    /// splits a character between the two streams. `false` at the end of the stream.
+    fn read(&mut self, chunk: &mut [u8], buffers: &mut Buffers) -> bool {
+        for _ in 0..READS_PER_TURN {
+            let n = match self.file.read(chunk) {
+                Ok(0) => return self.end(buffers),
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(_) => return self.end(buffers),
+            };
+            self.carry.extend_from_slice(&chunk[..n]);
+            let complete = complete_prefix_len(&self.carry);
+            buffers.push(self.stream, &self.carry[..complete]);
+            self.carry.drain(..complete);
+            if n < chunk.len() {
+                // Probably all there was; the next poll says.
+                return true;
+            }
+        }
+        true
+    }
+
+    /// The stream ended: what is left of a cut character goes in as it is.
+    fn end(&mut self, buffers: &mut Buffers) -> bool {
+        buffers.push(self.stream, &std::mem::take(&mut self.carry));
+        false
+    }
+}
+
+/// Whether the script has ended now: exited, or killed (with its group) because the token
+/// was cancelled or the deadline passed.
+fn check_end(
+    child: &mut Proc,
+    deadline: Option<Instant>,
     cancel: &CancelToken,
-    started: Instant,
-) -> std::io::Result<(Option<ExitStatus>, Termination)> {
-    let deadline = timeout.map(|t| started + t);
-    let mut poll = Duration::from_millis(1);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok((Some(status), Termination::Exited));
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            return Ok((kill_group(child), Termination::TimedOut));
-        }
-        let nap = deadline.map_or(poll, |d| poll.min(d - now));
-        if cancel.sleep(nap) {
-            return Ok((kill_group(child), Termination::Cancelled));
-        }
-        poll = (poll * 2).min(MAX_POLL);
+) -> std::io::Result<Option<Ended>> {
+    if let Some(status) = child.try_wait()? {
+        return Ok(Some((Some(status), Termination::Exited, Instant::now())));
+    }
+    let end = if cancel.is_cancelled() {
+        Termination::Cancelled
+    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+        Termination::TimedOut
+    } else {
+        return Ok(None);
+    };
+    let status = kill_group(child);
+    Ok(Some((status, end, Instant::now())))
+}
+
+/// Pipes still held open by processes the script left behind are read to their end (and
+/// the bytes dropped) by a thread of their own, so those processes never block on a full
+/// pipe or die of SIGPIPE because the stage ended.
+fn drain_in_background(pipes: Vec<Pipe>) {
+    if pipes.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("svc-cmd-drain".into())
+        .spawn(move || {
+            let mut pipes = pipes;
+            let mut chunk = vec![0u8; READ_CHUNK];
+            let mut sink = Buffers::default();
+            sink.close();
+            while !pipes.is_empty() {
+                let mut fds: Vec<libc::pollfd> = pipes.iter().map(|p| pollin(p.fd())).collect();
+                if poll_fds(&mut fds, None).is_err() {
+                    return;
+                }
+                let ready: Vec<bool> = fds.iter().map(|f| f.revents != 0).collect();
+                let mut ready = ready.into_iter();
+                pipes.retain_mut(|p| {
+                    !ready.next().unwrap_or(false) || p.read(&mut chunk, &mut sink)
+                });
+            }
+        });
+    // Without a thread the pipes close here: a leftover writer then gets EPIPE.
+    drop(spawned);
+}
+
+fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// `poll(2)` for at most `wait` (rounded up to whole milliseconds; `None`: no limit).
+/// `false` when nothing is ready (timeout or a signal).
+fn poll_fds(fds: &mut [libc::pollfd], wait: Option<Duration>) -> std::io::Result<bool> {
+    let ms = wait.map_or(-1, |w| {
+        let ms = w.as_nanos().div_ceil(1_000_000);
+        libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
+    });
+    // SAFETY: `fds` is a valid, exclusively borrowed slice of pollfd for the whole call.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.kind() {
+            ErrorKind::Interrupted => Ok(false),
+            _ => Err(e),
+        };
+    }
+    Ok(rc > 0)
+}
+
+fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL only read and set its flags.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) >= 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A pidfd of our unreaped child (it cannot be another process: an unreaped pid is never
+/// reused); `None` where the kernel has none (before 5.3, or refused by a seccomp filter).
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = RawFd::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A non-blocking, close-on-exec eventfd, or `None` if none can be made.
+fn eventfd() -> Option<OwnedFd> {
+    // SAFETY: eventfd returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    // SAFETY: a descriptor just returned to us; nothing else owns it.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn signal_eventfd(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd the caller keeps open. A full
+    // counter (EAGAIN) already means "readable", which is all the waiter needs.
+    unsafe {
+        libc::write(fd, (&one as *const u64).cast(), std::mem::size_of::<u64>());
     }
 }
 
 /// SIGTERM to the whole group; SIGKILL once the script has exited or after [`KILL_GRACE`];
 /// then reaps the script. The script is not reaped before the SIGKILL, so its process group
 /// id cannot be reused by an unrelated group in between.
-fn kill_group(child: &mut Child) -> Option<ExitStatus> {
+fn kill_group(child: &mut Proc) -> Option<ExitStatus> {
     let Ok(pgid) = libc::pid_t::try_from(child.id()) else {
         return child.wait().ok();
     };
@@ -383,7 +659,7 @@ fn trim_partial_start(bytes: &[u8]) -> &[u8] {
     &bytes[skip..]
 }
 
-/// The three buffers the reader threads fill.
+/// The three buffers the output fills.
 #[derive(Debug, Default)]
 struct Buffers {
     stdout: Buffer,
@@ -404,91 +680,6 @@ enum Stream {
     Stderr,
 }
 
-/// Two reader threads and their shared buffers.
-struct Capture {
-    buffers: Arc<Mutex<Buffers>>,
-    done: crossbeam_channel::Receiver<()>,
-    readers: usize,
-}
-
-impl Capture {
-    fn start(child: &mut Child) -> std::io::Result<Capture> {
-        let buffers = Arc::new(Mutex::new(Buffers::default()));
-        let (tx, done) = crossbeam_channel::unbounded();
-        let mut readers = 0;
-        if let Some(out) = child.stdout.take() {
-            spawn_reader(out, Stream::Stdout, &buffers, &tx)?;
-            readers += 1;
-        }
-        if let Some(err) = child.stderr.take() {
-            spawn_reader(err, Stream::Stderr, &buffers, &tx)?;
-            readers += 1;
-        }
-        Ok(Capture {
-            buffers,
-            done,
-            readers,
-        })
-    }
-
-    /// Waits (until `deadline`) for both pipes to close, then takes what was captured.
-    /// Readers still blocked by a leftover process keep draining into closed buffers.
-    fn finish(self, deadline: Instant) -> Output {
-        for _ in 0..self.readers {
-            if self.done.recv_deadline(deadline).is_err() {
-                break;
-            }
-        }
-        let mut b = self.buffers.lock();
-        Output {
-            stdout: b.stdout.take(),
-            stderr: b.stderr.take(),
-            merged: b.merged.take(),
-        }
-    }
-}
-
-fn spawn_reader(
-    pipe: impl Read + Send + 'static,
-    stream: Stream,
-    buffers: &Arc<Mutex<Buffers>>,
-    done: &crossbeam_channel::Sender<()>,
-) -> std::io::Result<()> {
-    let buffers = Arc::clone(buffers);
-    let done = done.clone();
-    let name = match stream {
-        Stream::Stdout => "svc-cmd-stdout",
-        Stream::Stderr => "svc-cmd-stderr",
-    };
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            read_stream(pipe, stream, &buffers);
-            let _ = done.send(());
-        })
-        .map(drop)
-}
-
-/// Reads until EOF, pushing whole UTF-8 characters so that the merged text never splits a
-/// character between the two streams.
-fn read_stream(mut pipe: impl Read, stream: Stream, buffers: &Mutex<Buffers>) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut carry: Vec<u8> = Vec::new();
-    loop {
-        let n = match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        carry.extend_from_slice(&buf[..n]);
-        let complete = complete_prefix_len(&carry);
-        push(buffers, stream, &carry[..complete]);
-        carry.drain(..complete);
-    }
-    push(buffers, stream, &carry);
-}
-
 /// Length of the prefix that does not end inside a UTF-8 character.
 fn complete_prefix_len(bytes: &[u8]) -> usize {
     match std::str::from_utf8(bytes) {
@@ -497,16 +688,24 @@ fn complete_prefix_len(bytes: &[u8]) -> usize {
     }
 }
 
-fn push(buffers: &Mutex<Buffers>, stream: Stream, bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
+impl Buffers {
+    fn push(&mut self, stream: Stream, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        match stream {
+            Stream::Stdout => self.stdout.push(bytes),
+            Stream::Stderr => self.stderr.push(bytes),
+        }
+        self.merged.push(bytes);
     }
-    let mut b = buffers.lock();
-    match stream {
-        Stream::Stdout => b.stdout.push(bytes),
-        Stream::Stderr => b.stderr.push(bytes),
+
+    /// Later pushes are dropped (a drain that keeps nothing).
+    fn close(&mut self) {
+        for b in [&mut self.stdout, &mut self.stderr, &mut self.merged] {
+            b.closed = true;
+        }
     }
-    b.merged.push(bytes);
 }
 
 #[cfg(test)]
@@ -599,8 +798,8 @@ mod tests {
         std::process::Command::new("python3")
             .arg("-c")
             .arg("pass")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
     }
@@ -717,9 +916,18 @@ mod tests {
     fn leftover_background_process_does_not_hold_the_stage() {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let r = run(&spec("sleep 30 & echo $! > pidfile; echo done", dir.path()));
+        let r = run(&spec(
+            "(sleep 2.5; echo late; touch wrote-late) & echo $! > pidfile; echo done",
+            dir.path(),
+        ));
         assert_eq!((r.exit_code, r.stdout.as_str()), (Some(0), "done\n"));
         assert!(started.elapsed() < PIPE_GRACE + Duration::from_secs(2));
+        // Its output after the stage is drained, not refused: it goes on (no SIGPIPE).
+        let done_by = Instant::now() + Duration::from_secs(10);
+        while !dir.path().join("wrote-late").exists() && Instant::now() < done_by {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(dir.path().join("wrote-late").exists());
         let pid: libc::pid_t = std::fs::read_to_string(dir.path().join("pidfile"))
             .unwrap()
             .trim()
@@ -727,6 +935,54 @@ mod tests {
             .unwrap();
         // SAFETY: test cleanup of the process this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+
+    /// The wait as on a kernel without pidfd (and without an eventfd): the exit and the
+    /// cancel are looked at on a timer instead.
+    fn run_without_wakeups(s: &CommandSpec, token: &CancelToken) -> CommandResult {
+        let started = Instant::now();
+        let Piped {
+            proc: mut child,
+            stdout,
+            stderr,
+        } = spawn(s).unwrap();
+        let mut watch = Watch::start(&child, stdout, stderr, token).unwrap();
+        watch.pidfd = None;
+        watch.wake = None;
+        watch._hook = None;
+        let (status, termination, out) = watch.run(&mut child, s.timeout, token, started).unwrap();
+        CommandResult {
+            exit_code: status.and_then(|s| s.code()),
+            stdout: out.stdout.text,
+            stderr: out.stderr.text,
+            merged: out.merged.text,
+            stdout_bytes: out.stdout.total,
+            stderr_bytes: out.stderr.total,
+            truncated: false,
+            termination,
+            duration: started.elapsed(),
+        }
+    }
+
+    #[test]
+    fn without_pidfd_the_exit_timeout_and_cancel_are_still_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = CancelToken::new();
+        let r = run_without_wakeups(&spec("echo out; echo err >&2; exit 4", dir.path()), &token);
+        assert_eq!((r.exit_code, r.termination), (Some(4), Termination::Exited));
+        assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("out\n", "err\n"));
+        let mut slow = spec("sleep 30", dir.path());
+        slow.timeout = Some(Duration::from_millis(100));
+        let r = run_without_wakeups(&slow, &token);
+        assert_eq!(r.termination, Termination::TimedOut);
+        let t2 = token.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            t2.cancel("user");
+        });
+        let r = run_without_wakeups(&spec("sleep 30", dir.path()), &token);
+        let _ = canceller.join();
+        assert_eq!(r.termination, Termination::Cancelled);
     }
 
     #[test]

@@ -78,6 +78,18 @@ impl Emitter {
         self.activity.touch();
         Ok(event.seq)
     }
+
+    /// [`Emitter::emit`] for several events committed together (one store transaction);
+    /// returns the last one's seq (`None` for no events).
+    pub fn emit_all(&self, mut drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
+        for draft in &mut drafts {
+            redact_json(self.redactor.as_ref(), &mut draft.properties);
+            offload_large(self.store.as_ref(), &mut draft.properties)?;
+        }
+        let last = self.store.append_all(&self.run_id, drafts)?;
+        self.activity.touch();
+        Ok(last)
+    }
 }
 
 /// Replaces every string longer than [`BLOB_THRESHOLD`] bytes inside `v` by a blob reference.

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::engine::cancel::CancelToken;
-use crate::store::{Event, MemoryStore, NewRun, RunStore};
+use crate::store::{Event, EventDraft, MemoryStore, NewRun, RunStore, StoreError};
 use crate::workflow::{load, NoFiles, Workflow};
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -660,4 +660,187 @@ fn a_child_workflow_stage_sees_its_managers_preamble_first() {
     let own = p.find("- before (command): succeeded");
     assert!(p.starts_with("Goal: Parent goal"), "{p}");
     assert!(parent.is_some() && own.is_some() && parent < own, "{p}");
+}
+
+/// The run store of a process that dies just before its `die_at`-th commit (counted from
+/// 0): that commit and every later one store nothing. Records what each commit held.
+struct DyingStore {
+    inner: Arc<MemoryStore>,
+    die_at: usize,
+    commits: Mutex<Vec<Vec<String>>>,
+}
+
+impl DyingStore {
+    /// Records a commit of `kinds`, or refuses it once the process has died.
+    fn admit(&self, run_id: &str, kinds: Vec<String>) -> Result<(), StoreError> {
+        let mut commits = self.commits.lock();
+        if commits.len() >= self.die_at {
+            return Err(StoreError::Corrupt {
+                run_id: run_id.into(),
+                reason: "the process died".into(),
+            });
+        }
+        commits.push(kinds);
+        Ok(())
+    }
+}
+
+impl RunStore for DyingStore {
+    fn create_run(&self, new: NewRun) -> Result<crate::store::RunRow, StoreError> {
+        self.inner.create_run(new)
+    }
+    fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
+        self.admit(run_id, vec![draft.event.clone()])?;
+        self.inner.append(run_id, draft)
+    }
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
+        self.admit(run_id, drafts.iter().map(|d| d.event.clone()).collect())?;
+        self.inner.append_all(run_id, drafts)
+    }
+    fn append_decided(
+        &self,
+        run_id: &str,
+        decide: &mut dyn FnMut(&crate::store::RunRow) -> Vec<EventDraft>,
+    ) -> Result<(crate::store::RunRow, Vec<Event>), StoreError> {
+        self.inner.append_decided(run_id, decide)
+    }
+    fn get_run(&self, run_id: &str) -> Result<Option<crate::store::RunRow>, StoreError> {
+        self.inner.get_run(run_id)
+    }
+    fn query_runs(
+        &self,
+        query: &crate::store::RunQuery,
+    ) -> Result<Vec<crate::store::RunRow>, StoreError> {
+        self.inner.query_runs(query)
+    }
+    fn count_runs(&self, query: &crate::store::RunQuery) -> Result<usize, StoreError> {
+        self.inner.count_runs(query)
+    }
+    fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.inner.events(run_id, since_seq, limit)
+    }
+    fn events_raw(
+        &self,
+        run_id: &str,
+        since_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::store::RawEvent>, StoreError> {
+        self.inner.events_raw(run_id, since_seq, limit)
+    }
+    fn delete_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.inner.delete_run(run_id)
+    }
+    fn tombstone(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.tombstone(run_id)
+    }
+    fn import_run(
+        &self,
+        run_id: &str,
+        lines: &[String],
+    ) -> Result<crate::store::ImportOutcome, StoreError> {
+        self.inner.import_run(run_id, lines)
+    }
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        self.inner.put_blob(bytes)
+    }
+    fn get_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get_blob(id)
+    }
+    fn has_blob(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.has_blob(id)
+    }
+    fn hub(&self) -> &crate::store::Hub {
+        self.inner.hub()
+    }
+}
+
+#[test]
+fn a_no_op_stage_is_one_commit_and_a_command_stage_two() {
+    let inner = Arc::new(MemoryStore::new());
+    let store = Arc::new(DyingStore {
+        inner: inner.clone(),
+        die_at: usize::MAX,
+        commits: Mutex::new(Vec::new()),
+    });
+    let wf = workflow(
+        r#"digraph C {
+            start [shape=Mdiamond]; exit [shape=Msquare]
+            a [shape=diamond]; c [shape=parallelogram, script="true"]
+            start -> a -> c -> exit
+        }"#,
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id = inner
+        .create_run(NewRun::default())
+        .map(|r| r.id)
+        .unwrap_or_default();
+    let out = Engine::run(
+        &wf,
+        &RunOptions::new(&id, dir.path().to_path_buf()),
+        &Services::new(store.clone()),
+    );
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let stage = [
+        "stage.started",
+        "stage.completed",
+        "edge.selected",
+        "checkpoint.completed",
+    ];
+    let commits = store.commits.lock().clone();
+    assert_eq!(
+        commits,
+        [
+            vec!["run.started"],
+            vec!["run.running"],
+            stage.to_vec(),
+            stage.to_vec(),
+            vec!["stage.started", "command.started"],
+            vec![
+                "command.completed",
+                "stage.completed",
+                "edge.selected",
+                "checkpoint.completed"
+            ],
+            vec!["stage.started", "stage.completed"],
+            vec!["run.completed"],
+        ]
+    );
+}
+
+#[test]
+fn a_crash_before_any_commit_never_leaves_half_a_stage_and_resume_finishes() {
+    let wf = workflow(LINEAR);
+    // Commits of a whole run: run.started, run.running, three stages, the exit (then
+    // run.completed: a crash before it re-records the exit, which no checkpoint follows).
+    for die_at in 0..6 {
+        let inner = Arc::new(MemoryStore::new());
+        let dying = Arc::new(DyingStore {
+            inner: inner.clone(),
+            die_at,
+            commits: Mutex::new(Vec::new()),
+        });
+        let id = inner
+            .create_run(NewRun::default())
+            .map(|r| r.id)
+            .unwrap_or_default();
+        let opts = RunOptions::new(&id, std::env::temp_dir());
+        let first = Engine::run(&wf, &opts, &Services::new(dying));
+        assert_eq!(first.status, RunResult::Failed, "died at commit {die_at}");
+        let second = Engine::resume(&wf, &opts, &Services::new(inner.clone()));
+        assert_eq!(second.status, RunResult::Succeeded, "{:?}", second.error);
+        let events = inner.events(&id, 1, 10_000).unwrap_or_default();
+        for node in ["start", "a", "b", "exit"] {
+            let count = |kind: &str| {
+                events
+                    .iter()
+                    .filter(|e| e.node_id.as_deref() == Some(node) && e.event == kind)
+                    .count()
+            };
+            assert_eq!(
+                (count("stage.started"), count("stage.completed")),
+                (1, 1),
+                "node {node} after a crash at commit {die_at}"
+            );
+        }
+    }
 }

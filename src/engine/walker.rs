@@ -212,6 +212,9 @@ pub(crate) struct Walker<'w> {
     pub mirror: Option<Arc<Mutex<Context>>>,
     /// Fidelity, thread and preamble of the stage being run (set before its attempts).
     pub plan: Option<StagePlan>,
+    /// Events recorded but not yet committed ([`Walker::hold`]): the next
+    /// [`Walker::emit`] commits them with its own event in one store transaction.
+    held: Mutex<Vec<EventDraft>>,
 }
 
 impl<'w> Walker<'w> {
@@ -224,6 +227,7 @@ impl<'w> Walker<'w> {
             written: BTreeSet::new(),
             mirror: None,
             plan: None,
+            held: Mutex::new(Vec::new()),
         }
     }
 
@@ -257,6 +261,46 @@ impl<'w> Walker<'w> {
         node: Option<usize>,
         props: Value,
     ) -> Result<u64, StoreError> {
+        let draft = self.draft(kind, node, props);
+        // Questions are asked and answered on the run itself only.
+        if !kind.starts_with("interview.") {
+            for m in &self.scope.mirrors {
+                self.mirror(m, &draft)?;
+            }
+        }
+        let mut held = std::mem::take(&mut *self.held.lock());
+        if held.is_empty() {
+            return self.shared.emitter.emit(draft);
+        }
+        held.push(draft);
+        let last = self.shared.emitter.emit_all(held)?;
+        Ok(last.unwrap_or_default())
+    }
+
+    /// Records an event that the next [`Walker::emit`] (or [`Walker::flush`]) commits
+    /// together with its own, in one store transaction, so a stage's closing events (and a
+    /// no-op stage's whole record) cost one commit. Only for events followed by no external
+    /// effect before that commit but the workspace checkpoint: a crash before it loses them
+    /// all and the run resumes from the previous checkpoint, re-running the stage, exactly
+    /// as when the crash comes before its `checkpoint.completed` today. Scopes that copy
+    /// events into child runs commit at once.
+    pub fn hold(&self, kind: &str, node: Option<usize>, props: Value) -> Result<(), StoreError> {
+        if !self.scope.mirrors.is_empty() {
+            return self.emit(kind, node, props);
+        }
+        let draft = self.draft(kind, node, props);
+        self.held.lock().push(draft);
+        Ok(())
+    }
+
+    /// Commits the held events, if any.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let held = std::mem::take(&mut *self.held.lock());
+        self.shared.emitter.emit_all(held).map(|_| ())
+    }
+
+    /// An event of this scope: its node id prefixed, its branch tagged.
+    fn draft(&self, kind: &str, node: Option<usize>, props: Value) -> EventDraft {
         let mut draft = EventDraft::new(kind, props);
         if let Some(n) = node {
             draft = draft.node(&self.scoped_id(n));
@@ -264,13 +308,7 @@ impl<'w> Walker<'w> {
         if let Some((group, branch)) = &self.scope.branch {
             draft = draft.parallel(group, branch);
         }
-        // Questions are asked and answered on the run itself only.
-        if !kind.starts_with("interview.") {
-            for m in &self.scope.mirrors {
-                self.mirror(m, &draft)?;
-            }
-        }
-        self.shared.emitter.emit(draft)
+        draft
     }
 
     /// A copy of `draft` for a child run, node ids relative to it.
@@ -310,8 +348,20 @@ impl<'w> Walker<'w> {
     }
 
     /// [`Walker::walk`] entering `node` through edge `via` (a parallel branch's fork edge,
-    /// whose `fidelity` applies to the branch's first stage).
-    pub fn walk_from(&mut self, mut node: usize, mut via: Option<usize>) -> Result<WalkEnd, Stop> {
+    /// whose `fidelity` applies to the branch's first stage). Every event of the walk is
+    /// committed when it returns.
+    pub fn walk_from(&mut self, node: usize, via: Option<usize>) -> Result<WalkEnd, Stop> {
+        let end = self.walk_stages(node, via);
+        let flushed = self.flush();
+        match (end, flushed) {
+            (Ok(end), Ok(())) => Ok(end),
+            (Ok(_), Err(e)) => Err(e.into()),
+            // The stop says why; a store that failed it fails this commit too.
+            (Err(stop), _) => Err(stop),
+        }
+    }
+
+    fn walk_stages(&mut self, mut node: usize, mut via: Option<usize>) -> Result<WalkEnd, Stop> {
         let mut last_status = StageStatus::Succeeded;
         let mut previous: Option<usize> = None;
         let mut branch_start = self.scope.kind == ScopeKind::Branch;
@@ -481,12 +531,15 @@ impl<'w> Walker<'w> {
         let clock = self.services().clock.clone();
         let mut attempt = 1;
         let (outcome, attempt_start) = loop {
-            self.emit(
-                "stage.started",
-                Some(node),
-                json!({"index": index, "handler_type": kind.name(), "attempt": attempt,
-                       "max_attempts": max_attempts}),
-            )?;
+            let props = json!({"index": index, "handler_type": kind.name(), "attempt": attempt,
+                       "max_attempts": max_attempts});
+            // Committed with the handler's first event or the stage's end where nothing
+            // happens in between; otherwise seen to start before the handler runs.
+            if starts_quietly(kind) {
+                self.hold("stage.started", Some(node), props)?;
+            } else {
+                self.emit("stage.started", Some(node), props)?;
+            }
             let started = clock.now();
             let outcome = self.attempt(node, kind)?;
             let retry = outcome
@@ -558,7 +611,7 @@ impl<'w> Walker<'w> {
             if let (Value::Object(m), Some(u)) = (&mut props, &outcome.usage) {
                 m.insert("usage".into(), u.clone());
             }
-            self.emit("stage.failed", Some(node), props)?;
+            self.hold("stage.failed", Some(node), props)?;
             return Ok(());
         }
         let mut props = json!({
@@ -592,7 +645,7 @@ impl<'w> Walker<'w> {
                 m.insert("files_touched".into(), json!(outcome.files_touched));
             }
         }
-        self.emit("stage.completed", Some(node), props)?;
+        self.hold("stage.completed", Some(node), props)?;
         Ok(())
     }
 
@@ -824,7 +877,7 @@ impl<'w> Walker<'w> {
                 m.insert("random".into(), Value::Bool(true));
             }
         }
-        self.emit("edge.selected", Some(from), props)?;
+        self.hold("edge.selected", Some(from), props)?;
         Ok(())
     }
 
@@ -901,7 +954,7 @@ impl<'w> Walker<'w> {
         let stage = self.wf.node(node).id.clone();
         match ws.checkpoint(&stage) {
             Ok(Some(cp)) => {
-                self.emit(
+                self.hold(
                     "workspace.checkpoint",
                     Some(node),
                     json!({"checkpoint_id": cp.id, "stage": stage,
@@ -911,7 +964,7 @@ impl<'w> Walker<'w> {
             }
             Ok(None) => Ok(ws.head()),
             Err(error) => {
-                self.emit(
+                self.hold(
                     "workspace.checkpoint.failed",
                     Some(node),
                     json!({"stage": stage, "error": error}),
@@ -967,12 +1020,12 @@ impl<'w> Walker<'w> {
     /// The exit's handler never runs: it is recorded as a succeeded stage.
     fn pass_exit(&mut self, node: usize) -> Result<(), Stop> {
         let index = self.shared.stages.fetch_add(1, Ordering::Relaxed);
-        self.emit(
+        self.hold(
             "stage.started",
             Some(node),
             json!({"index": index, "handler_type": "exit", "attempt": 1, "max_attempts": 1}),
         )?;
-        self.emit(
+        self.hold(
             "stage.completed",
             Some(node),
             json!({"index": index, "duration_ms": 0, "status": "succeeded",
@@ -1024,6 +1077,16 @@ impl<'w> Walker<'w> {
             signatures,
         }
     }
+}
+
+/// Handlers that return at once with no effect, or whose first act is to record an event
+/// (a command's `command.started`, before its process starts): their `stage.started` is
+/// committed together with that event, or with the stage's end.
+fn starts_quietly(kind: HandlerKind) -> bool {
+    matches!(
+        kind,
+        HandlerKind::Start | HandlerKind::Conditional | HandlerKind::Command
+    )
 }
 
 /// Handlers that get the generic per-attempt timer; commands kill their own process and

@@ -18,6 +18,10 @@
 //! Owns: process-group isolation, the record of live stage process groups and the sweep.
 //! Must not touch: what a process does or means (stages, tools and agents decide that).
 
+mod spawn;
+
+pub use spawn::{Piped, Proc};
+
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -168,6 +172,21 @@ impl Drop for Tracked {
             }
         }
     }
+}
+
+/// Starts `cmd` (from `Isolation::command`; `extra_env` added to its environment) with stdin
+/// from `/dev/null` and its stdout and stderr piped, as [`isolate`] would (own group, PDEATHSIG tied to the calling thread, the
+/// record written by the child before exec), without a `fork()` that copies this process's
+/// page tables (see `spawn.rs`). Wait for it from the calling thread, then [`track_proc`].
+pub fn spawn_piped(cmd: &Command, extra_env: &[(String, String)]) -> io::Result<Piped> {
+    spawn::spawn_piped(cmd, extra_env, RECORDS.get().map(PathBuf::as_path))
+}
+
+/// [`track`] for a child started with [`spawn_piped`].
+pub fn track_proc(proc: &Proc) -> Tracked {
+    let pgid = proc.id() as libc::pid_t;
+    let path = RECORDS.get().map(|dir| dir.join(pgid.to_string()));
+    Tracked { pgid, path }
 }
 
 /// The record of a child started with [`isolate`] (it leads its group and wrote its record

@@ -126,6 +126,20 @@ impl RunStore for MemoryStore {
         self.append_locked(&mut guard, run_id, draft)
     }
 
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
+        for d in &drafts {
+            prep::check_draft(run_id, d)?;
+        }
+        // One lock hold: nothing else is appended in between, which is this store's
+        // transaction.
+        let mut guard = self.inner.lock();
+        let mut last = None;
+        for d in drafts {
+            last = Some(self.append_locked(&mut guard, run_id, d)?.seq);
+        }
+        Ok(last)
+    }
+
     fn append_decided(
         &self,
         run_id: &str,

@@ -109,6 +109,13 @@ pub trait RunStore: Send + Sync {
     /// one; a storage failure (disk full, I/O) is `StoreError::Database` with the real cause.
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError>;
 
+    /// Appends `drafts` in order at `last_seq + 1, + 2, ...` and updates the row, all in one
+    /// transaction: a crash keeps all of them or none. Every draft is checked first (a bad
+    /// one appends nothing); an empty list appends nothing. Returns the last appended
+    /// event's seq (`None` for no drafts); subscribers are notified after the commit. The
+    /// engine commits a stage's closing events (and a no-op stage's whole record) this way.
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError>;
+
     /// Reads the run's current row and appends the events `decide` returns for it, in
     /// order, with no other append in between: a read-check-append (a lifecycle control)
     /// in one step. `decide` may be called again if another process moved the run on.

@@ -111,6 +111,9 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, SchemaError> {
         Connection::open_with_flags(path, flags)
     };
     let conn = ctx("opening", opened)?;
+    // Room for every statement the writer runs (the event insert has one per batch size),
+    // so none is prepared again on the hot path.
+    conn.set_prepared_statement_cache_capacity(64);
     ctx("setting busy_timeout", conn.busy_timeout(BUSY_TIMEOUT))?;
     ctx("fixing query plans", stable_plans(&conn))?;
     let mode: String = ctx(

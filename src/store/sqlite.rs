@@ -167,6 +167,56 @@ struct StateOwned {
     diff: Option<Value>,
 }
 
+/// Events about to be appended together, folded onto their run's row: what one append
+/// transaction writes.
+struct Batch {
+    /// The row after every event.
+    row: RunRow,
+    /// `row`'s mutable part as stored (`runs.state`).
+    state: String,
+    /// Each event's JSON text, in order.
+    payloads: Vec<String>,
+    /// The seq of the last `checkpoint.completed` among them.
+    checkpoint_seq: Option<u64>,
+}
+
+impl Batch {
+    /// Numbers `events` after `row.last_seq`, encodes them and folds them onto `row`. With
+    /// `move_checkpoint` a checkpoint's properties move into the row instead of being copied
+    /// (the caller puts them back if the event is still needed).
+    fn fold(
+        mut row: RunRow,
+        events: &mut [Event],
+        move_checkpoint: bool,
+    ) -> Result<Batch, StoreError> {
+        let mut payloads = Vec::with_capacity(events.len());
+        let mut checkpoint_seq = None;
+        for event in events.iter_mut() {
+            event.seq = row.last_seq + 1;
+            payloads.push(prep::encode(event)?);
+            if event.event != "checkpoint.completed" {
+                row = fold(row, event);
+                continue;
+            }
+            checkpoint_seq = Some(event.seq);
+            if !move_checkpoint {
+                row = fold(row, event);
+                continue;
+            }
+            let properties = std::mem::take(&mut event.properties);
+            row = fold(row, event);
+            row.checkpoint = Some(properties);
+        }
+        let state = encode_state(&row)?;
+        Ok(Batch {
+            row,
+            state,
+            payloads,
+            checkpoint_seq,
+        })
+    }
+}
+
 fn encode_state(row: &RunRow) -> Result<String, StoreError> {
     serde_json::to_string(&StateRef {
         status: &row.status,
@@ -383,6 +433,39 @@ fn insert_event(
     .map_err(StoreError::db(op, run_id))
 }
 
+/// Events inserted by one statement (a stage's closing events fit in one).
+const INSERT_ROWS: usize = 8;
+
+/// Inserts up to [`INSERT_ROWS`] events of one run with one (cached) statement: a
+/// statement per event cost a sixth of a durable no-op stage.
+fn insert_events(
+    conn: &Connection,
+    run_id: &str,
+    rows: &[(&Event, &String)],
+) -> Result<(), StoreError> {
+    let mut sql = String::from("INSERT INTO events (run_id, seq, kind, ts, payload) VALUES ");
+    for i in 0..rows.len() {
+        sql.push_str(if i == 0 {
+            "(?,?,?,?,?)"
+        } else {
+            ",(?,?,?,?,?)"
+        });
+    }
+    let err = StoreError::db("appending an event", run_id);
+    let mut st = conn.prepare_cached(&sql).map_err(&err)?;
+    let mut at = 1;
+    for (event, payload) in rows {
+        st.raw_bind_parameter(at, run_id).map_err(&err)?;
+        st.raw_bind_parameter(at + 1, event.seq).map_err(&err)?;
+        st.raw_bind_parameter(at + 2, &event.event).map_err(&err)?;
+        st.raw_bind_parameter(at + 3, &event.ts).map_err(&err)?;
+        st.raw_bind_parameter(at + 4, payload.as_str())
+            .map_err(&err)?;
+        at += 5;
+    }
+    st.raw_execute().map(|_| ()).map_err(&err)
+}
+
 /// The database file is created 0600 before SQLite opens it, so the WAL and shared-memory
 /// files SQLite creates next to it take the same mode (SQLite copies the database's mode,
 /// not the umask's); files found with a looser mode are tightened.
@@ -457,24 +540,28 @@ impl SqliteStore {
         self.report.as_ref()
     }
 
-    /// One append with the writer lock held (see [`RunStore::append`]).
+    /// Appends `drafts` (checked, at least one) with the writer lock held, in one
+    /// transaction (see [`RunStore::append`] and [`RunStore::append_all`]). With
+    /// `seqs_only` the caller uses only the events' seqs: a checkpoint's properties move
+    /// into the cached row instead of being copied (subscribers still get them whole).
     fn append_locked(
         &self,
         w: &mut Writer,
         run_id: &str,
-        draft: EventDraft,
-    ) -> Result<Event, StoreError> {
+        drafts: Vec<EventDraft>,
+        seqs_only: bool,
+    ) -> Result<Vec<Event>, StoreError> {
         // Minted under the lock, so timestamps follow seq order (as far as the clock does).
-        let mut event = prep::mint(run_id, 0, draft);
+        let mut events: Vec<Event> = drafts
+            .into_iter()
+            .map(|d| prep::mint(run_id, 0, d))
+            .collect();
         for _attempt in 0..2 {
             let row = w.take_row(run_id)?;
             let prev_seq = row.last_seq;
             let before = (row.status.name(), row.archived);
-            event.seq = prev_seq + 1;
-            let payload = prep::encode(&event)?;
-            let row = fold(row, &event);
-            let state = encode_state(&row)?;
-            let status_changed = before != (row.status.name(), row.archived);
+            let batch = Batch::fold(row, &mut events, seqs_only)?;
+            let status_changed = before != (batch.row.status.name(), batch.row.archived);
             // The row update is guarded by the previous `last_seq`: `false` when the cached
             // row was stale (nothing written), and the next attempt reloads it.
             let written = w.write_tx(
@@ -483,10 +570,9 @@ impl SqliteStore {
                 |w| {
                     Self::append_statements(
                         &w.conn,
-                        &event,
-                        &payload,
-                        &row,
-                        &state,
+                        run_id,
+                        &events,
+                        &batch,
                         prev_seq,
                         status_changed,
                     )
@@ -495,10 +581,16 @@ impl SqliteStore {
             )?;
             if written {
                 if status_changed {
-                    self.queue.lock().note(run_id, Some(row.status.name()));
+                    self.queue
+                        .lock()
+                        .note(run_id, Some(batch.row.status.name()));
                 }
-                w.keep_row(row);
-                return Ok(self.publish(event, payload));
+                w.keep_row(batch.row);
+                return Ok(events
+                    .into_iter()
+                    .zip(batch.payloads)
+                    .map(|(event, payload)| self.publish(event, payload))
+                    .collect());
             }
         }
         Err(corrupt(
@@ -722,19 +814,18 @@ impl SqliteStore {
             .map_err(StoreError::db_global("setting max_page_count"))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The statements of one append transaction: the row updated once (guarded by
+    /// `prev_seq`: `false` when it moved, nothing written) and every event inserted.
     fn append_statements(
         conn: &Connection,
-        event: &Event,
-        payload: &str,
-        row: &RunRow,
-        state: &str,
+        run_id: &str,
+        events: &[Event],
+        batch: &Batch,
         prev_seq: u64,
         status_changed: bool,
     ) -> Result<bool, StoreError> {
-        let run_id = event.run_id.as_str();
         let err = StoreError::db("appending an event", run_id);
-        let checkpoint_seq = (event.event == "checkpoint.completed").then_some(event.seq);
+        let row = &batch.row;
         let updated = if status_changed {
             conn.prepare_cached(
                 "UPDATE runs SET status = ?2, archived = ?3, updated_at = ?4, last_seq = ?5, \
@@ -748,8 +839,8 @@ impl SqliteStore {
                     row.archived,
                     row.updated_at,
                     row.last_seq,
-                    checkpoint_seq,
-                    state,
+                    batch.checkpoint_seq,
+                    batch.state,
                     prev_seq
                 ])
             })
@@ -765,8 +856,8 @@ impl SqliteStore {
                     run_id,
                     row.updated_at,
                     row.last_seq,
-                    checkpoint_seq,
-                    state,
+                    batch.checkpoint_seq,
+                    batch.state,
                     prev_seq
                 ])
             })
@@ -775,20 +866,15 @@ impl SqliteStore {
         if updated != 1 {
             return Ok(false);
         }
-        insert_event(
-            conn,
-            run_id,
-            event.seq,
-            &event.event,
-            &event.ts,
-            payload,
-            "appending an event",
-        )?;
+        let rows: Vec<_> = events.iter().zip(&batch.payloads).collect();
+        for chunk in rows.chunks(INSERT_ROWS) {
+            insert_events(conn, run_id, chunk)?;
+        }
         Ok(true)
     }
 
     /// `append_decided` inside its transaction: the row as the file has it, the decision,
-    /// and each event written. Returns the folded row, the events with their stored JSON, and
+    /// and its events written. Returns the folded row, the events with their stored JSON, and
     /// whether the status (or archive flag) changed.
     #[allow(clippy::type_complexity)]
     fn decide_and_write(
@@ -798,7 +884,7 @@ impl SqliteStore {
     ) -> Result<(RunRow, Vec<(Event, String)>, bool), StoreError> {
         // The cached row unless another process moved the run on.
         let cached = w.take_row(run_id)?;
-        let mut row = match last_seq_on_file(&w.conn, run_id)? {
+        let row = match last_seq_on_file(&w.conn, run_id)? {
             None => return Err(missing(&w.conn, run_id)),
             Some(seq) if seq == cached.last_seq => cached,
             Some(_) => load_row(&w.conn, run_id)?.ok_or_else(|| missing(&w.conn, run_id))?,
@@ -807,34 +893,40 @@ impl SqliteStore {
         for d in &drafts {
             prep::check_draft(run_id, d)?;
         }
-        let first = (row.status.name().to_string(), row.archived);
-        let mut minted = Vec::with_capacity(drafts.len());
-        for draft in drafts {
-            let prev_seq = row.last_seq;
-            let before = (row.status.name().to_string(), row.archived);
-            let event = prep::mint(run_id, prev_seq + 1, draft);
-            let payload = prep::encode(&event)?;
-            row = fold(row, &event);
-            let state = encode_state(&row)?;
-            let changed = before != (row.status.name().to_string(), row.archived);
-            // The write lock is held since the read above, so the row cannot have moved.
-            if !Self::append_statements(&w.conn, &event, &payload, &row, &state, prev_seq, changed)?
-            {
-                return Err(corrupt(
-                    run_id,
-                    "its row changed inside a write transaction".into(),
-                ));
-            }
-            minted.push((event, payload));
+        if drafts.is_empty() {
+            return Ok((row, Vec::new(), false));
         }
-        let changed = first != (row.status.name().to_string(), row.archived);
-        Ok((row, minted, changed))
+        let prev_seq = row.last_seq;
+        let first = (row.status.name(), row.archived);
+        let mut events: Vec<Event> = drafts
+            .into_iter()
+            .map(|d| prep::mint(run_id, 0, d))
+            .collect();
+        let batch = Batch::fold(row, &mut events, false)?;
+        let changed = first != (batch.row.status.name(), batch.row.archived);
+        // The write lock is held since the read above, so the row cannot have moved.
+        if !Self::append_statements(&w.conn, run_id, &events, &batch, prev_seq, changed)? {
+            return Err(corrupt(
+                run_id,
+                "its row changed inside a write transaction".into(),
+            ));
+        }
+        let minted = events.into_iter().zip(batch.payloads).collect();
+        Ok((batch.row, minted, changed))
     }
 
-    /// Hands a committed event (and its stored JSON text) to the hub's subscribers.
-    fn publish(&self, event: Event, payload: String) -> Event {
+    /// Hands a committed event (and its stored JSON text) to the hub's subscribers. An
+    /// event whose properties moved into the row (`Null`, see [`Batch::fold`]; a stored
+    /// event's are never `Null`) gets them back from its stored text first.
+    fn publish(&self, mut event: Event, payload: String) -> Event {
         if !self.hub.has_listeners(&event.run_id) {
             return event;
+        }
+        if event.properties.is_null() {
+            event.properties = serde_json::from_str::<Value>(&payload)
+                .ok()
+                .and_then(|mut v| v.get_mut("properties").map(Value::take))
+                .unwrap_or_else(|| Value::Object(Default::default()));
         }
         let shared = Arc::new(Published::with_json(event, payload));
         self.hub.publish(Arc::clone(&shared));
@@ -936,7 +1028,21 @@ impl RunStore for SqliteStore {
     fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
         prep::check_draft(run_id, &draft)?;
         let mut guard = self.writer.lock();
-        self.append_locked(&mut guard, run_id, draft)
+        self.append_locked(&mut guard, run_id, vec![draft], false)?
+            .pop()
+            .ok_or_else(|| corrupt(run_id, "an append wrote no event".into()))
+    }
+
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
+        for d in &drafts {
+            prep::check_draft(run_id, d)?;
+        }
+        if drafts.is_empty() {
+            return Ok(None);
+        }
+        let mut guard = self.writer.lock();
+        let events = self.append_locked(&mut guard, run_id, drafts, true)?;
+        Ok(events.last().map(|e| e.seq))
     }
 
     fn append_decided(
@@ -1237,6 +1343,59 @@ mod tests {
         assert_eq!(raw.len(), 2);
         assert_eq!(raw[0].json, serde_json::to_string(&e).unwrap());
         assert!(s.cheap_check().is_ok());
+    }
+
+    #[test]
+    fn append_all_commits_every_event_or_none() {
+        let (_d, s) = store();
+        let row = s.create_run(NewRun::default()).unwrap();
+        let batch = vec![
+            EventDraft::new("run.queued", json!({})),
+            EventDraft::new("stage.started", json!({"index": 0})),
+            EventDraft::new("checkpoint.completed", json!({"current_node": "a"})),
+            EventDraft::new("stage.completed", json!({"index": 0})),
+        ];
+        let sub = s.hub().subscribe(&row.id);
+        assert_eq!(s.append_all(&row.id, batch).unwrap(), Some(5));
+        // A subscriber gets every event whole, the checkpoint's properties included.
+        let live: Vec<(u64, Value)> = std::iter::from_fn(|| sub.try_recv().ok())
+            .map(|e| (e.seq, e.properties.clone()))
+            .collect();
+        assert_eq!(live.len(), 4);
+        assert_eq!(live[2], (4, json!({"current_node": "a"})));
+        // A bad draft anywhere appends nothing of the batch.
+        let bad = vec![
+            EventDraft::new("stage.started", json!({})),
+            EventDraft::new(" ", json!({})),
+        ];
+        assert!(s.append_all(&row.id, bad).is_err());
+        assert_eq!(s.append_all(&row.id, Vec::new()).unwrap(), None);
+        let reopened = SqliteStore::open(s.path()).unwrap();
+        let got = reopened.get_run(&row.id).unwrap().unwrap();
+        assert_eq!(got.status, RunStatus::Runnable);
+        assert_eq!(got.last_seq, 5);
+        assert_eq!(got.checkpoint, Some(json!({"current_node": "a"})));
+        let kinds: Vec<String> = reopened
+            .events(&row.id, 1, 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "run.created",
+                "run.queued",
+                "stage.started",
+                "checkpoint.completed",
+                "stage.completed"
+            ]
+        );
+        reopened.verify_run(&row.id).unwrap();
+        assert_eq!(
+            reopened.get_run(&row.id).unwrap(),
+            s.get_run(&row.id).unwrap()
+        );
     }
 
     #[test]

@@ -82,6 +82,12 @@ impl StageCtx<'_, '_> {
     pub fn emit(&self, kind: &str, props: Value) -> Result<(), StoreError> {
         self.walker.emit(kind, Some(self.node), props)
     }
+
+    /// Records an event committed with the stage's next one (see `Walker::hold`): only for
+    /// an event after which the handler returns without any other effect.
+    pub fn hold(&self, kind: &str, props: Value) -> Result<(), StoreError> {
+        self.walker.hold(kind, Some(self.node), props)
+    }
 }
 
 pub(crate) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {

@@ -89,8 +89,9 @@ fn load_schema(cx: &StageCtx<'_, '_>) -> Result<Option<OutputSchema>, String> {
         .map_err(|e| format!("has an unusable output_schema: {e}"))
 }
 
+/// Committed with the stage's end: nothing but the outcome's making comes in between.
 fn emit_completed(cx: &StageCtx<'_, '_>, r: &CommandResult) -> Result<(), Interrupt> {
-    cx.emit(
+    cx.hold(
         "command.completed",
         json!({
             "stdout": r.stdout,

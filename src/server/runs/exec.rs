@@ -71,6 +71,10 @@ impl RunStore for GatedStore {
         let _g = self.gate.lock();
         self.inner.append(run_id, draft)
     }
+    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
+        let _g = self.gate.lock();
+        self.inner.append_all(run_id, drafts)
+    }
     fn append_decided(
         &self,
         run_id: &str,
