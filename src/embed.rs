@@ -11,18 +11,15 @@
 //! [`Engine::run`] executes the workflow on the caller's thread and returns when the run
 //! ends. On the way it starts only short-lived threads, all joined before it returns: one
 //! watchdog per run (stall detection), one per parallel branch, one per manager stage's
-//! child run, a timer per attempt with a timeout, and two pipe readers per command stage.
-//! Command stages start child processes, each in its own process group, killed with their
-//! stage. A SQLite [`Store`] keeps one background thread (WAL checkpoints) until it is
+//! child run, and a timer per attempt with a timeout. Command stages start child processes,
+//! each in its own process group, killed with their stage; the stage's thread waits on their
+//! pipes itself (a drain thread only when a process the command left behind keeps them). A SQLite [`Store`] keeps one background thread (WAL checkpoints) until it is
 //! dropped, and registers its write-gathering VFS with SQLite once per process. Nothing
 //! installs signal handlers, reads settings files or the environment, or starts a logger
 //! (the engine logs through the `log` facade, silent unless the host installs a logger).
 
 use crate::engine::{self, RunOptions, Services};
-use crate::store::{
-    self, Event, EventDraft, Hub, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStore,
-    StoreError, WorkflowMeta,
-};
+use crate::store::{self, Event, NewRun, RunStore, StoreError, WorkflowMeta};
 use crate::workflow::{self, DirFiles, FileSource, NoFiles};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -183,8 +180,6 @@ impl Store {
     }
 }
 
-type EventCallback = Arc<dyn Fn(&Event) + Send + Sync>;
-
 /// Runs workflows with one set of services. Cheap to clone; safe to share between threads
 /// (each [`Engine::run`] is independent).
 ///
@@ -222,7 +217,7 @@ pub struct Engine {
 pub struct EngineBuilder {
     store: Option<Store>,
     interviewer: Option<Arc<dyn Interviewer>>,
-    on_event: Option<EventCallback>,
+    on_event: Option<store::Observer>,
     workdir: Option<PathBuf>,
 }
 
@@ -261,9 +256,10 @@ impl EngineBuilder {
         };
         let store = self.store.unwrap_or_else(Store::memory).inner;
         let store: Arc<dyn RunStore> = match self.on_event {
-            Some(callback) => Arc::new(Observed {
+            Some(observer) => Arc::new(store::HookedStore {
                 inner: store,
-                callback,
+                gate: None,
+                observer: Some(observer),
             }),
             None => store,
         };
@@ -376,100 +372,5 @@ fn new_run(workflow: &Workflow, inputs: &Map<String, Value>, workdir: &Path) -> 
         working_dir: Some(workdir.display().to_string()),
         inputs: Value::Object(inputs.clone()),
         ..NewRun::default()
-    }
-}
-
-/// The store with the event callback: every committed event is handed to it after the
-/// commit (a failed write reports nothing).
-struct Observed {
-    inner: Arc<dyn RunStore>,
-    callback: EventCallback,
-}
-
-impl Observed {
-    fn tell(&self, events: &[Event]) {
-        for event in events {
-            (self.callback)(event);
-        }
-    }
-}
-
-impl RunStore for Observed {
-    fn create_run(&self, new: NewRun) -> Result<RunRow, StoreError> {
-        let row = self.inner.create_run(new)?;
-        // `run.created` is seq 1; read it back so the callback sees it like every other event.
-        if let Ok(first) = self.inner.events(&row.id, 1, 1) {
-            self.tell(&first);
-        }
-        Ok(row)
-    }
-
-    fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
-        let event = self.inner.append(run_id, draft)?;
-        self.tell(std::slice::from_ref(&event));
-        Ok(event)
-    }
-
-    fn append_decided(
-        &self,
-        run_id: &str,
-        decide: &mut dyn FnMut(&RunRow) -> Vec<EventDraft>,
-    ) -> Result<(RunRow, Vec<Event>), StoreError> {
-        let (row, events) = self.inner.append_decided(run_id, decide)?;
-        self.tell(&events);
-        Ok((row, events))
-    }
-
-    fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
-        self.inner.get_run(run_id)
-    }
-
-    fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError> {
-        self.inner.query_runs(query)
-    }
-
-    fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
-        self.inner.count_runs(query)
-    }
-
-    fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        self.inner.events(run_id, since_seq, limit)
-    }
-
-    fn events_raw(
-        &self,
-        run_id: &str,
-        since_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<RawEvent>, StoreError> {
-        self.inner.events_raw(run_id, since_seq, limit)
-    }
-
-    fn delete_run(&self, run_id: &str) -> Result<(), StoreError> {
-        self.inner.delete_run(run_id)
-    }
-
-    fn tombstone(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        self.inner.tombstone(run_id)
-    }
-
-    fn import_run(&self, run_id: &str, lines: &[String]) -> Result<ImportOutcome, StoreError> {
-        self.inner.import_run(run_id, lines)
-    }
-
-    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        self.inner.put_blob(bytes)
-    }
-
-    fn get_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get_blob(id)
-    }
-
-    fn has_blob(&self, id: &str) -> Result<bool, StoreError> {
-        self.inner.has_blob(id)
-    }
-
-    fn hub(&self) -> &Hub {
-        self.inner.hub()
     }
 }

@@ -22,6 +22,7 @@ mod activation;
 mod clock;
 mod error;
 mod fold;
+mod hooked;
 mod hub;
 mod memory;
 mod model;
@@ -40,6 +41,7 @@ pub use activation::{
 pub use clock::{civil_from_days, format_millis, is_canonical_ulid, new_ulid, now};
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
+pub use hooked::{HookedStore, Observer};
 pub use hub::{Hub, Published, Subscription};
 pub use memory::MemoryStore;
 pub use model::{

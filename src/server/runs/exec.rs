@@ -1,5 +1,5 @@
-//! Running one promoted run: the [`Executor`] the worker threads call, and [`GatedStore`],
-//! the store the engine writes through.
+//! Running one promoted run: the [`Executor`] the worker threads call (the engine writes
+//! through the gated `store::HookedStore` that `Runs` builds).
 //!
 //! Owns: the glue between a scheduled run and the engine (workflow, files, work directory,
 //! services). Must not touch: scheduling decisions or HTTP.
@@ -11,10 +11,7 @@ use crate::engine::human::Question;
 use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
 use crate::settings::ChildApprovalPolicy;
-use crate::store::{
-    Event, EventDraft, Hub, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStore, StoreError,
-};
-use parking_lot::Mutex;
+use crate::store::{EventDraft, RunRow, RunStore};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,76 +50,6 @@ impl crate::workflow::FileSource for VersionFiles {
             deps: &self.deps,
         }
         .read(rel)
-    }
-}
-
-/// The run store with one gate around every append, so a control request's
-/// read-check-append never interleaves with the engine's own appends.
-pub struct GatedStore {
-    pub inner: Arc<dyn RunStore>,
-    pub gate: Arc<Mutex<()>>,
-}
-
-impl RunStore for GatedStore {
-    fn create_run(&self, new: NewRun) -> Result<RunRow, StoreError> {
-        self.inner.create_run(new)
-    }
-    fn append(&self, run_id: &str, draft: EventDraft) -> Result<Event, StoreError> {
-        let _g = self.gate.lock();
-        self.inner.append(run_id, draft)
-    }
-    fn append_all(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Option<u64>, StoreError> {
-        let _g = self.gate.lock();
-        self.inner.append_all(run_id, drafts)
-    }
-    fn append_decided(
-        &self,
-        run_id: &str,
-        decide: &mut dyn FnMut(&RunRow) -> Vec<EventDraft>,
-    ) -> Result<(RunRow, Vec<Event>), StoreError> {
-        let _g = self.gate.lock();
-        self.inner.append_decided(run_id, decide)
-    }
-    fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
-        self.inner.get_run(run_id)
-    }
-    fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRow>, StoreError> {
-        self.inner.query_runs(query)
-    }
-    fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
-        self.inner.count_runs(query)
-    }
-    fn events(&self, run_id: &str, since_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        self.inner.events(run_id, since_seq, limit)
-    }
-    fn events_raw(
-        &self,
-        run_id: &str,
-        since_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<RawEvent>, StoreError> {
-        self.inner.events_raw(run_id, since_seq, limit)
-    }
-    fn delete_run(&self, run_id: &str) -> Result<(), StoreError> {
-        self.inner.delete_run(run_id)
-    }
-    fn tombstone(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        self.inner.tombstone(run_id)
-    }
-    fn import_run(&self, run_id: &str, lines: &[String]) -> Result<ImportOutcome, StoreError> {
-        self.inner.import_run(run_id, lines)
-    }
-    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        self.inner.put_blob(bytes)
-    }
-    fn get_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get_blob(id)
-    }
-    fn has_blob(&self, id: &str) -> Result<bool, StoreError> {
-        self.inner.has_blob(id)
-    }
-    fn hub(&self) -> &Hub {
-        self.inner.hub()
     }
 }
 

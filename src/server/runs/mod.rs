@@ -2,7 +2,7 @@
 //! scheduler and the engine worker pool.
 //!
 //! - [`lifecycle`] decides (pure), this module appends: every control reads the row, plans,
-//!   and appends under one gate shared with the engine's appends ([`exec::GatedStore`]) and
+//!   and appends under one gate shared with the engine's appends (`store::HookedStore` with a gate) and
 //!   the scheduler's promotions, so no check-then-append ever races.
 //! - The scheduler thread promotes `runnable` runs to `starting`, oldest first (ULID order =
 //!   creation order), while fewer than `server.scheduler.max_concurrent_runs` (read live)
@@ -49,7 +49,7 @@ use crate::store::{
     WorkflowMeta,
 };
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use exec::{Executor, GatedStore, Job};
+use exec::{Executor, Job};
 pub use interviewer::RunHandle;
 use lifecycle::{Plan, Signal};
 use parking_lot::Mutex;
@@ -115,9 +115,10 @@ impl Runs {
         versions: Arc<VersionStore>,
     ) -> Arc<Runs> {
         let gate = Arc::new(Mutex::new(()));
-        let gated: Arc<dyn RunStore> = Arc::new(GatedStore {
+        let gated: Arc<dyn RunStore> = Arc::new(crate::store::HookedStore {
             inner: Arc::clone(&store),
-            gate: Arc::clone(&gate),
+            gate: Some(Arc::clone(&gate)),
+            observer: None,
         });
         let (wake_tx, wake_rx) = bounded(1);
         let (jobs_tx, jobs_rx) = unbounded();
