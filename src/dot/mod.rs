@@ -7,11 +7,13 @@
 
 mod build;
 mod error;
+mod index;
 mod print;
 mod value;
 
 pub use build::parse;
 pub use error::ParseError;
+pub(crate) use index::IdIndex;
 pub use print::to_dot;
 pub use value::{parse_duration, unescape, Value};
 
@@ -102,6 +104,22 @@ impl Attrs {
         for (k, v) in &other.0 {
             self.set(k, v.clone());
         }
+    }
+    /// [`Attrs::merge`] that moves the values instead of copying them.
+    pub(crate) fn merge_from(&mut self, other: Attrs) {
+        if self.0.is_empty() {
+            *self = other;
+            return;
+        }
+        for (k, v) in other.0 {
+            match self.0.iter_mut().find(|(mine, _)| *mine == k) {
+                Some(slot) => slot.1 = v,
+                None => self.0.push((k, v)),
+            }
+        }
+    }
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Attrs(Vec::with_capacity(n))
     }
     pub fn contains(&self, key: &str) -> bool {
         self.get(key).is_some()

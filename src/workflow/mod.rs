@@ -16,6 +16,7 @@ use crate::dot::{self, Attrs, Edge, Graph, Node, ParseError, Value};
 use attrs::{Scope, View};
 use condition::{Condition, ConditionError};
 use std::collections::HashMap;
+use std::ops::Index;
 use std::path::{Path, PathBuf};
 
 pub use lint::{Diagnostic, Severity};
@@ -146,17 +147,17 @@ pub struct Workflow {
     pub graph: Graph,
     /// Handler per node (index-aligned with `graph.nodes`); `None` for an unknown `type`.
     pub handlers: Vec<Option<HandlerKind>>,
-    /// Outgoing edge indexes per node, in declaration order.
-    pub out_edges: Vec<Vec<usize>>,
+    /// Outgoing edge indexes per node, in declaration order (`out_edges[node]` is a slice).
+    pub out_edges: OutEdges,
     pub in_degree: Vec<usize>,
-    /// Compiled condition per edge (`None` when the edge has none).
-    pub conditions: Vec<Option<Result<Condition, ConditionError>>>,
+    /// Compiled condition per edge (`conditions[edge]` is `None` when the edge has none).
+    pub conditions: Conditions,
     /// Target node index per edge (`usize::MAX` never happens for parsed graphs: edges
     /// create their nodes).
     edge_targets: Vec<usize>,
     pub start: Option<usize>,
     pub exit: Option<usize>,
-    index: HashMap<String, usize>,
+    index: dot::IdIndex,
     /// `@path` references that could not be read: (node id or "" for the graph, key, path).
     pub unresolved: Vec<(String, String, String)>,
     pub stylesheet_error: Option<stylesheet::StylesheetError>,
@@ -212,21 +213,22 @@ impl Workflow {
         let stylesheet_error = apply_stylesheet(&mut graph);
         let unresolved = inline_file_refs(&mut graph, files);
         let n = graph.nodes.len();
-        let mut index = HashMap::with_capacity(n);
-        for (i, node) in graph.nodes.iter().enumerate() {
-            index.insert(node.id.clone(), i);
-        }
-        let mut out_edges = vec![Vec::new(); n];
+        let index = dot::IdIndex::build(&graph.nodes);
         let mut in_degree = vec![0; n];
+        let mut edge_sources = Vec::with_capacity(graph.edges.len());
         let mut edge_targets = Vec::with_capacity(graph.edges.len());
-        for (ei, e) in graph.edges.iter().enumerate() {
-            let (from, to) = (index.get(&e.from).copied(), index.get(&e.to).copied());
-            if let (Some(f), Some(t)) = (from, to) {
-                out_edges[f].push(ei);
+        for e in &graph.edges {
+            let from = index.get(&graph.nodes, &e.from);
+            let to = index.get(&graph.nodes, &e.to);
+            if let (Some(_), Some(t)) = (from, to) {
                 in_degree[t] += 1;
             }
+            // An edge only counts as outgoing when both ends exist.
+            edge_sources.push(from.filter(|_| to.is_some()).unwrap_or(usize::MAX));
             edge_targets.push(to.unwrap_or(usize::MAX));
         }
+        let out_edges = OutEdges::build(n, &edge_sources);
+        drop(edge_sources);
         let handlers = graph.nodes.iter().map(resolve_handler).collect::<Vec<_>>();
         let conditions = compile_conditions(&graph);
         let start = find_single(&graph, &handlers, HandlerKind::Start, START_IDS);
@@ -251,7 +253,7 @@ impl Workflow {
         &self.graph.name
     }
     pub fn node_index(&self, id: &str) -> Option<usize> {
-        self.index.get(id).copied()
+        self.index.get(&self.graph.nodes, id)
     }
     /// The target node of an edge.
     pub fn edge_target(&self, e: usize) -> Option<usize> {
@@ -305,22 +307,104 @@ impl Workflow {
     }
 }
 
-/// Compiles each edge condition; identical texts (common in generated and copy-pasted
-/// workflows) are compiled once and cloned.
-fn compile_conditions(graph: &Graph) -> Vec<Option<Result<Condition, ConditionError>>> {
-    let mut seen: HashMap<&str, Result<Condition, ConditionError>> = HashMap::new();
-    graph
+/// Outgoing edges of every node in one allocation (compressed rows): `out_edges[node]` is
+/// the slice of that node's edge indexes in declaration order. One `Vec` per node cost an
+/// allocation each (100,000 of them on a 100,000-node graph).
+#[derive(Debug, Clone, Default)]
+pub struct OutEdges {
+    /// `edges[starts[i]..starts[i + 1]]` are node `i`'s edges.
+    starts: Vec<usize>,
+    edges: Vec<usize>,
+}
+
+impl OutEdges {
+    /// `sources[e]` is edge `e`'s source node, or `usize::MAX` for an edge that is left out.
+    fn build(nodes: usize, sources: &[usize]) -> OutEdges {
+        let mut starts = vec![0usize; nodes + 1];
+        for &s in sources.iter().filter(|&&s| s < nodes) {
+            starts[s + 1] += 1;
+        }
+        for i in 0..nodes {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let mut edges = vec![0; starts[nodes]];
+        for (e, &s) in sources.iter().enumerate().filter(|(_, &s)| s < nodes) {
+            edges[next[s]] = e;
+            next[s] += 1;
+        }
+        OutEdges { starts, edges }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Each node's outgoing edges, in node order.
+    pub fn iter(&self) -> impl Iterator<Item = &[usize]> + '_ {
+        (0..self.len()).map(move |i| &self[i])
+    }
+}
+
+impl Index<usize> for OutEdges {
+    type Output = [usize];
+    fn index(&self, node: usize) -> &[usize] {
+        &self.edges[self.starts[node]..self.starts[node + 1]]
+    }
+}
+
+type Compiled = Option<Result<Condition, ConditionError>>;
+
+/// The compiled condition of every edge. Identical texts (common in generated and
+/// copy-pasted workflows) are compiled and stored once; each edge keeps a 4-byte slot.
+#[derive(Debug, Clone, Default)]
+pub struct Conditions {
+    /// Per edge, a position in `compiled` (0 is "no condition").
+    slots: Vec<u32>,
+    compiled: Vec<Compiled>,
+}
+
+impl Conditions {
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+    /// Each edge's condition, in edge order.
+    pub fn iter(&self) -> impl Iterator<Item = &Compiled> + '_ {
+        self.slots.iter().map(|&s| &self.compiled[s as usize])
+    }
+}
+
+impl Index<usize> for Conditions {
+    type Output = Compiled;
+    fn index(&self, edge: usize) -> &Compiled {
+        &self.compiled[self.slots[edge] as usize]
+    }
+}
+
+/// Compiles each distinct edge condition text once.
+fn compile_conditions(graph: &Graph) -> Conditions {
+    let mut seen: HashMap<&str, u32> = HashMap::new();
+    let mut compiled = vec![None];
+    let slots = graph
         .edges
         .iter()
         .map(|e| {
-            let text = e.attrs.text("condition").filter(|c| !c.trim().is_empty())?;
-            Some(
-                seen.entry(text)
-                    .or_insert_with(|| Condition::parse(text))
-                    .clone(),
-            )
+            let Some(text) = e.attrs.text("condition").filter(|c| !c.trim().is_empty()) else {
+                return 0;
+            };
+            *seen.entry(text).or_insert_with(|| {
+                compiled.push(Some(Condition::parse(text)));
+                (compiled.len() - 1) as u32
+            })
         })
-        .collect()
+        .collect();
+    Conditions { slots, compiled }
 }
 
 /// `type` wins over the shape; the reserved ids make start and exit nodes without a shape.
