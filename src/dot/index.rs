@@ -8,24 +8,29 @@
 
 use super::Node;
 
-/// Open addressing with linear probing; `EMPTY` marks a free slot. Kept at most half full.
+/// Open addressing with linear probing, kept at most half full. A slot holds a node's
+/// position in its low 32 bits and 32 bits of its id's hash in the high ones, so a probe
+/// that lands on another id is usually rejected without reading that node (two cache
+/// misses: the node, then its id's text).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IdIndex {
-    slots: Vec<u32>,
+    slots: Vec<u64>,
     len: usize,
+    /// log2 of `slots.len()`.
+    bits: u32,
 }
 
-const EMPTY: u32 = u32::MAX;
+const EMPTY: u64 = u64::MAX;
 
-/// FNV-1a: ids are short, and a file's author gains nothing by making them collide (a
-/// workflow file is trusted input); SipHash's DoS resistance showed up in parse profiles.
-fn hash(id: &str) -> usize {
+/// FNV-1a, then a multiply so that every bit of the result depends on every byte: ids are
+/// short and often differ only in their last digit. A workflow file is trusted input, so
+/// SipHash's resistance to crafted collisions buys nothing (and it showed up in profiles).
+fn hash(id: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in id.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    // The low bits pick the slot; fold the well-mixed high bits into them.
-    (h ^ (h >> 32)) as usize
+    h.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 impl IdIndex {
@@ -39,20 +44,26 @@ impl IdIndex {
         index
     }
 
+    /// The first slot to probe (from the high bits, the best mixed) and the tag.
+    fn start(&self, h: u64) -> (usize, u64) {
+        ((h >> (64 - self.bits)) as usize, h & 0xffff_ffff_0000_0000)
+    }
+
     /// Position of `id` in `nodes`.
     pub(crate) fn get(&self, nodes: &[Node], id: &str) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
         let mask = self.slots.len() - 1;
-        let mut s = hash(id) & mask;
+        let (mut s, tag) = self.start(hash(id));
         loop {
-            let i = self.slots[s];
-            if i == EMPTY {
+            let slot = self.slots[s];
+            if slot == EMPTY {
                 return None;
             }
-            if nodes[i as usize].id == id {
-                return Some(i as usize);
+            let i = (slot & 0xffff_ffff) as usize;
+            if slot & !0xffff_ffff == tag && nodes[i].id == id {
+                return Some(i);
             }
             s = (s + 1) & mask;
         }
@@ -62,17 +73,18 @@ impl IdIndex {
     pub(crate) fn insert(&mut self, nodes: &[Node], i: usize) {
         self.grow_for(self.len + 1, nodes);
         let mask = self.slots.len() - 1;
-        let id = nodes[i].id.as_str();
-        let mut s = hash(id) & mask;
+        let (mut s, tag) = self.start(hash(&nodes[i].id));
+        let entry = tag | i as u64;
         loop {
-            let cur = self.slots[s];
-            if cur == EMPTY {
-                self.slots[s] = i as u32;
+            let slot = self.slots[s];
+            if slot == EMPTY {
+                self.slots[s] = entry;
                 self.len += 1;
                 return;
             }
-            if nodes[cur as usize].id == id {
-                self.slots[s] = i as u32;
+            if slot & !0xffff_ffff == tag && nodes[(slot & 0xffff_ffff) as usize].id == nodes[i].id
+            {
+                self.slots[s] = entry;
                 return;
             }
             s = (s + 1) & mask;
@@ -86,9 +98,10 @@ impl IdIndex {
         }
         let size = (want * 2).next_power_of_two().max(16);
         let old = std::mem::replace(&mut self.slots, vec![EMPTY; size]);
+        self.bits = size.trailing_zeros();
         self.len = 0;
-        for i in old.into_iter().filter(|&i| i != EMPTY) {
-            self.insert(nodes, i as usize);
+        for slot in old.into_iter().filter(|&s| s != EMPTY) {
+            self.insert(nodes, (slot & 0xffff_ffff) as usize);
         }
     }
 }
