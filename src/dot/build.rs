@@ -15,7 +15,7 @@ pub(crate) struct DotParser;
 
 /// Node and edge defaults in effect, plus the classes of the enclosing labelled subgraphs.
 #[derive(Clone, Default)]
-struct Scope {
+pub(super) struct Scope {
     node_defaults: Attrs,
     edge_defaults: Attrs,
     classes: Vec<String>,
@@ -23,11 +23,20 @@ struct Scope {
     depth: u32,
 }
 
-struct Builder<'a> {
-    src: &'a str,
+/// What lasts from one piece of the input to the next: the graph so far, its id index and
+/// the line count.
+#[derive(Default)]
+pub(super) struct State {
     lines: LineCursor,
-    graph: Graph,
+    pub(super) graph: Graph,
     index: IdIndex,
+}
+
+/// Builds statements of `src` (the whole text, or in [`super::stream`] the part in memory)
+/// into `st`.
+pub(super) struct Builder<'a, 's> {
+    pub(super) src: &'a str,
+    pub(super) st: &'s mut State,
 }
 
 /// Deepest subgraph nesting accepted (real workflows use two or three levels).
@@ -35,49 +44,87 @@ pub(crate) const MAX_DEPTH: usize = 100;
 
 /// Parses a whole DOT file into a flat graph.
 pub fn parse(src: &str) -> Result<Graph, ParseError> {
-    let mut b = Builder {
-        src,
-        lines: LineCursor::default(),
-        graph: Graph::default(),
-        index: IdIndex::default(),
-    };
-    let mut offset = b.parse_header()?;
-    let mut scope = Scope::default();
-    // Where the last statement's item started, to word an error after it.
-    let mut prev_stmt: Option<usize> = None;
-    loop {
-        // Fast path: a run of plain statements in one pest call.
-        let (after, last) = b.chunk(offset, &mut scope)?;
-        if after > offset {
-            offset = after;
-            prev_stmt = last;
-            continue;
-        }
-        // A subgraph, the closing brace or an error: one statement the careful way.
-        if let Some(e) = super::error::nesting_error(src, offset, MAX_DEPTH) {
-            return Err(e);
-        }
-        let rest = &src[offset..];
-        let mut pairs = DotParser::parse(Rule::item, rest).map_err(|e| {
-            let prev = prev_stmt.and_then(|at| describe_stmt(src, at));
-            describe_failure(src, &LineIndex::new(src), offset, &e, prev.as_ref())
-        })?;
-        let item = pairs.next().ok_or_else(|| b.internal(offset))?;
-        let end = offset + item.as_span().end();
-        let Some(inner) = item.into_inner().next() else {
-            return Err(b.internal(offset));
-        };
-        if inner.as_rule() == Rule::close {
-            b.check_tail(end)?;
-            break;
-        }
-        prev_stmt = Some(offset);
-        b.statement(inner, offset, &mut scope)?;
-        offset = end;
+    let mut st = State::default();
+    let mut b = Builder { src, st: &mut st };
+    let offset = b.parse_header()?;
+    b.run(offset, &mut Scope::default())?;
+    Ok(st.finish())
+}
+
+impl State {
+    /// The graph, without the spare capacity its vectors grew.
+    pub(super) fn finish(mut self) -> Graph {
+        self.graph.nodes.shrink_to_fit();
+        self.graph.edges.shrink_to_fit();
+        self.graph
     }
-    b.graph.nodes.shrink_to_fit();
-    b.graph.edges.shrink_to_fit();
-    Ok(b.graph)
+
+    /// The text before `offset` is about to be dropped from the buffer: positions count
+    /// from the new start.
+    pub(super) fn forget(&mut self, src: &str, offset: usize) {
+        self.lines.forget(src, offset);
+    }
+}
+
+impl Builder<'_, '_> {
+    /// Every statement from `offset` to the closing brace, and the check that nothing follows.
+    pub(super) fn run(&mut self, mut offset: usize, scope: &mut Scope) -> Result<(), ParseError> {
+        let src = self.src;
+        // Where the last statement's item started, to word an error after it.
+        let mut prev_stmt: Option<usize> = None;
+        loop {
+            // Fast path: a run of plain statements in one pest call.
+            let (after, last) = self.chunk(offset, scope, true)?;
+            if after > offset {
+                offset = after;
+                prev_stmt = last;
+                continue;
+            }
+            // A subgraph, the closing brace or an error: one statement the careful way.
+            if let Some(e) = super::error::nesting_error(src, offset, MAX_DEPTH) {
+                return Err(e);
+            }
+            let rest = &src[offset..];
+            let mut pairs = DotParser::parse(Rule::item, rest).map_err(|e| {
+                let prev = prev_stmt.and_then(|at| describe_stmt(src, at));
+                describe_failure(src, &LineIndex::new(src), offset, &e, prev.as_ref())
+            })?;
+            let item = pairs.next().ok_or_else(|| self.internal(offset))?;
+            let end = offset + item.as_span().end();
+            let Some(inner) = item.into_inner().next() else {
+                return Err(self.internal(offset));
+            };
+            if inner.as_rule() == Rule::close {
+                return self.check_tail(end);
+            }
+            prev_stmt = Some(offset);
+            self.statement(inner, offset, scope)?;
+            offset = end;
+        }
+    }
+
+    /// For text that may continue past `src`: builds the statement item at `offset` if it
+    /// is a subgraph (or a plain statement) provably complete, which it is when another
+    /// item parses after it. `None` when more text is needed (or on an error, which the
+    /// caller leaves to the whole-text path).
+    pub(super) fn complete_item(&mut self, offset: usize, scope: &mut Scope) -> Option<usize> {
+        let src = self.src;
+        if super::error::nesting_error(src, offset, MAX_DEPTH).is_some() {
+            return None;
+        }
+        let item = DotParser::parse(Rule::item, &src[offset..]).ok()?.next()?;
+        let end = offset + item.as_span().end();
+        let inner = item.into_inner().next()?;
+        if inner.as_rule() == Rule::close
+            || end >= src.len()
+            || super::error::nesting_error(src, end, MAX_DEPTH).is_some()
+            || DotParser::parse(Rule::item, &src[end..]).is_err()
+        {
+            return None;
+        }
+        self.statement(inner, offset, scope).ok()?;
+        Some(end)
+    }
 }
 
 /// The rule and last node id of the statement whose item starts at `at` (for error
@@ -107,6 +154,8 @@ struct LineCursor {
     offset: usize,
     line: u32,
     line_start: usize,
+    /// Characters of the current line that were before `line_start` in dropped text.
+    carry: usize,
 }
 
 impl LineCursor {
@@ -119,6 +168,7 @@ impl LineCursor {
         if let Some(last) = seen.iter().rposition(|&b| b == b'\n') {
             self.line += 1 + seen[..last].iter().filter(|&&b| b == b'\n').count() as u32;
             self.line_start = self.offset + last + 1;
+            self.carry = 0;
         }
         self.offset = offset;
         let col = src
@@ -126,22 +176,35 @@ impl LineCursor {
             .map_or(offset - self.line_start, |s| s.chars().count());
         Pos {
             line: self.line + 1,
-            col: col as u32 + 1,
+            col: (self.carry + col) as u32 + 1,
         }
+    }
+
+    /// Counts up to `offset`, then makes `offset` the new start of the text.
+    fn forget(&mut self, src: &str, offset: usize) {
+        let before = self.pos(src, offset);
+        self.carry = before.col as usize - 1;
+        self.offset = 0;
+        self.line_start = 0;
     }
 }
 
-impl<'a> Builder<'a> {
+impl<'a> Builder<'a, '_> {
     fn pos(&mut self, base: usize, p: &Pair<Rule>) -> Pos {
-        self.lines.pos(self.src, base + p.as_span().start())
+        self.st.lines.pos(self.src, base + p.as_span().start())
     }
 
     /// Parses and builds a run of plain statements at `offset`; returns the offset after
     /// the last one (`offset` itself when none) and where that statement's item started.
-    fn chunk(
+    ///
+    /// With `all` false (text that may continue past `src`) the last statement is left
+    /// unbuilt: it may be cut short by the end of `src`. Every earlier one is final: another
+    /// statement parsed after it, so nothing past `src` could have changed where it ends.
+    pub(super) fn chunk(
         &mut self,
         offset: usize,
         scope: &mut Scope,
+        all: bool,
     ) -> Result<(usize, Option<usize>), ParseError> {
         let Ok(mut pairs) = DotParser::parse(Rule::chunk, &self.src[offset..]) else {
             return Ok((offset, None));
@@ -150,7 +213,13 @@ impl<'a> Builder<'a> {
             return Ok((offset, None));
         };
         let (mut at, mut last) = (offset, None);
-        for piece in chunk.into_inner() {
+        let pieces = chunk.into_inner();
+        let take = if all {
+            pieces.len()
+        } else {
+            pieces.len().saturating_sub(1)
+        };
+        for piece in pieces.take(take) {
             let end = offset + piece.as_span().end();
             let Some(stmt) = piece.into_inner().next() else {
                 return Err(self.internal(at));
@@ -171,15 +240,15 @@ impl<'a> Builder<'a> {
         )
     }
 
-    fn parse_header(&mut self) -> Result<usize, ParseError> {
+    pub(super) fn parse_header(&mut self) -> Result<usize, ParseError> {
         let mut pairs = DotParser::parse(Rule::header, self.src)
             .map_err(|_| super::error::header_error(self.src, &LineIndex::new(self.src)))?;
         let header = pairs.next().ok_or_else(|| self.internal(0))?;
         let end = header.as_span().end();
         for p in header.into_inner() {
             match p.as_rule() {
-                Rule::ident => self.graph.name = p.as_str().to_string(),
-                Rule::string => self.graph.name = string_value(p),
+                Rule::ident => self.st.graph.name = p.as_str().to_string(),
+                Rule::string => self.st.graph.name = string_value(p),
                 _ => {}
             }
         }
@@ -222,8 +291,8 @@ impl<'a> Builder<'a> {
     /// to the subgraph (only its `label` matters, as a class) and never overwrite the graph's.
     fn graph_attr(&mut self, key: String, value: Value, at: Pos, scope: &Scope) {
         if scope.depth == 0 {
-            self.graph.attrs.set(&key, value);
-            self.graph.attr_pos.push((key, at));
+            self.st.graph.attrs.set(&key, value);
+            self.st.graph.attr_pos.push((key, at));
         }
     }
 
@@ -280,7 +349,7 @@ impl<'a> Builder<'a> {
         // An explicit `class` must not drop the classes of enclosing subgraphs.
         let reclass = attrs.contains("class") && !scope.classes.is_empty();
         let i = self.touch_node(id.as_str(), at, scope);
-        let node = &mut self.graph.nodes[i];
+        let node = &mut self.st.graph.nodes[i];
         if !node.defaulted.is_empty() {
             node.defaulted.retain(|k| !attrs.contains(k));
         }
@@ -323,7 +392,7 @@ impl<'a> Builder<'a> {
             } else {
                 edge_attrs.clone()
             };
-            self.graph.edges.push(Edge {
+            self.st.graph.edges.push(Edge {
                 from: pair[0].0.to_string(),
                 to: pair[1].0.to_string(),
                 attrs,
@@ -336,11 +405,11 @@ impl<'a> Builder<'a> {
     /// Creates a node on first mention (with the defaults in scope) and adds the classes of
     /// the enclosing labelled subgraphs to it on every mention.
     fn touch_node(&mut self, id: &str, at: Pos, scope: &Scope) -> usize {
-        let i = match self.index.get(&self.graph.nodes, id) {
+        let i = match self.st.index.get(&self.st.graph.nodes, id) {
             Some(i) => i,
             None => {
-                let i = self.graph.nodes.len();
-                self.graph.nodes.push(Node {
+                let i = self.st.graph.nodes.len();
+                self.st.graph.nodes.push(Node {
                     id: id.to_string(),
                     attrs: scope.node_defaults.clone(),
                     pos: at,
@@ -350,12 +419,12 @@ impl<'a> Builder<'a> {
                         .map(|(k, _)| k.to_string())
                         .collect(),
                 });
-                self.index.insert(&self.graph.nodes, i);
+                self.st.index.insert(&self.st.graph.nodes, i);
                 i
             }
         };
         if !scope.classes.is_empty() {
-            add_classes(&mut self.graph.nodes[i].attrs, &scope.classes);
+            add_classes(&mut self.st.graph.nodes[i].attrs, &scope.classes);
         }
         i
     }

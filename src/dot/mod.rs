@@ -9,12 +9,14 @@ mod build;
 mod error;
 mod index;
 mod print;
+mod stream;
 mod value;
 
 pub use build::parse;
 pub use error::ParseError;
 pub(crate) use index::IdIndex;
 pub use print::to_dot;
+pub use stream::parse_file;
 pub use value::{parse_duration, unescape, Value};
 
 /// A 1-based line and column (columns count characters).

@@ -205,6 +205,24 @@ pub fn load_owned(src: String, files: &dyn FileSource) -> Result<Loaded, ParseEr
     })
 }
 
+/// [`load`] straight from a file, which is read in blocks and never held whole
+/// ([`dot::parse_file`]). The outer error is the file's (cannot read it, not UTF-8).
+pub fn load_file(
+    path: &Path,
+    files: &dyn FileSource,
+) -> std::io::Result<Result<Loaded, ParseError>> {
+    let graph = match dot::parse_file(path)? {
+        Ok(g) => g,
+        Err(e) => return Ok(Err(e)),
+    };
+    let workflow = Workflow::from_graph(graph, files);
+    let diagnostics = lint::validate(&workflow, files);
+    Ok(Ok(Loaded {
+        workflow,
+        diagnostics,
+    }))
+}
+
 impl Workflow {
     /// Applies the transforms and builds the indexes. Never fails: problems are recorded
     /// for the validator.
