@@ -30,6 +30,20 @@ pub(super) struct State {
     lines: LineCursor,
     pub(super) graph: Graph,
     index: IdIndex,
+    /// Source and target node of every edge, as positions in `graph.nodes`.
+    ends: Vec<(u32, u32)>,
+    /// The node found by the last id lookup: chains (`a -> b`, then `b -> c`) ask for the
+    /// same node twice in a row, and one compare is cheaper than a hash probe.
+    last: Option<usize>,
+}
+
+/// A parsed graph with what the parser already knows about it, so that
+/// [`crate::workflow`] does not look every edge's ends up again.
+pub(crate) struct Parsed {
+    pub(crate) graph: Graph,
+    pub(crate) index: IdIndex,
+    /// Per edge, its source and target positions in `graph.nodes`.
+    pub(crate) ends: Vec<(u32, u32)>,
 }
 
 /// Builds statements of `src` (the whole text, or in [`super::stream`] the part in memory)
@@ -44,6 +58,11 @@ pub(crate) const MAX_DEPTH: usize = 100;
 
 /// Parses a whole DOT file into a flat graph.
 pub fn parse(src: &str) -> Result<Graph, ParseError> {
+    parse_indexed(src).map(|p| p.graph)
+}
+
+/// [`parse`], keeping the node index and edge ends.
+pub(crate) fn parse_indexed(src: &str) -> Result<Parsed, ParseError> {
     let mut st = State::default();
     let mut b = Builder { src, st: &mut st };
     let offset = b.parse_header()?;
@@ -53,10 +72,14 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
 
 impl State {
     /// The graph, without the spare capacity its vectors grew.
-    pub(super) fn finish(mut self) -> Graph {
+    pub(super) fn finish(mut self) -> Parsed {
         self.graph.nodes.shrink_to_fit();
         self.graph.edges.shrink_to_fit();
-        self.graph
+        Parsed {
+            graph: self.graph,
+            index: self.index,
+            ends: self.ends,
+        }
     }
 
     /// The text before `offset` is about to be dropped from the buffer: positions count
@@ -379,8 +402,9 @@ impl<'a> Builder<'a, '_> {
                 _ => {}
             }
         }
+        let mut at_node = Vec::with_capacity(ids.len());
         for &(id, at) in &ids {
-            self.touch_node(id, at, scope);
+            at_node.push(self.touch_node(id, at, scope) as u32);
         }
         let mut edge_attrs = scope.edge_defaults.clone();
         edge_attrs.merge_from(attrs);
@@ -392,6 +416,7 @@ impl<'a> Builder<'a, '_> {
             } else {
                 edge_attrs.clone()
             };
+            self.st.ends.push((at_node[k], at_node[k + 1]));
             self.st.graph.edges.push(Edge {
                 from: pair[0].0.to_string(),
                 to: pair[1].0.to_string(),
@@ -405,7 +430,12 @@ impl<'a> Builder<'a, '_> {
     /// Creates a node on first mention (with the defaults in scope) and adds the classes of
     /// the enclosing labelled subgraphs to it on every mention.
     fn touch_node(&mut self, id: &str, at: Pos, scope: &Scope) -> usize {
-        let i = match self.st.index.get(&self.st.graph.nodes, id) {
+        let nodes = &self.st.graph.nodes;
+        let found = match self.st.last {
+            Some(l) if nodes[l].id == id => Some(l),
+            _ => self.st.index.get(nodes, id),
+        };
+        let i = match found {
             Some(i) => i,
             None => {
                 let i = self.st.graph.nodes.len();
@@ -423,6 +453,7 @@ impl<'a> Builder<'a, '_> {
                 i
             }
         };
+        self.st.last = Some(i);
         if !scope.classes.is_empty() {
             add_classes(&mut self.st.graph.nodes[i].attrs, &scope.classes);
         }

@@ -13,10 +13,12 @@ mod stream;
 mod value;
 
 pub use build::parse;
+pub(crate) use build::{parse_indexed, Parsed};
 pub use error::ParseError;
 pub(crate) use index::IdIndex;
 pub use print::to_dot;
 pub use stream::parse_file;
+pub(crate) use stream::parse_file_indexed;
 pub use value::{parse_duration, unescape, Value};
 
 /// A 1-based line and column (columns count characters).
@@ -41,7 +43,20 @@ pub struct Attrs(Vec<(Key, Value)>);
 /// 100k-node graphs); others are owned.
 type Key = std::borrow::Cow<'static, str>;
 
-const COMMON_KEYS: &[&str] = &[
+/// The common keys, as a `match` so that each compare is against a constant (inlined
+/// word compares rather than a `memcmp` call per candidate).
+macro_rules! common_keys {
+    ($($k:literal),* $(,)?) => {
+        fn common_key(key: &str) -> Option<&'static str> {
+            match key {
+                $($k => Some($k),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+common_keys!(
     "label",
     "shape",
     "prompt",
@@ -74,10 +89,10 @@ const COMMON_KEYS: &[&str] = &[
     "selection",
     "max_parallel",
     "question_type",
-];
+);
 
 fn intern(key: &str) -> Key {
-    match COMMON_KEYS.iter().find(|k| **k == key) {
+    match common_key(key) {
         Some(k) => Key::Borrowed(k),
         None => Key::Owned(key.to_string()),
     }

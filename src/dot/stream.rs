@@ -7,7 +7,7 @@
 //! the file, so errors, their positions and their wording are exactly the same as for
 //! [`super::parse`] on the file's contents.
 
-use super::build::{Builder, Scope, State};
+use super::build::{Builder, Parsed, Scope, State};
 use super::{Graph, ParseError};
 use std::io::Read;
 use std::path::Path;
@@ -20,13 +20,18 @@ const BLOCK: usize = if cfg!(test) { 4096 } else { 256 * 1024 };
 /// Reads and parses the DOT file at `path`. The outer error is the file's (cannot open or
 /// read, not UTF-8), as `std::fs::read_to_string` reports it.
 pub fn parse_file(path: &Path) -> std::io::Result<Result<Graph, ParseError>> {
+    Ok(parse_file_indexed(path)?.map(|p| p.graph))
+}
+
+/// [`parse_file`], keeping the node index and edge ends.
+pub(crate) fn parse_file_indexed(path: &Path) -> std::io::Result<Result<Parsed, ParseError>> {
     if let Ok(file) = std::fs::File::open(path) {
-        if let Some(graph) = stream(file) {
-            return Ok(Ok(graph));
+        if let Some(parsed) = stream(file) {
+            return Ok(Ok(parsed));
         }
     }
     let src = std::fs::read_to_string(path)?;
-    Ok(super::parse(&src))
+    Ok(super::build::parse_indexed(&src))
 }
 
 /// The text read so far and not yet dropped, and the reader it comes from.
@@ -80,7 +85,7 @@ impl<R: Read> Input<R> {
 }
 
 /// The graph, or `None` when the whole-text parser must decide (see the module doc).
-fn stream<R: Read>(reader: R) -> Option<Graph> {
+fn stream<R: Read>(reader: R) -> Option<Parsed> {
     let mut input = Input {
         reader,
         text: String::new(),
@@ -161,6 +166,7 @@ mod tests {
             data: src.as_bytes(),
             step,
         })
+        .map(|p| p.graph)
     }
 
     /// A graph long enough to be compacted several times, with subgraphs, defaults,

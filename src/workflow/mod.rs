@@ -183,8 +183,8 @@ impl Loaded {
 
 /// Parse, transform, index and validate.
 pub fn load(src: &str, files: &dyn FileSource) -> Result<Loaded, ParseError> {
-    let graph = dot::parse(src)?;
-    let workflow = Workflow::from_graph(graph, files);
+    let parsed = dot::parse_indexed(src)?;
+    let workflow = Workflow::from_parsed(parsed, files);
     let diagnostics = lint::validate(&workflow, files);
     Ok(Loaded {
         workflow,
@@ -195,9 +195,9 @@ pub fn load(src: &str, files: &dyn FileSource) -> Result<Loaded, ParseError> {
 /// [`load`] for a source the caller no longer needs: the text is freed as soon as it is
 /// parsed, so it does not count toward peak memory while the model is built and validated.
 pub fn load_owned(src: String, files: &dyn FileSource) -> Result<Loaded, ParseError> {
-    let graph = dot::parse(&src)?;
+    let parsed = dot::parse_indexed(&src)?;
     drop(src);
-    let workflow = Workflow::from_graph(graph, files);
+    let workflow = Workflow::from_parsed(parsed, files);
     let diagnostics = lint::validate(&workflow, files);
     Ok(Loaded {
         workflow,
@@ -211,11 +211,11 @@ pub fn load_file(
     path: &Path,
     files: &dyn FileSource,
 ) -> std::io::Result<Result<Loaded, ParseError>> {
-    let graph = match dot::parse_file(path)? {
-        Ok(g) => g,
+    let parsed = match dot::parse_file_indexed(path)? {
+        Ok(p) => p,
         Err(e) => return Ok(Err(e)),
     };
-    let workflow = Workflow::from_graph(graph, files);
+    let workflow = Workflow::from_parsed(parsed, files);
     let diagnostics = lint::validate(&workflow, files);
     Ok(Ok(Loaded {
         workflow,
@@ -226,25 +226,42 @@ pub fn load_file(
 impl Workflow {
     /// Applies the transforms and builds the indexes. Never fails: problems are recorded
     /// for the validator.
-    pub fn from_graph(mut graph: Graph, files: &dyn FileSource) -> Workflow {
+    pub fn from_graph(graph: Graph, files: &dyn FileSource) -> Workflow {
+        let index = dot::IdIndex::build(&graph.nodes);
+        let find = |id: &str| index.get(&graph.nodes, id).map_or(u32::MAX, |i| i as u32);
+        let ends = graph
+            .edges
+            .iter()
+            .map(|e| (find(&e.from), find(&e.to)))
+            .collect();
+        Workflow::from_parsed(dot::Parsed { graph, index, ends }, files)
+    }
+
+    /// [`Workflow::from_graph`] with the index and edge ends the parser worked out.
+    fn from_parsed(parsed: dot::Parsed, files: &dyn FileSource) -> Workflow {
+        let dot::Parsed {
+            mut graph,
+            index,
+            ends,
+        } = parsed;
         apply_aliases(&mut graph);
         let stylesheet_error = apply_stylesheet(&mut graph);
         let unresolved = inline_file_refs(&mut graph, files);
         let n = graph.nodes.len();
-        let index = dot::IdIndex::build(&graph.nodes);
         let mut in_degree = vec![0; n];
-        let mut edge_sources = Vec::with_capacity(graph.edges.len());
-        let mut edge_targets = Vec::with_capacity(graph.edges.len());
-        for e in &graph.edges {
-            let from = index.get(&graph.nodes, &e.from);
-            let to = index.get(&graph.nodes, &e.to);
+        // An edge only counts (outgoing, incoming) when both of its ends exist.
+        let found = |i: u32| (i != u32::MAX).then_some(i as usize);
+        let mut edge_sources = Vec::with_capacity(ends.len());
+        let mut edge_targets = Vec::with_capacity(ends.len());
+        for &(from, to) in &ends {
+            let (from, to) = (found(from), found(to));
             if let (Some(_), Some(t)) = (from, to) {
                 in_degree[t] += 1;
             }
-            // An edge only counts as outgoing when both ends exist.
             edge_sources.push(from.filter(|_| to.is_some()).unwrap_or(usize::MAX));
             edge_targets.push(to.unwrap_or(usize::MAX));
         }
+        drop(ends);
         let out_edges = OutEdges::build(n, &edge_sources);
         drop(edge_sources);
         let handlers = graph.nodes.iter().map(resolve_handler).collect::<Vec<_>>();
