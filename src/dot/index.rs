@@ -8,19 +8,17 @@
 
 use super::Node;
 
-/// Open addressing with linear probing, kept at most half full. A slot holds a node's
-/// position in its low 32 bits and 32 bits of its id's hash in the high ones, so a probe
-/// that lands on another id is usually rejected without reading that node (two cache
-/// misses: the node, then its id's text).
+/// Open addressing with linear probing, kept at most half full; a slot is a node's
+/// position (4 bytes: 1 MiB for 100,000 nodes).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IdIndex {
-    slots: Vec<u64>,
+    slots: Vec<u32>,
     len: usize,
     /// log2 of `slots.len()`.
     bits: u32,
 }
 
-const EMPTY: u64 = u64::MAX;
+const EMPTY: u32 = u32::MAX;
 
 /// FNV-1a, then a multiply so that every bit of the result depends on every byte: ids are
 /// short and often differ only in their last digit. A workflow file is trusted input, so
@@ -44,9 +42,9 @@ impl IdIndex {
         index
     }
 
-    /// The first slot to probe (from the high bits, the best mixed) and the tag.
-    fn start(&self, h: u64) -> (usize, u64) {
-        ((h >> (64 - self.bits)) as usize, h & 0xffff_ffff_0000_0000)
+    /// The first slot to probe, from the high bits (the best mixed).
+    fn start(&self, id: &str) -> usize {
+        (hash(id) >> (64 - self.bits)) as usize
     }
 
     /// Position of `id` in `nodes`.
@@ -55,15 +53,14 @@ impl IdIndex {
             return None;
         }
         let mask = self.slots.len() - 1;
-        let (mut s, tag) = self.start(hash(id));
+        let mut s = self.start(id);
         loop {
-            let slot = self.slots[s];
-            if slot == EMPTY {
+            let i = self.slots[s];
+            if i == EMPTY {
                 return None;
             }
-            let i = (slot & 0xffff_ffff) as usize;
-            if slot & !0xffff_ffff == tag && nodes[i].id == id {
-                return Some(i);
+            if nodes[i as usize].id == id {
+                return Some(i as usize);
             }
             s = (s + 1) & mask;
         }
@@ -73,18 +70,16 @@ impl IdIndex {
     pub(crate) fn insert(&mut self, nodes: &[Node], i: usize) {
         self.grow_for(self.len + 1, nodes);
         let mask = self.slots.len() - 1;
-        let (mut s, tag) = self.start(hash(&nodes[i].id));
-        let entry = tag | i as u64;
+        let mut s = self.start(&nodes[i].id);
         loop {
-            let slot = self.slots[s];
-            if slot == EMPTY {
-                self.slots[s] = entry;
+            let cur = self.slots[s];
+            if cur == EMPTY {
+                self.slots[s] = i as u32;
                 self.len += 1;
                 return;
             }
-            if slot & !0xffff_ffff == tag && nodes[(slot & 0xffff_ffff) as usize].id == nodes[i].id
-            {
-                self.slots[s] = entry;
+            if nodes[cur as usize].id == nodes[i].id {
+                self.slots[s] = i as u32;
                 return;
             }
             s = (s + 1) & mask;
@@ -100,8 +95,8 @@ impl IdIndex {
         let old = std::mem::replace(&mut self.slots, vec![EMPTY; size]);
         self.bits = size.trailing_zeros();
         self.len = 0;
-        for slot in old.into_iter().filter(|&s| s != EMPTY) {
-            self.insert(nodes, (slot & 0xffff_ffff) as usize);
+        for i in old.into_iter().filter(|&i| i != EMPTY) {
+            self.insert(nodes, i as usize);
         }
     }
 }

@@ -152,9 +152,9 @@ pub struct Workflow {
     pub in_degree: Vec<usize>,
     /// Compiled condition per edge (`conditions[edge]` is `None` when the edge has none).
     pub conditions: Conditions,
-    /// Target node index per edge (`usize::MAX` never happens for parsed graphs: edges
+    /// Target node index per edge (`u32::MAX` never happens for parsed graphs: edges
     /// create their nodes).
-    edge_targets: Vec<usize>,
+    edge_targets: Vec<u32>,
     pub start: Option<usize>,
     pub exit: Option<usize>,
     index: dot::IdIndex,
@@ -250,20 +250,14 @@ impl Workflow {
         let n = graph.nodes.len();
         let mut in_degree = vec![0; n];
         // An edge only counts (outgoing, incoming) when both of its ends exist.
-        let found = |i: u32| (i != u32::MAX).then_some(i as usize);
-        let mut edge_sources = Vec::with_capacity(ends.len());
-        let mut edge_targets = Vec::with_capacity(ends.len());
         for &(from, to) in &ends {
-            let (from, to) = (found(from), found(to));
-            if let (Some(_), Some(t)) = (from, to) {
-                in_degree[t] += 1;
+            if from != u32::MAX && to != u32::MAX {
+                in_degree[to as usize] += 1;
             }
-            edge_sources.push(from.filter(|_| to.is_some()).unwrap_or(usize::MAX));
-            edge_targets.push(to.unwrap_or(usize::MAX));
         }
+        let out_edges = OutEdges::build(n, &ends);
+        let edge_targets = ends.iter().map(|&(_, to)| to).collect();
         drop(ends);
-        let out_edges = OutEdges::build(n, &edge_sources);
-        drop(edge_sources);
         let handlers = graph.nodes.iter().map(resolve_handler).collect::<Vec<_>>();
         let conditions = compile_conditions(&graph);
         let start = find_single(&graph, &handlers, HandlerKind::Start, START_IDS);
@@ -294,8 +288,8 @@ impl Workflow {
     pub fn edge_target(&self, e: usize) -> Option<usize> {
         self.edge_targets
             .get(e)
-            .copied()
-            .filter(|&t| t != usize::MAX)
+            .filter(|&&t| t != u32::MAX)
+            .map(|&t| t as usize)
     }
     pub fn node(&self, i: usize) -> &Node {
         &self.graph.nodes[i]
@@ -348,24 +342,32 @@ impl Workflow {
 #[derive(Debug, Clone, Default)]
 pub struct OutEdges {
     /// `edges[starts[i]..starts[i + 1]]` are node `i`'s edges.
-    starts: Vec<usize>,
+    starts: Vec<u32>,
     edges: Vec<usize>,
 }
 
 impl OutEdges {
-    /// `sources[e]` is edge `e`'s source node, or `usize::MAX` for an edge that is left out.
-    fn build(nodes: usize, sources: &[usize]) -> OutEdges {
-        let mut starts = vec![0usize; nodes + 1];
-        for &s in sources.iter().filter(|&&s| s < nodes) {
+    /// `ends[e]` is edge `e`'s (source, target); an edge with an end that is `u32::MAX`
+    /// (a node that does not exist) is left out.
+    fn build(nodes: usize, ends: &[(u32, u32)]) -> OutEdges {
+        let source = |&(from, to): &(u32, u32)| {
+            (from != u32::MAX && to != u32::MAX).then_some(from as usize)
+        };
+        let mut starts = vec![0u32; nodes + 1];
+        for s in ends.iter().filter_map(source) {
             starts[s + 1] += 1;
         }
         for i in 0..nodes {
             starts[i + 1] += starts[i];
         }
         let mut next = starts.clone();
-        let mut edges = vec![0; starts[nodes]];
-        for (e, &s) in sources.iter().enumerate().filter(|(_, &s)| s < nodes) {
-            edges[next[s]] = e;
+        let mut edges = vec![0; starts[nodes] as usize];
+        for (e, s) in ends
+            .iter()
+            .enumerate()
+            .filter_map(|(e, x)| Some((e, source(x)?)))
+        {
+            edges[next[s] as usize] = e;
             next[s] += 1;
         }
         OutEdges { starts, edges }
@@ -387,7 +389,7 @@ impl OutEdges {
 impl Index<usize> for OutEdges {
     type Output = [usize];
     fn index(&self, node: usize) -> &[usize] {
-        &self.edges[self.starts[node]..self.starts[node + 1]]
+        &self.edges[self.starts[node] as usize..self.starts[node + 1] as usize]
     }
 }
 
