@@ -9,6 +9,11 @@
 #   RUNS=9 bash benches/validate_vs_gvpr.sh 10000 100000
 #
 # Needs python3, graphviz (gvpr) and GNU time (/usr/bin/time; Debian package `time`).
+#
+# Latest figures (issue 16, RUNS=7, load average 4.4-4.9 on 2 cores; README "Benchmarks"):
+#   10,000 nodes: svc 0.063 s / 16 MiB vs gvpr 0.107 s / 12 MiB: 0.59x wall, 1.33x RSS
+#  100,000 nodes: svc 0.939 s / 100 MiB vs gvpr 1.928 s / 101 MiB: 0.49x wall, 0.99x RSS
+# (before: 0.87x / 1.72x and 0.96x / 1.51x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -33,14 +33,12 @@ enum Checked {
     Loaded(Box<Loaded>),
 }
 
+/// The file is read in blocks as it is parsed, never held whole (see `dot::parse_file`).
 fn check(path: &Path) -> Checked {
-    let src = match std::fs::read_to_string(path) {
-        Ok(s) => s,
-        Err(e) => return Checked::Unreadable(e.to_string()),
-    };
-    match workflow::load_owned(src, &DirFiles::for_file(path)) {
-        Ok(l) => Checked::Loaded(Box::new(l)),
-        Err(e) => Checked::Syntax(e),
+    match workflow::load_file(path, &DirFiles::for_file(path)) {
+        Err(e) => Checked::Unreadable(e.to_string()),
+        Ok(Ok(l)) => Checked::Loaded(Box::new(l)),
+        Ok(Err(e)) => Checked::Syntax(e),
     }
 }
 

@@ -6,8 +6,8 @@ use pest_derive::Parser;
 
 use super::error::{describe_failure, LineIndex, ParseError};
 use super::value::unescape;
+use super::IdIndex;
 use super::{split_classes, Attrs, Edge, Graph, Node, Pos, Value};
-use std::collections::HashMap;
 
 #[derive(Parser)]
 #[grammar = "../grammar/dot.pest"]
@@ -15,7 +15,7 @@ pub(crate) struct DotParser;
 
 /// Node and edge defaults in effect, plus the classes of the enclosing labelled subgraphs.
 #[derive(Clone, Default)]
-struct Scope {
+pub(super) struct Scope {
     node_defaults: Attrs,
     edge_defaults: Attrs,
     classes: Vec<String>,
@@ -23,36 +23,34 @@ struct Scope {
     depth: u32,
 }
 
-struct Builder<'a> {
-    src: &'a str,
-    lines: LineIndex,
-    graph: Graph,
-    index: HashMap<String, usize, FastHash>,
+/// What lasts from one piece of the input to the next: the graph so far, its id index and
+/// the line count.
+#[derive(Default)]
+pub(super) struct State {
+    lines: LineCursor,
+    pub(super) graph: Graph,
+    index: IdIndex,
+    /// Source and target node of every edge, as positions in `graph.nodes`.
+    ends: Vec<(u32, u32)>,
+    /// The node found by the last id lookup: chains (`a -> b`, then `b -> c`) ask for the
+    /// same node twice in a row, and one compare is cheaper than a hash probe.
+    last: Option<usize>,
 }
 
-/// FNV-1a: node ids are short and trusted to be few collisions; SipHash's DoS resistance
-/// buys nothing for a file the user wrote, and it showed up in parse profiles.
-#[derive(Default, Clone, Copy)]
-struct FastHash;
-
-impl std::hash::BuildHasher for FastHash {
-    type Hasher = Fnv;
-    fn build_hasher(&self) -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
+/// A parsed graph with what the parser already knows about it, so that
+/// [`crate::workflow`] does not look every edge's ends up again.
+pub(crate) struct Parsed {
+    pub(crate) graph: Graph,
+    pub(crate) index: IdIndex,
+    /// Per edge, its source and target positions in `graph.nodes`.
+    pub(crate) ends: Vec<(u32, u32)>,
 }
 
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
+/// Builds statements of `src` (the whole text, or in [`super::stream`] the part in memory)
+/// into `st`.
+pub(super) struct Builder<'a, 's> {
+    pub(super) src: &'a str,
+    pub(super) st: &'s mut State,
 }
 
 /// Deepest subgraph nesting accepted (real workflows use two or three levels).
@@ -60,37 +58,104 @@ pub(crate) const MAX_DEPTH: usize = 100;
 
 /// Parses a whole DOT file into a flat graph.
 pub fn parse(src: &str) -> Result<Graph, ParseError> {
-    let lines = LineIndex::new(src);
-    let mut b = Builder {
-        src,
-        lines,
-        graph: Graph::default(),
-        index: HashMap::default(),
-    };
-    let mut offset = b.parse_header()?;
-    let mut scope = Scope::default();
-    let mut prev_stmt: Option<(Rule, String, usize)> = None;
-    loop {
-        if let Some(e) = super::error::nesting_error(src, &b.lines, offset, MAX_DEPTH) {
-            return Err(e);
+    parse_indexed(src).map(|p| p.graph)
+}
+
+/// [`parse`], keeping the node index and edge ends.
+pub(crate) fn parse_indexed(src: &str) -> Result<Parsed, ParseError> {
+    let mut st = State::default();
+    let mut b = Builder { src, st: &mut st };
+    let offset = b.parse_header()?;
+    b.run(offset, &mut Scope::default())?;
+    Ok(st.finish())
+}
+
+impl State {
+    /// The graph, without the spare capacity its vectors grew.
+    pub(super) fn finish(mut self) -> Parsed {
+        self.graph.nodes.shrink_to_fit();
+        self.graph.edges.shrink_to_fit();
+        Parsed {
+            graph: self.graph,
+            index: self.index,
+            ends: self.ends,
         }
-        let rest = &src[offset..];
-        let mut pairs = DotParser::parse(Rule::item, rest)
-            .map_err(|e| describe_failure(src, &b.lines, offset, &e, prev_stmt.as_ref()))?;
-        let item = pairs.next().ok_or_else(|| b.internal(offset))?;
-        let end = offset + item.as_span().end();
-        let Some(inner) = item.into_inner().next() else {
-            return Err(b.internal(offset));
-        };
-        if inner.as_rule() == Rule::close {
-            b.check_tail(end)?;
-            break;
-        }
-        prev_stmt = Some((inner.as_rule(), last_ident(&inner), offset));
-        b.statement(inner, offset, &mut scope)?;
-        offset = end;
     }
-    Ok(b.graph)
+
+    /// The text before `offset` is about to be dropped from the buffer: positions count
+    /// from the new start.
+    pub(super) fn forget(&mut self, src: &str, offset: usize) {
+        self.lines.forget(src, offset);
+    }
+}
+
+impl Builder<'_, '_> {
+    /// Every statement from `offset` to the closing brace, and the check that nothing follows.
+    pub(super) fn run(&mut self, mut offset: usize, scope: &mut Scope) -> Result<(), ParseError> {
+        let src = self.src;
+        // Where the last statement's item started, to word an error after it.
+        let mut prev_stmt: Option<usize> = None;
+        loop {
+            // Fast path: a run of plain statements in one pest call.
+            let (after, last) = self.chunk(offset, scope, true)?;
+            if after > offset {
+                offset = after;
+                prev_stmt = last;
+                continue;
+            }
+            // A subgraph, the closing brace or an error: one statement the careful way.
+            if let Some(e) = super::error::nesting_error(src, offset, MAX_DEPTH) {
+                return Err(e);
+            }
+            let rest = &src[offset..];
+            let mut pairs = DotParser::parse(Rule::item, rest).map_err(|e| {
+                let prev = prev_stmt.and_then(|at| describe_stmt(src, at));
+                describe_failure(src, &LineIndex::new(src), offset, &e, prev.as_ref())
+            })?;
+            let item = pairs.next().ok_or_else(|| self.internal(offset))?;
+            let end = offset + item.as_span().end();
+            let Some(inner) = item.into_inner().next() else {
+                return Err(self.internal(offset));
+            };
+            if inner.as_rule() == Rule::close {
+                return self.check_tail(end);
+            }
+            prev_stmt = Some(offset);
+            self.statement(inner, offset, scope)?;
+            offset = end;
+        }
+    }
+
+    /// For text that may continue past `src`: builds the statement item at `offset` if it
+    /// is a subgraph (or a plain statement) provably complete, which it is when another
+    /// item parses after it. `None` when more text is needed (or on an error, which the
+    /// caller leaves to the whole-text path).
+    pub(super) fn complete_item(&mut self, offset: usize, scope: &mut Scope) -> Option<usize> {
+        let src = self.src;
+        if super::error::nesting_error(src, offset, MAX_DEPTH).is_some() {
+            return None;
+        }
+        let item = DotParser::parse(Rule::item, &src[offset..]).ok()?.next()?;
+        let end = offset + item.as_span().end();
+        let inner = item.into_inner().next()?;
+        if inner.as_rule() == Rule::close
+            || end >= src.len()
+            || super::error::nesting_error(src, end, MAX_DEPTH).is_some()
+            || DotParser::parse(Rule::item, &src[end..]).is_err()
+        {
+            return None;
+        }
+        self.statement(inner, offset, scope).ok()?;
+        Some(end)
+    }
+}
+
+/// The rule and last node id of the statement whose item starts at `at` (for error
+/// wording; only called on the error path, so it parses the statement again).
+fn describe_stmt(src: &str, at: usize) -> Option<(Rule, String, usize)> {
+    let item = DotParser::parse(Rule::item, &src[at..]).ok()?.next()?;
+    let inner = item.into_inner().next()?;
+    Some((inner.as_rule(), last_ident(&inner), at))
 }
 
 /// The last identifier of a statement, used to word error messages ("after node id `a`").
@@ -103,29 +168,110 @@ fn last_ident(p: &Pair<Rule>) -> String {
         .unwrap_or_default()
 }
 
-impl<'a> Builder<'a> {
-    fn pos(&self, base: usize, p: &Pair<Rule>) -> Pos {
-        self.lines.pos(self.src, base + p.as_span().start())
+/// Line and column of builder positions, counted forward from the previous position: the
+/// builder asks in source order, so the whole file is scanned once and no table of line
+/// starts is kept. Asking for an earlier offset starts again from the top (still correct).
+#[derive(Default)]
+struct LineCursor {
+    /// Offset already counted up to, the 0-based line it is on, and where that line starts.
+    offset: usize,
+    line: u32,
+    line_start: usize,
+    /// Characters of the current line that were before `line_start` in dropped text.
+    carry: usize,
+}
+
+impl LineCursor {
+    fn pos(&mut self, src: &str, offset: usize) -> Pos {
+        let offset = offset.min(src.len());
+        if offset < self.offset {
+            *self = LineCursor::default();
+        }
+        let seen = &src.as_bytes()[self.offset..offset];
+        if let Some(last) = seen.iter().rposition(|&b| b == b'\n') {
+            self.line += 1 + seen[..last].iter().filter(|&&b| b == b'\n').count() as u32;
+            self.line_start = self.offset + last + 1;
+            self.carry = 0;
+        }
+        self.offset = offset;
+        let col = src
+            .get(self.line_start..offset)
+            .map_or(offset - self.line_start, |s| s.chars().count());
+        Pos {
+            line: self.line + 1,
+            col: (self.carry + col) as u32 + 1,
+        }
+    }
+
+    /// Counts up to `offset`, then makes `offset` the new start of the text.
+    fn forget(&mut self, src: &str, offset: usize) {
+        let before = self.pos(src, offset);
+        self.carry = before.col as usize - 1;
+        self.offset = 0;
+        self.line_start = 0;
+    }
+}
+
+impl<'a> Builder<'a, '_> {
+    fn pos(&mut self, base: usize, p: &Pair<Rule>) -> Pos {
+        self.st.lines.pos(self.src, base + p.as_span().start())
+    }
+
+    /// Parses and builds a run of plain statements at `offset`; returns the offset after
+    /// the last one (`offset` itself when none) and where that statement's item started.
+    ///
+    /// With `all` false (text that may continue past `src`) the last statement is left
+    /// unbuilt: it may be cut short by the end of `src`. Every earlier one is final: another
+    /// statement parsed after it, so nothing past `src` could have changed where it ends.
+    pub(super) fn chunk(
+        &mut self,
+        offset: usize,
+        scope: &mut Scope,
+        all: bool,
+    ) -> Result<(usize, Option<usize>), ParseError> {
+        let Ok(mut pairs) = DotParser::parse(Rule::chunk, &self.src[offset..]) else {
+            return Ok((offset, None));
+        };
+        let Some(chunk) = pairs.next() else {
+            return Ok((offset, None));
+        };
+        let (mut at, mut last) = (offset, None);
+        let pieces = chunk.into_inner();
+        let take = if all {
+            pieces.len()
+        } else {
+            pieces.len().saturating_sub(1)
+        };
+        for piece in pieces.take(take) {
+            let end = offset + piece.as_span().end();
+            let Some(stmt) = piece.into_inner().next() else {
+                return Err(self.internal(at));
+            };
+            last = Some(at);
+            self.statement(stmt, offset, scope)?;
+            at = end;
+        }
+        Ok((at, last))
     }
 
     fn internal(&self, offset: usize) -> ParseError {
         ParseError::new(
-            self.lines.pos(self.src, offset),
+            LineIndex::new(self.src).pos(self.src, offset),
             "internal parser error".into(),
             self.src,
             offset,
         )
     }
 
-    fn parse_header(&mut self) -> Result<usize, ParseError> {
+    pub(super) fn parse_header(&mut self) -> Result<usize, ParseError> {
         let mut pairs = DotParser::parse(Rule::header, self.src)
-            .map_err(|_| super::error::header_error(self.src, &self.lines))?;
+            .map_err(|_| super::error::header_error(self.src, &LineIndex::new(self.src)))?;
         let header = pairs.next().ok_or_else(|| self.internal(0))?;
         let end = header.as_span().end();
         for p in header.into_inner() {
             match p.as_rule() {
-                Rule::ident => self.graph.name = p.as_str().to_string(),
-                Rule::string => self.graph.name = string_value(p),
+                Rule::ident => self.st.graph.name = p.as_str().to_string(),
+                Rule::string => self.st.graph.name = string_value(p),
                 _ => {}
             }
         }
@@ -136,12 +282,16 @@ impl<'a> Builder<'a> {
         if DotParser::parse(Rule::tail, &self.src[end..]).is_ok() {
             return Ok(());
         }
-        Err(super::error::trailing_error(self.src, &self.lines, end))
+        Err(super::error::trailing_error(
+            self.src,
+            &LineIndex::new(self.src),
+            end,
+        ))
     }
 
     fn statement(
         &mut self,
-        p: Pair<Rule>,
+        p: Pair<'a, Rule>,
         base: usize,
         scope: &mut Scope,
     ) -> Result<(), ParseError> {
@@ -150,7 +300,7 @@ impl<'a> Builder<'a> {
             Rule::kv_stmt => {
                 let at = self.pos(base, &p);
                 let (k, v) = key_value(p);
-                self.graph_attr(k, v, at, scope);
+                self.graph_attr(k.to_string(), v, at, scope);
             }
             Rule::node_stmt => self.node_stmt(p, base, scope)?,
             Rule::edge_stmt => self.edge_stmt(p, base, scope)?,
@@ -164,8 +314,8 @@ impl<'a> Builder<'a> {
     /// to the subgraph (only its `label` matters, as a class) and never overwrite the graph's.
     fn graph_attr(&mut self, key: String, value: Value, at: Pos, scope: &Scope) {
         if scope.depth == 0 {
-            self.graph.attrs.set(&key, value);
-            self.graph.attr_pos.push((key, at));
+            self.st.graph.attrs.set(&key, value);
+            self.st.graph.attr_pos.push((key, at));
         }
     }
 
@@ -197,7 +347,7 @@ impl<'a> Builder<'a> {
         ) {
             let offset = base + id.as_span().start();
             return Err(ParseError::new(
-                self.lines.pos(self.src, offset),
+                LineIndex::new(self.src).pos(self.src, offset),
                 format!("`{text}` is a keyword and cannot be used as a node id"),
                 self.src,
                 offset,
@@ -206,7 +356,12 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn node_stmt(&mut self, p: Pair<Rule>, base: usize, scope: &Scope) -> Result<(), ParseError> {
+    fn node_stmt(
+        &mut self,
+        p: Pair<'a, Rule>,
+        base: usize,
+        scope: &Scope,
+    ) -> Result<(), ParseError> {
         let at = self.pos(base, &p);
         let mut inner = p.into_inner();
         let Some(id) = inner.next() else {
@@ -214,42 +369,58 @@ impl<'a> Builder<'a> {
         };
         self.check_id(&id, base)?;
         let attrs = inner.next().map(attr_list).unwrap_or_default();
+        // An explicit `class` must not drop the classes of enclosing subgraphs.
+        let reclass = attrs.contains("class") && !scope.classes.is_empty();
         let i = self.touch_node(id.as_str(), at, scope);
-        let node = &mut self.graph.nodes[i];
-        node.attrs.merge(&attrs);
+        let node = &mut self.st.graph.nodes[i];
         if !node.defaulted.is_empty() {
             node.defaulted.retain(|k| !attrs.contains(k));
         }
-        // An explicit `class` must not drop the classes of enclosing subgraphs.
-        if attrs.contains("class") && !scope.classes.is_empty() {
-            add_classes(&mut self.graph.nodes[i].attrs, &scope.classes);
+        node.attrs.merge_from(attrs);
+        if reclass {
+            add_classes(&mut node.attrs, &scope.classes);
         }
         Ok(())
     }
 
-    fn edge_stmt(&mut self, p: Pair<Rule>, base: usize, scope: &Scope) -> Result<(), ParseError> {
-        let mut ids: Vec<(String, Pos)> = Vec::new();
+    fn edge_stmt(
+        &mut self,
+        p: Pair<'a, Rule>,
+        base: usize,
+        scope: &Scope,
+    ) -> Result<(), ParseError> {
+        let mut ids: Vec<(&'a str, Pos)> = Vec::with_capacity(2);
         let mut attrs = Attrs::new();
         for x in p.into_inner() {
             match x.as_rule() {
                 Rule::node_id => {
                     self.check_id(&x, base)?;
-                    ids.push((x.as_str().to_string(), self.pos(base, &x)));
+                    let at = self.pos(base, &x);
+                    ids.push((x.as_str(), at));
                 }
                 Rule::attr_list => attrs = attr_list(x),
                 _ => {}
             }
         }
-        for (id, at) in &ids {
-            self.touch_node(id, *at, scope);
+        let mut at_node = Vec::with_capacity(ids.len());
+        for &(id, at) in &ids {
+            at_node.push(self.touch_node(id, at, scope) as u32);
         }
         let mut edge_attrs = scope.edge_defaults.clone();
-        edge_attrs.merge(&attrs);
-        for pair in ids.windows(2) {
-            self.graph.edges.push(Edge {
-                from: pair[0].0.clone(),
-                to: pair[1].0.clone(),
-                attrs: edge_attrs.clone(),
+        edge_attrs.merge_from(attrs);
+        let last = ids.len().saturating_sub(2);
+        for (k, pair) in ids.windows(2).enumerate() {
+            // The last edge of the chain takes the attributes; the others get copies.
+            let attrs = if k == last {
+                std::mem::take(&mut edge_attrs)
+            } else {
+                edge_attrs.clone()
+            };
+            self.st.ends.push((at_node[k], at_node[k + 1]));
+            self.st.graph.edges.push(Edge {
+                from: pair[0].0.to_string(),
+                to: pair[1].0.to_string(),
+                attrs,
                 pos: pair[0].1,
             });
         }
@@ -259,11 +430,16 @@ impl<'a> Builder<'a> {
     /// Creates a node on first mention (with the defaults in scope) and adds the classes of
     /// the enclosing labelled subgraphs to it on every mention.
     fn touch_node(&mut self, id: &str, at: Pos, scope: &Scope) -> usize {
-        let i = match self.index.get(id) {
-            Some(&i) => i,
+        let nodes = &self.st.graph.nodes;
+        let found = match self.st.last {
+            Some(l) if nodes[l].id == id => Some(l),
+            _ => self.st.index.get(nodes, id),
+        };
+        let i = match found {
+            Some(i) => i,
             None => {
-                let i = self.graph.nodes.len();
-                self.graph.nodes.push(Node {
+                let i = self.st.graph.nodes.len();
+                self.st.graph.nodes.push(Node {
                     id: id.to_string(),
                     attrs: scope.node_defaults.clone(),
                     pos: at,
@@ -273,18 +449,24 @@ impl<'a> Builder<'a> {
                         .map(|(k, _)| k.to_string())
                         .collect(),
                 });
-                self.index.insert(id.to_string(), i);
+                self.st.index.insert(&self.st.graph.nodes, i);
                 i
             }
         };
+        self.st.last = Some(i);
         if !scope.classes.is_empty() {
-            add_classes(&mut self.graph.nodes[i].attrs, &scope.classes);
+            add_classes(&mut self.st.graph.nodes[i].attrs, &scope.classes);
         }
         i
     }
 
-    fn subgraph(&mut self, p: Pair<Rule>, base: usize, outer: &Scope) -> Result<(), ParseError> {
-        let body: Vec<Pair<Rule>> = p
+    fn subgraph(
+        &mut self,
+        p: Pair<'a, Rule>,
+        base: usize,
+        outer: &Scope,
+    ) -> Result<(), ParseError> {
+        let body: Vec<Pair<'a, Rule>> = p
             .into_inner()
             .filter(|x| !matches!(x.as_rule(), Rule::kw_subgraph | Rule::ident))
             .collect();
@@ -347,20 +529,18 @@ fn add_classes(attrs: &mut Attrs, classes: &[String]) {
 }
 
 fn attr_list(p: Pair<Rule>) -> Attrs {
-    let mut attrs = Attrs::new();
-    for a in p.into_inner() {
+    let inner = p.into_inner();
+    let mut attrs = Attrs::with_capacity(inner.len());
+    for a in inner {
         let (k, v) = key_value(a);
-        attrs.set(&k, v);
+        attrs.set(k, v);
     }
     attrs
 }
 
-fn key_value(p: Pair<Rule>) -> (String, Value) {
+fn key_value(p: Pair<'_, Rule>) -> (&str, Value) {
     let mut inner = p.into_inner();
-    let key = inner
-        .next()
-        .map(|k| k.as_str().to_string())
-        .unwrap_or_default();
+    let key = inner.next().map_or("", |k| k.as_str());
     let value = inner
         .next()
         .map(value_of)

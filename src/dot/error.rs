@@ -137,12 +137,7 @@ fn skip_space_and_comments(src: &str, mut i: usize) -> usize {
 /// first brace past the limit. pest and the builder recurse once per level, so without a
 /// limit a crafted file overflows the stack. Only subgraph statements are scanned (up to
 /// their closing brace), so this adds one linear pass over subgraph text at most.
-pub(crate) fn nesting_error(
-    src: &str,
-    lines: &LineIndex,
-    offset: usize,
-    max: usize,
-) -> Option<ParseError> {
+pub(crate) fn nesting_error(src: &str, offset: usize, max: usize) -> Option<ParseError> {
     let start = skip_space_and_comments(src, offset);
     let rest = &src[start..];
     let keyword = rest
@@ -178,7 +173,8 @@ pub(crate) fn nesting_error(
                 depth += 1;
                 if depth > max {
                     let msg = format!("subgraphs are nested more than {max} levels deep");
-                    return Some(ParseError::new(lines.pos(src, i), msg, src, i));
+                    let pos = LineIndex::new(src).pos(src, i);
+                    return Some(ParseError::new(pos, msg, src, i));
                 }
             }
             b'}' if depth <= 1 => return None,

@@ -7,12 +7,18 @@
 
 mod build;
 mod error;
+mod index;
 mod print;
+mod stream;
 mod value;
 
 pub use build::parse;
+pub(crate) use build::{parse_indexed, Parsed};
 pub use error::ParseError;
+pub(crate) use index::IdIndex;
 pub use print::to_dot;
+pub use stream::parse_file;
+pub(crate) use stream::parse_file_indexed;
 pub use value::{parse_duration, unescape, Value};
 
 /// A 1-based line and column (columns count characters).
@@ -37,7 +43,20 @@ pub struct Attrs(Vec<(Key, Value)>);
 /// 100k-node graphs); others are owned.
 type Key = std::borrow::Cow<'static, str>;
 
-const COMMON_KEYS: &[&str] = &[
+/// The common keys, as a `match` so that each compare is against a constant (inlined
+/// word compares rather than a `memcmp` call per candidate).
+macro_rules! common_keys {
+    ($($k:literal),* $(,)?) => {
+        fn common_key(key: &str) -> Option<&'static str> {
+            match key {
+                $($k => Some($k),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+common_keys!(
     "label",
     "shape",
     "prompt",
@@ -70,10 +89,10 @@ const COMMON_KEYS: &[&str] = &[
     "selection",
     "max_parallel",
     "question_type",
-];
+);
 
 fn intern(key: &str) -> Key {
-    match COMMON_KEYS.iter().find(|k| **k == key) {
+    match common_key(key) {
         Some(k) => Key::Borrowed(k),
         None => Key::Owned(key.to_string()),
     }
@@ -102,6 +121,22 @@ impl Attrs {
         for (k, v) in &other.0 {
             self.set(k, v.clone());
         }
+    }
+    /// [`Attrs::merge`] that moves the values instead of copying them.
+    pub(crate) fn merge_from(&mut self, other: Attrs) {
+        if self.0.is_empty() {
+            *self = other;
+            return;
+        }
+        for (k, v) in other.0 {
+            match self.0.iter_mut().find(|(mine, _)| *mine == k) {
+                Some(slot) => slot.1 = v,
+                None => self.0.push((k, v)),
+            }
+        }
+    }
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Attrs(Vec::with_capacity(n))
     }
     pub fn contains(&self, key: &str) -> bool {
         self.get(key).is_some()

@@ -269,34 +269,36 @@ fn no_path_to_exit(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>)
 }
 
 /// Nodes from which `target` can be reached, following edges backwards. The reverse
-/// adjacency is built flat (offsets from `in_degree`, one array of sources), so a large
-/// graph costs three allocations, not one per node.
+/// adjacency is built flat (offsets from `in_degree`, one array of sources, 4-byte
+/// entries), so a large graph costs three allocations, not one per node; it runs last in
+/// `svc validate`, when the whole model is in memory, so its size is peak memory.
 fn reaching(wf: &Workflow, target: usize) -> Vec<bool> {
     let n = wf.graph.nodes.len();
-    let mut start = Vec::with_capacity(n + 1);
-    let mut total = 0;
+    let mut start: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut total = 0u32;
     start.push(0);
     for &d in &wf.in_degree {
-        total += d;
+        total += d as u32;
         start.push(total);
     }
     let mut fill = start.clone();
-    let mut sources = vec![0usize; total];
+    let mut sources = vec![0u32; total as usize];
     for (from, edges) in wf.out_edges.iter().enumerate() {
         for &e in edges {
             if let Some(t) = wf.edge_target(e) {
-                sources[fill[t]] = from;
+                sources[fill[t] as usize] = from as u32;
                 fill[t] += 1;
             }
         }
     }
+    drop(fill);
     let mut seen = vec![false; n];
     seen[target] = true;
     let mut stack = vec![target];
     while let Some(i) = stack.pop() {
-        for &f in &sources[start[i]..start[i + 1]] {
-            if !std::mem::replace(&mut seen[f], true) {
-                stack.push(f);
+        for &f in &sources[start[i] as usize..start[i + 1] as usize] {
+            if !std::mem::replace(&mut seen[f as usize], true) {
+                stack.push(f as usize);
             }
         }
     }

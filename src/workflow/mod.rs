@@ -17,6 +17,7 @@ use crate::dot::{self, Attrs, Edge, Graph, Node, ParseError, Value};
 use attrs::{Scope, View};
 use condition::{Condition, ConditionError};
 use std::collections::HashMap;
+use std::ops::Index;
 use std::path::{Path, PathBuf};
 
 pub use lint::{Diagnostic, Severity};
@@ -147,17 +148,17 @@ pub struct Workflow {
     pub graph: Graph,
     /// Handler per node (index-aligned with `graph.nodes`); `None` for an unknown `type`.
     pub handlers: Vec<Option<HandlerKind>>,
-    /// Outgoing edge indexes per node, in declaration order.
-    pub out_edges: Vec<Vec<usize>>,
+    /// Outgoing edge indexes per node, in declaration order (`out_edges[node]` is a slice).
+    pub out_edges: OutEdges,
     pub in_degree: Vec<usize>,
-    /// Compiled condition per edge (`None` when the edge has none).
-    pub conditions: Vec<Option<Result<Condition, ConditionError>>>,
-    /// Target node index per edge (`usize::MAX` never happens for parsed graphs: edges
+    /// Compiled condition per edge (`conditions[edge]` is `None` when the edge has none).
+    pub conditions: Conditions,
+    /// Target node index per edge (`u32::MAX` never happens for parsed graphs: edges
     /// create their nodes).
-    edge_targets: Vec<usize>,
+    edge_targets: Vec<u32>,
     pub start: Option<usize>,
     pub exit: Option<usize>,
-    index: HashMap<String, usize>,
+    index: dot::IdIndex,
     /// `@path` references that could not be read: (node id or "" for the graph, key, path).
     pub unresolved: Vec<(String, String, String)>,
     pub stylesheet_error: Option<stylesheet::StylesheetError>,
@@ -183,8 +184,8 @@ impl Loaded {
 
 /// Parse, transform, index and validate.
 pub fn load(src: &str, files: &dyn FileSource) -> Result<Loaded, ParseError> {
-    let graph = dot::parse(src)?;
-    let workflow = Workflow::from_graph(graph, files);
+    let parsed = dot::parse_indexed(src)?;
+    let workflow = Workflow::from_parsed(parsed, files);
     let diagnostics = lint::validate(&workflow, files);
     Ok(Loaded {
         workflow,
@@ -195,9 +196,9 @@ pub fn load(src: &str, files: &dyn FileSource) -> Result<Loaded, ParseError> {
 /// [`load`] for a source the caller no longer needs: the text is freed as soon as it is
 /// parsed, so it does not count toward peak memory while the model is built and validated.
 pub fn load_owned(src: String, files: &dyn FileSource) -> Result<Loaded, ParseError> {
-    let graph = dot::parse(&src)?;
+    let parsed = dot::parse_indexed(&src)?;
     drop(src);
-    let workflow = Workflow::from_graph(graph, files);
+    let workflow = Workflow::from_parsed(parsed, files);
     let diagnostics = lint::validate(&workflow, files);
     Ok(Loaded {
         workflow,
@@ -205,29 +206,59 @@ pub fn load_owned(src: String, files: &dyn FileSource) -> Result<Loaded, ParseEr
     })
 }
 
+/// [`load`] straight from a file, which is read in blocks and never held whole
+/// ([`dot::parse_file`]). The outer error is the file's (cannot read it, not UTF-8).
+pub fn load_file(
+    path: &Path,
+    files: &dyn FileSource,
+) -> std::io::Result<Result<Loaded, ParseError>> {
+    let parsed = match dot::parse_file_indexed(path)? {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e)),
+    };
+    let workflow = Workflow::from_parsed(parsed, files);
+    let diagnostics = lint::validate(&workflow, files);
+    Ok(Ok(Loaded {
+        workflow,
+        diagnostics,
+    }))
+}
+
 impl Workflow {
     /// Applies the transforms and builds the indexes. Never fails: problems are recorded
     /// for the validator.
-    pub fn from_graph(mut graph: Graph, files: &dyn FileSource) -> Workflow {
+    pub fn from_graph(graph: Graph, files: &dyn FileSource) -> Workflow {
+        let index = dot::IdIndex::build(&graph.nodes);
+        let find = |id: &str| index.get(&graph.nodes, id).map_or(u32::MAX, |i| i as u32);
+        let ends = graph
+            .edges
+            .iter()
+            .map(|e| (find(&e.from), find(&e.to)))
+            .collect();
+        Workflow::from_parsed(dot::Parsed { graph, index, ends }, files)
+    }
+
+    /// [`Workflow::from_graph`] with the index and edge ends the parser worked out.
+    fn from_parsed(parsed: dot::Parsed, files: &dyn FileSource) -> Workflow {
+        let dot::Parsed {
+            mut graph,
+            index,
+            ends,
+        } = parsed;
         apply_aliases(&mut graph);
         let stylesheet_error = apply_stylesheet(&mut graph);
         let unresolved = inline_file_refs(&mut graph, files);
         let n = graph.nodes.len();
-        let mut index = HashMap::with_capacity(n);
-        for (i, node) in graph.nodes.iter().enumerate() {
-            index.insert(node.id.clone(), i);
-        }
-        let mut out_edges = vec![Vec::new(); n];
         let mut in_degree = vec![0; n];
-        let mut edge_targets = Vec::with_capacity(graph.edges.len());
-        for (ei, e) in graph.edges.iter().enumerate() {
-            let (from, to) = (index.get(&e.from).copied(), index.get(&e.to).copied());
-            if let (Some(f), Some(t)) = (from, to) {
-                out_edges[f].push(ei);
-                in_degree[t] += 1;
+        // An edge only counts (outgoing, incoming) when both of its ends exist.
+        for &(from, to) in &ends {
+            if from != u32::MAX && to != u32::MAX {
+                in_degree[to as usize] += 1;
             }
-            edge_targets.push(to.unwrap_or(usize::MAX));
         }
+        let out_edges = OutEdges::build(n, &ends);
+        let edge_targets = ends.iter().map(|&(_, to)| to).collect();
+        drop(ends);
         let handlers = graph.nodes.iter().map(resolve_handler).collect::<Vec<_>>();
         let conditions = compile_conditions(&graph);
         let start = find_single(&graph, &handlers, HandlerKind::Start, START_IDS);
@@ -252,14 +283,14 @@ impl Workflow {
         &self.graph.name
     }
     pub fn node_index(&self, id: &str) -> Option<usize> {
-        self.index.get(id).copied()
+        self.index.get(&self.graph.nodes, id)
     }
     /// The target node of an edge.
     pub fn edge_target(&self, e: usize) -> Option<usize> {
         self.edge_targets
             .get(e)
-            .copied()
-            .filter(|&t| t != usize::MAX)
+            .filter(|&&t| t != u32::MAX)
+            .map(|&t| t as usize)
     }
     pub fn node(&self, i: usize) -> &Node {
         &self.graph.nodes[i]
@@ -306,22 +337,112 @@ impl Workflow {
     }
 }
 
-/// Compiles each edge condition; identical texts (common in generated and copy-pasted
-/// workflows) are compiled once and cloned.
-fn compile_conditions(graph: &Graph) -> Vec<Option<Result<Condition, ConditionError>>> {
-    let mut seen: HashMap<&str, Result<Condition, ConditionError>> = HashMap::new();
-    graph
+/// Outgoing edges of every node in one allocation (compressed rows): `out_edges[node]` is
+/// the slice of that node's edge indexes in declaration order. One `Vec` per node cost an
+/// allocation each (100,000 of them on a 100,000-node graph).
+#[derive(Debug, Clone, Default)]
+pub struct OutEdges {
+    /// `edges[starts[i]..starts[i + 1]]` are node `i`'s edges.
+    starts: Vec<u32>,
+    edges: Vec<usize>,
+}
+
+impl OutEdges {
+    /// `ends[e]` is edge `e`'s (source, target); an edge with an end that is `u32::MAX`
+    /// (a node that does not exist) is left out.
+    fn build(nodes: usize, ends: &[(u32, u32)]) -> OutEdges {
+        let source = |&(from, to): &(u32, u32)| {
+            (from != u32::MAX && to != u32::MAX).then_some(from as usize)
+        };
+        let mut starts = vec![0u32; nodes + 1];
+        for s in ends.iter().filter_map(source) {
+            starts[s + 1] += 1;
+        }
+        for i in 0..nodes {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let mut edges = vec![0; starts[nodes] as usize];
+        for (e, s) in ends
+            .iter()
+            .enumerate()
+            .filter_map(|(e, x)| Some((e, source(x)?)))
+        {
+            edges[next[s] as usize] = e;
+            next[s] += 1;
+        }
+        OutEdges { starts, edges }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Each node's outgoing edges, in node order.
+    pub fn iter(&self) -> impl Iterator<Item = &[usize]> + '_ {
+        (0..self.len()).map(move |i| &self[i])
+    }
+}
+
+impl Index<usize> for OutEdges {
+    type Output = [usize];
+    fn index(&self, node: usize) -> &[usize] {
+        &self.edges[self.starts[node] as usize..self.starts[node + 1] as usize]
+    }
+}
+
+type Compiled = Option<Result<Condition, ConditionError>>;
+
+/// The compiled condition of every edge. Identical texts (common in generated and
+/// copy-pasted workflows) are compiled and stored once; each edge keeps a 4-byte slot.
+#[derive(Debug, Clone, Default)]
+pub struct Conditions {
+    /// Per edge, a position in `compiled` (0 is "no condition").
+    slots: Vec<u32>,
+    compiled: Vec<Compiled>,
+}
+
+impl Conditions {
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+    /// Each edge's condition, in edge order.
+    pub fn iter(&self) -> impl Iterator<Item = &Compiled> + '_ {
+        self.slots.iter().map(|&s| &self.compiled[s as usize])
+    }
+}
+
+impl Index<usize> for Conditions {
+    type Output = Compiled;
+    fn index(&self, edge: usize) -> &Compiled {
+        &self.compiled[self.slots[edge] as usize]
+    }
+}
+
+/// Compiles each distinct edge condition text once.
+fn compile_conditions(graph: &Graph) -> Conditions {
+    let mut seen: HashMap<&str, u32> = HashMap::new();
+    let mut compiled = vec![None];
+    let slots = graph
         .edges
         .iter()
         .map(|e| {
-            let text = e.attrs.text("condition").filter(|c| !c.trim().is_empty())?;
-            Some(
-                seen.entry(text)
-                    .or_insert_with(|| Condition::parse(text))
-                    .clone(),
-            )
+            let Some(text) = e.attrs.text("condition").filter(|c| !c.trim().is_empty()) else {
+                return 0;
+            };
+            *seen.entry(text).or_insert_with(|| {
+                compiled.push(Some(Condition::parse(text)));
+                (compiled.len() - 1) as u32
+            })
         })
-        .collect()
+        .collect();
+    Conditions { slots, compiled }
 }
 
 /// `type` wins over the shape; the reserved ids make start and exit nodes without a shape.
