@@ -354,6 +354,7 @@ mod tests {
         assert!(e.contains("routing key"), "{e}");
     }
 
+    #[cfg(feature = "schema")]
     const SCHEMA: &str = r#"{"type":"object","required":["score"],"properties":{"score":{"type":"integer","minimum":0}}}"#;
 
     #[test]
