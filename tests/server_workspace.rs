@@ -2,8 +2,10 @@
 //! branch, per-stage checkpoints, `/files` and `Run.diff` checked against
 //! `git diff --numstat`, the origin untouched, source directories copied or used in place,
 //! sandbox lifecycle folded into `Run.sandbox`, `/sandboxes`, deletion removing the
-//! workspace, resume restoring the workspace, and the bubblewrap container's isolation
-//! (required when `SVC_REQUIRE_BWRAP=1`, else skipped with a note when bwrap is missing).
+//! workspace, resume restoring the workspace, and the bubblewrap container's isolation for
+//! command stages, an agent stage's shell tool (scripted Anthropic server) and an ACP agent
+//! (a Python script), each checked against a local run that can escape (required when
+//! `SVC_REQUIRE_BWRAP=1`, else skipped with a note when bwrap is missing).
 
 mod llm_common;
 mod server_support;
@@ -566,6 +568,104 @@ fn an_agent_stages_shell_tool_runs_inside_the_container() {
     assert!(local.contains("WROTE-OUTSIDE"), "{local}");
     assert!(local.contains("SAW-HOST-TMP"), "{local}");
     assert!(outside.path().join("from-local").exists());
+}
+
+/// A minimal ACP agent (JSON-RPC over stdio): on its prompt it tries to write `argv[1]`
+/// (outside the workspace) and to see `argv[2]` (a file in the host's /tmp), and writes
+/// what happened to `probe.txt` in its working directory.
+const PROBE_AGENT: &str = r#"
+import sys, json, os
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    meth = m.get("method")
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})
+    elif meth == "session/new":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "s1"}})
+    elif meth == "session/prompt":
+        seen = []
+        try:
+            with open(sys.argv[1], "w") as f:
+                f.write("escaped")
+            seen.append("WROTE-OUTSIDE")
+        except OSError:
+            pass
+        if os.path.exists(sys.argv[2]):
+            seen.append("SAW-HOST-TMP")
+        with open("probe.txt", "w") as f:
+            f.write(" ".join(seen) + "\n")
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "end_turn"}})
+"#;
+
+/// What the probe agent found in a run of `provider`.
+fn acp_probe(provider: &str, script: &Path, escape: &Path, host_tmp: &Path) -> String {
+    let cmd = format!(
+        "python3 {} {} {}",
+        script.display(),
+        escape.display(),
+        host_tmp.display()
+    );
+    let flow = format!(
+        r#"digraph acp {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [shape=box, backend=acp, acp.command={}, prompt="Probe"]
+  start -> work -> exit
+}}"#,
+        serde_json::to_string(&cmd).unwrap()
+    );
+    let s = Server::start();
+    let id = create_run(
+        &s,
+        &json!({"workflow": package(&flow), "sandbox": {"provider": provider}}),
+    );
+    start_run(&s, &id);
+    let done = wait_run_end(&s, &id);
+    assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
+    assert_eq!(done["sandbox"]["instance"]["provider"], provider);
+    std::fs::read_to_string(s.path().join("workspaces").join(&id).join("probe.txt"))
+        .expect("probe.txt in the workspace")
+}
+
+#[test]
+fn an_acp_agent_runs_inside_the_container() {
+    if git_missing() || !bwrap_usable() {
+        return;
+    }
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("note: python3 is not installed; skipping the ACP container test");
+        return;
+    }
+    // The script and the escape target outside /tmp, which the container replaces.
+    let outside = outside_tmp();
+    let script = outside.path().join("probe_agent.py");
+    std::fs::write(&script, PROBE_AGENT).unwrap();
+    let host_tmp = std::env::temp_dir().join(format!("svc-acp-host-tmp-{}", std::process::id()));
+    std::fs::write(&host_tmp, "host").unwrap();
+    let contained = acp_probe(
+        "container",
+        &script,
+        &outside.path().join("from-container"),
+        &host_tmp,
+    );
+    assert!(!contained.contains("WROTE-OUTSIDE"), "{contained}");
+    assert!(
+        !contained.contains("SAW-HOST-TMP"),
+        "a private /tmp: {contained}"
+    );
+    assert!(!outside.path().join("from-container").exists());
+    // The same agent in a local run reaches both.
+    let local = acp_probe(
+        "local",
+        &script,
+        &outside.path().join("from-local"),
+        &host_tmp,
+    );
+    let _ = std::fs::remove_file(&host_tmp);
+    assert!(local.contains("WROTE-OUTSIDE"), "{local}");
+    assert!(local.contains("SAW-HOST-TMP"), "{local}");
 }
 
 fn processes_with(marker: &str) -> Vec<String> {
