@@ -2,14 +2,18 @@
 //! branch, per-stage checkpoints, `/files` and `Run.diff` checked against
 //! `git diff --numstat`, the origin untouched, source directories copied or used in place,
 //! sandbox lifecycle folded into `Run.sandbox`, `/sandboxes`, deletion removing the
-//! workspace, resume restoring the workspace, and the bubblewrap container's isolation
-//! (required when `SVC_REQUIRE_BWRAP=1`, else skipped with a note when bwrap is missing).
+//! workspace, resume restoring the workspace, and the bubblewrap container's isolation for
+//! command stages, an agent stage's shell tool (scripted Anthropic server) and an ACP agent
+//! (a Python script), each checked against a local run that can escape (required when
+//! `SVC_REQUIRE_BWRAP=1`, else skipped with a note when bwrap is missing).
 
 // This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
 #![cfg(feature = "cli")]
 
+mod llm_common;
 mod server_support;
 
+use llm_common::{text, tool_results, tools, ScriptedServer};
 use serde_json::{json, Value};
 use server_support::*;
 use std::path::{Path, PathBuf};
@@ -99,40 +103,6 @@ fn command_flow(stages: &[(&str, &str)]) -> String {
     dot
 }
 
-fn create(s: &Server, body: Value) -> Value {
-    let r = s.post("/api/v1/runs", &body.to_string());
-    assert_eq!(r.status, 201, "{}", r.text());
-    r.json()
-}
-
-fn start(s: &Server, id: &str) {
-    let r = s.post(&format!("/api/v1/runs/{id}/start"), "{}");
-    assert_eq!(r.status, 200, "{}", r.text());
-}
-
-fn run_json(s: &Server, id: &str) -> Value {
-    s.get(&format!("/api/v1/runs/{id}")).json()
-}
-
-fn wait_terminal(s: &Server, id: &str) -> Value {
-    wait_for(60, &format!("run {id} to end"), || {
-        let r = run_json(s, id);
-        matches!(
-            r["lifecycle"]["status"]["kind"].as_str(),
-            Some("succeeded" | "failed")
-        )
-        .then_some(r)
-    })
-}
-
-fn events(s: &Server, id: &str) -> Vec<Value> {
-    s.get(&format!("/api/v1/runs/{id}/events?limit=1000"))
-        .json()["data"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn numstat(dir: &Path, range: &str) -> (u64, u64, u64) {
     let out = sh(dir, &format!("git diff --numstat {range}"));
     let mut t = (0, 0, 0);
@@ -166,9 +136,9 @@ fn a_repository_run_works_on_a_clone_and_shows_its_changes() {
         ),
     ]);
     let url = format!("file://{}", origin.display());
-    let run = create(
+    let run = create_run_json(
         &s,
-        json!({"workflow": package(&flow), "repository": {"origin_url": url, "branch": "dev"}}),
+        &json!({"workflow": package(&flow), "repository": {"origin_url": url, "branch": "dev"}}),
     );
     let id = run["id"].as_str().unwrap().to_string();
     assert_eq!(
@@ -177,8 +147,8 @@ fn a_repository_run_works_on_a_clone_and_shows_its_changes() {
     );
     assert_eq!(run["sandbox"]["kind"], "planned");
     assert_eq!(run["diff"], Value::Null);
-    start(&s, &id);
-    let done = wait_terminal(&s, &id);
+    start_run(&s, &id);
+    let done = wait_run_end(&s, &id);
     assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
 
     // Run.sandbox: ready, with what really happened.
@@ -198,7 +168,7 @@ fn a_repository_run_works_on_a_clone_and_shows_its_changes() {
     );
 
     // Lifecycle events, in order, before the run started.
-    let evs = events(&s, &id);
+    let evs = run_events(&s, &id);
     let kinds: Vec<&str> = evs.iter().filter_map(|e| e["event"].as_str()).collect();
     let pos = |k: &str| kinds.iter().position(|x| *x == k).unwrap_or(usize::MAX);
     assert!(pos("sandbox.initializing") < pos("sandbox.initialized"));
@@ -341,9 +311,9 @@ fn source_directories_are_copied_or_used_in_place() {
     std::fs::write(src.join("keep.txt"), "mine\n").unwrap();
     let s = Server::start();
     let flow = command_flow(&[("edit", "echo changed > keep.txt")]);
-    let copied = create(
+    let copied = create_run_json(
         &s,
-        json!({"workflow": package(&flow), "source_directory": src.display().to_string()}),
+        &json!({"workflow": package(&flow), "source_directory": src.display().to_string()}),
     );
     let id = copied["id"].as_str().unwrap();
     assert_eq!(
@@ -352,8 +322,8 @@ fn source_directories_are_copied_or_used_in_place() {
     );
     assert_eq!(copied["repository"]["name"], "plain");
     assert_eq!(copied["repository"]["provider"], "unknown");
-    start(&s, id);
-    let done = wait_terminal(&s, id);
+    start_run(&s, id);
+    let done = wait_run_end(&s, id);
     assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
     assert_eq!(done["sandbox"]["instance"]["runtime"]["repo_cloned"], false);
     assert_eq!(
@@ -363,13 +333,13 @@ fn source_directories_are_copied_or_used_in_place() {
     assert!(!src.join(".git").exists());
     assert_eq!(done["diff"]["files_changed"], 1);
 
-    let inplace = create(
+    let inplace = create_run_json(
         &s,
-        json!({"workflow": package(&flow), "source_directory": src.display().to_string(), "in_place": true}),
+        &json!({"workflow": package(&flow), "source_directory": src.display().to_string(), "in_place": true}),
     );
     let id2 = inplace["id"].as_str().unwrap();
-    start(&s, id2);
-    let done = wait_terminal(&s, id2);
+    start_run(&s, id2);
+    let done = wait_run_end(&s, id2);
     assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
     assert_eq!(
         std::fs::read_to_string(src.join("keep.txt")).unwrap(),
@@ -423,9 +393,9 @@ fn a_sandbox_that_cannot_start_fails_the_run_clearly() {
             "cannot clone",
         ),
     ] {
-        let id = create(&s, body)["id"].as_str().unwrap().to_string();
-        start(&s, &id);
-        let done = wait_terminal(&s, &id);
+        let id = create_run(&s, &body);
+        start_run(&s, &id);
+        let done = wait_run_end(&s, &id);
         assert_eq!(
             done["lifecycle"]["status"],
             json!({"kind": "failed", "reason": "sandbox_init_failed"})
@@ -463,11 +433,8 @@ fn resume_restores_the_workspace_to_its_checkpoint() {
             ),
         ),
     ]);
-    let id = create(&s, json!({"workflow": package(&flow)}))["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    start(&s, &id);
+    let id = create_run(&s, &json!({"workflow": package(&flow)}));
+    start_run(&s, &id);
     let wd = wait_for(30, "half.txt", || {
         let r = run_json(&s, &id);
         let wd = PathBuf::from(r["sandbox"]["instance"]["runtime"]["working_directory"].as_str()?);
@@ -480,7 +447,7 @@ fn resume_restores_the_workspace_to_its_checkpoint() {
         dir: Some(dir),
         ..Opts::default()
     });
-    let done = wait_terminal(&s, &id);
+    let done = wait_run_end(&s, &id);
     assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
     assert!(
         wd.join("kept.txt").exists(),
@@ -510,18 +477,15 @@ fn a_container_stage_is_confined_to_its_workspace() {
     );
     let s = Server::start();
     let flow = command_flow(&[("probe", &script)]);
-    let id = create(
+    let id = create_run(
         &s,
-        json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    start(&s, &id);
-    let done = wait_terminal(&s, &id);
+        &json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
+    );
+    start_run(&s, &id);
+    let done = wait_run_end(&s, &id);
     assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
     assert_eq!(done["sandbox"]["instance"]["provider"], "container");
-    let out = events(&s, &id)
+    let out = run_events(&s, &id)
         .into_iter()
         .find(|e| e["event"] == "command.completed")
         .map(|e| e["properties"]["stdout"].as_str().unwrap_or("").to_string())
@@ -541,6 +505,170 @@ fn a_container_stage_is_confined_to_its_workspace() {
     );
     let files = s.get(&format!("/api/v1/runs/{id}/files")).json();
     assert_eq!(files["data"][0]["new_file"]["name"], "inside.txt");
+}
+
+/// What an agent stage's shell tool printed, in a run of `provider` against a scripted
+/// Anthropic server: the tool result the agent sent back to the model.
+fn agent_shell_output(provider: &str, script: &str) -> String {
+    let llm = ScriptedServer::turns(
+        svc::llm::Provider::Anthropic,
+        vec![
+            tools(&[("t1", "shell", json!({"command": script}))]),
+            text("done"),
+        ],
+        llm_common::SMALL_USAGE,
+    );
+    let s = served_anthropic(&llm.base, "");
+    let flow = r#"digraph a {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [shape=box, prompt="Probe the sandbox"]
+  start -> work -> exit
+}"#;
+    let id = create_run(
+        &s,
+        &json!({"workflow": package(flow), "sandbox": {"provider": provider}}),
+    );
+    start_run(&s, &id);
+    let done = wait_run_end(&s, &id);
+    assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
+    assert_eq!(done["sandbox"]["instance"]["provider"], provider);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2, "the tool call and the final answer");
+    let results = tool_results(svc::llm::Provider::Anthropic, &requests[1].body);
+    assert_eq!(results.len(), 1, "{results:?}");
+    let files = s.get(&format!("/api/v1/runs/{id}/files")).json();
+    assert_eq!(files["data"][0]["new_file"]["name"], "agent.txt", "{files}");
+    results[0].1.clone()
+}
+
+#[test]
+fn an_agent_stages_shell_tool_runs_inside_the_container() {
+    if git_missing() || !bwrap_usable() {
+        return;
+    }
+    // Outside the workspace and outside /tmp (which the container replaces).
+    let outside = outside_tmp();
+    let host_tmp = std::env::temp_dir().join(format!("svc-agent-host-tmp-{}", std::process::id()));
+    std::fs::write(&host_tmp, "host").unwrap();
+    let script = |name: &str| {
+        format!(
+            "touch {out}/{name} 2>/dev/null && echo WROTE-OUTSIDE; \
+             test -e {host_tmp} && echo SAW-HOST-TMP; echo agent > agent.txt; echo pid=$$",
+            out = outside.path().display(),
+            host_tmp = host_tmp.display()
+        )
+    };
+    let contained = agent_shell_output("container", &script("from-container"));
+    assert!(!contained.contains("WROTE-OUTSIDE"), "{contained}");
+    assert!(
+        !contained.contains("SAW-HOST-TMP"),
+        "a private /tmp: {contained}"
+    );
+    assert!(!outside.path().join("from-container").exists());
+    // The same tool call in a local run reaches both: the probe can tell them apart.
+    let local = agent_shell_output("local", &script("from-local"));
+    let _ = std::fs::remove_file(&host_tmp);
+    assert!(local.contains("WROTE-OUTSIDE"), "{local}");
+    assert!(local.contains("SAW-HOST-TMP"), "{local}");
+    assert!(outside.path().join("from-local").exists());
+}
+
+/// A minimal ACP agent (JSON-RPC over stdio): on its prompt it tries to write `argv[1]`
+/// (outside the workspace) and to see `argv[2]` (a file in the host's /tmp), and writes
+/// what happened to `probe.txt` in its working directory.
+const PROBE_AGENT: &str = r#"
+import sys, json, os
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    meth = m.get("method")
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})
+    elif meth == "session/new":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "s1"}})
+    elif meth == "session/prompt":
+        seen = []
+        try:
+            with open(sys.argv[1], "w") as f:
+                f.write("escaped")
+            seen.append("WROTE-OUTSIDE")
+        except OSError:
+            pass
+        if os.path.exists(sys.argv[2]):
+            seen.append("SAW-HOST-TMP")
+        with open("probe.txt", "w") as f:
+            f.write(" ".join(seen) + "\n")
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "end_turn"}})
+"#;
+
+/// What the probe agent found in a run of `provider`.
+fn acp_probe(provider: &str, script: &Path, escape: &Path, host_tmp: &Path) -> String {
+    let cmd = format!(
+        "python3 {} {} {}",
+        script.display(),
+        escape.display(),
+        host_tmp.display()
+    );
+    let flow = format!(
+        r#"digraph acp {{
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [shape=box, backend=acp, acp.command={}, prompt="Probe"]
+  start -> work -> exit
+}}"#,
+        serde_json::to_string(&cmd).unwrap()
+    );
+    let s = Server::start();
+    let id = create_run(
+        &s,
+        &json!({"workflow": package(&flow), "sandbox": {"provider": provider}}),
+    );
+    start_run(&s, &id);
+    let done = wait_run_end(&s, &id);
+    assert_eq!(done["lifecycle"]["status"]["kind"], "succeeded", "{done}");
+    assert_eq!(done["sandbox"]["instance"]["provider"], provider);
+    std::fs::read_to_string(s.path().join("workspaces").join(&id).join("probe.txt"))
+        .expect("probe.txt in the workspace")
+}
+
+#[test]
+fn an_acp_agent_runs_inside_the_container() {
+    if git_missing() || !bwrap_usable() {
+        return;
+    }
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("note: python3 is not installed; skipping the ACP container test");
+        return;
+    }
+    // The script and the escape target outside /tmp, which the container replaces.
+    let outside = outside_tmp();
+    let script = outside.path().join("probe_agent.py");
+    std::fs::write(&script, PROBE_AGENT).unwrap();
+    let host_tmp = std::env::temp_dir().join(format!("svc-acp-host-tmp-{}", std::process::id()));
+    std::fs::write(&host_tmp, "host").unwrap();
+    let contained = acp_probe(
+        "container",
+        &script,
+        &outside.path().join("from-container"),
+        &host_tmp,
+    );
+    assert!(!contained.contains("WROTE-OUTSIDE"), "{contained}");
+    assert!(
+        !contained.contains("SAW-HOST-TMP"),
+        "a private /tmp: {contained}"
+    );
+    assert!(!outside.path().join("from-container").exists());
+    // The same agent in a local run reaches both.
+    let local = acp_probe(
+        "local",
+        &script,
+        &outside.path().join("from-local"),
+        &host_tmp,
+    );
+    let _ = std::fs::remove_file(&host_tmp);
+    assert!(local.contains("WROTE-OUTSIDE"), "{local}");
+    assert!(local.contains("SAW-HOST-TMP"), "{local}");
 }
 
 fn processes_with(marker: &str) -> Vec<String> {
@@ -571,14 +699,11 @@ fn killing_the_server_leaves_no_container_process_alive() {
         "hang",
         &format!("sh -c 'while :; do echo {marker} >> log.txt; sleep 0.05; done' & sleep 1000 # {marker}"),
     )]);
-    let id = create(
+    let id = create_run(
         &s,
-        json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    start(&s, &id);
+        &json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
+    );
+    start_run(&s, &id);
     // Wait for the loop itself, not just bwrap: bwrap's outer and inner processes carry the
     // marker from the fork on, and an inner one killed before it has armed --die-with-parent
     // is a bwrap race the startup sweep (not this test) covers.
@@ -661,12 +786,9 @@ fn retention_removes_a_finished_runs_sandbox() {
         ..Opts::default()
     });
     let flow = command_flow(&[("edit", "echo x > x.txt")]);
-    let id = create(&s, json!({"workflow": package(&flow)}))["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    start(&s, &id);
-    let done = wait_terminal(&s, &id);
+    let id = create_run(&s, &json!({"workflow": package(&flow)}));
+    start_run(&s, &id);
+    let done = wait_run_end(&s, &id);
     let wd = PathBuf::from(
         done["sandbox"]["instance"]["runtime"]["working_directory"]
             .as_str()
@@ -676,7 +798,7 @@ fn retention_removes_a_finished_runs_sandbox() {
         (!wd.exists()).then_some(())
     });
     wait_for(10, "sandbox.cleanup.completed", || {
-        events(&s, &id)
+        run_events(&s, &id)
             .iter()
             .any(|e| e["event"] == "sandbox.cleanup.completed")
             .then_some(())
@@ -697,12 +819,9 @@ fn a_provider_that_cannot_answer_is_reported_while_others_list() {
         ..Opts::default()
     });
     let flow = command_flow(&[("edit", "true")]);
-    let id = create(&s, json!({"workflow": package(&flow)}))["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    start(&s, &id);
-    wait_terminal(&s, &id);
+    let id = create_run(&s, &json!({"workflow": package(&flow)}));
+    start_run(&s, &id);
+    wait_run_end(&s, &id);
     let list = s.get("/api/v1/sandboxes").json();
     assert_eq!(list["data"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["data"][0]["run_id"], id.as_str());
@@ -759,10 +878,7 @@ fn previews_proxy_to_a_server_started_by_a_stage() {
         script.display()
     );
     let flow = command_flow(&[("serve", &server)]);
-    let id = create(&s, json!({"workflow": package(&flow)}))["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = create_run(&s, &json!({"workflow": package(&flow)}));
     // Not ready yet: 409; unknown run: 404; bad bounds: 400.
     let body = |p: i64, e: i64, signed: bool| {
         json!({"port": p, "expires_in_secs": e, "signed": signed}).to_string()
@@ -787,7 +903,7 @@ fn previews_proxy_to_a_server_started_by_a_stage() {
             400,
         );
     }
-    start(&s, &id);
+    start_run(&s, &id);
     wait_for(30, "the sandbox to be ready", || {
         (run_json(&s, &id)["sandbox"]["kind"] == "ready").then_some(())
     });
@@ -852,7 +968,7 @@ fn previews_proxy_to_a_server_started_by_a_stage() {
     std::thread::sleep(std::time::Duration::from_millis(2100));
     assert_error(&s.raw("GET", &spath, &[], None), 401);
     s.post(&format!("/api/v1/runs/{id}/cancel"), "");
-    wait_terminal(&s, &id);
+    wait_run_end(&s, &id);
 }
 
 #[test]
@@ -872,14 +988,11 @@ fn previews_reach_a_container_without_network() {
             script.display()
         ),
     )]);
-    let id = create(
+    let id = create_run(
         &s,
-        json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    start(&s, &id);
+        &json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
+    );
+    start_run(&s, &id);
     wait_for(30, "the sandbox to be ready", || {
         (run_json(&s, &id)["sandbox"]["kind"] == "ready").then_some(())
     });
@@ -902,5 +1015,5 @@ fn previews_reach_a_container_without_network() {
         "the port is not on the host's loopback"
     );
     s.post(&format!("/api/v1/runs/{id}/cancel"), "");
-    wait_terminal(&s, &id);
+    wait_run_end(&s, &id);
 }

@@ -368,10 +368,9 @@ fn execute(
     services.redactor = Arc::clone(&redactor);
     if let Some(ready) = sandbox {
         services.isolation = ready.isolation;
-        services.workspace = Arc::new(crate::workspace::EngineWorkspace {
-            git: ready.git,
-            base: ready.base,
-        });
+        services.workspace = Arc::new(crate::workspace::EngineWorkspace::new(
+            ready.git, ready.base,
+        ));
     }
     super::signals::cancel_on_signals(&services.cancel);
     let printer = (flags.format == Format::Text)

@@ -67,6 +67,66 @@ pub fn changes(git: &Git, from: &str, to: &str) -> Result<Vec<FileChange>, GitEr
     Ok(parse(&out))
 }
 
+/// The summaries of several `(from, to)` TREE pairs (ids, not commits: `diff-tree --stdin`
+/// reads two commits as a commit and its parent) with one process, in order; the same
+/// figures as [`changes`] gives for the commits holding those trees.
+pub fn summaries(git: &Git, pairs: &[(&str, &str)]) -> Result<Vec<DiffSummary>, GitError> {
+    let mut input = String::new();
+    for (from, to) in pairs {
+        input.push_str(&format!("{from} {to}\n"));
+    }
+    let out = git.run_with_input(
+        &[
+            "diff-tree",
+            "--stdin",
+            "-r",
+            "--always",
+            "--no-renames",
+            "--no-ext-diff",
+            "--numstat",
+            "-z",
+        ],
+        input.as_bytes(),
+    )?;
+    Ok(parse_summaries(&out))
+}
+
+/// `diff-tree --stdin --always --numstat -z` output: per input line that line (ids and a
+/// space, ended by a newline even with `-z`, or by NUL for commits), then NUL-ended
+/// `adds\tdels\tpath` records (`-` for binary files).
+fn parse_summaries(out: &[u8]) -> Vec<DiffSummary> {
+    let is_header =
+        |l: &[u8]| !l.is_empty() && l.iter().all(|b| b.is_ascii_hexdigit() || *b == b' ');
+    let mut list: Vec<DiffSummary> = Vec::new();
+    for mut field in out.split(|b| *b == 0) {
+        loop {
+            let line_end = field
+                .iter()
+                .position(|b| *b == b'\n')
+                .unwrap_or(field.len());
+            if !is_header(&field[..line_end]) {
+                break;
+            }
+            list.push(DiffSummary::default());
+            field = field.get(line_end + 1..).unwrap_or_default();
+        }
+        let mut parts = field.splitn(3, |b| *b == b'\t');
+        let (Some(a), Some(d), Some(_path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let Some(s) = list.last_mut() else { continue };
+        let num = |f: &[u8]| {
+            std::str::from_utf8(f)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+        };
+        s.files_changed += 1;
+        s.additions += num(a).unwrap_or(0);
+        s.deletions += num(d).unwrap_or(0);
+    }
+    list
+}
+
 /// Parses `--raw --numstat -z` output: raw records (`:mode mode sha sha S\0path\0`), then
 /// numstat records (`adds\tdels\tpath\0`) for the same paths.
 fn parse(out: &[u8]) -> Vec<FileChange> {
@@ -180,6 +240,20 @@ mod tests {
         assert_eq!(got[0].path, "bin.dat");
         assert!(got[0].binary && got[0].kind == ChangeKind::Deleted && got[0].new_blob.is_none());
         assert_eq!((got[2].additions, got[2].kind), (2, ChangeKind::Added));
+        // Two tree pairs; a newline-ended header, a binary file, an empty diff.
+        let out = format!("{a} {b}\n3\t1\tx.txt\0-\t-\tbin\0{a} {a}\n");
+        let sums = parse_summaries(out.as_bytes());
+        assert_eq!(
+            sums,
+            [
+                DiffSummary {
+                    files_changed: 2,
+                    additions: 3,
+                    deletions: 1
+                },
+                DiffSummary::default()
+            ]
+        );
         assert_eq!(
             DiffSummary::of(&got),
             DiffSummary {

@@ -10,10 +10,12 @@
 
 pub mod diff;
 pub mod git;
+pub mod watch;
 
 use diff::{DiffSummary, FileChange};
 pub use git::{Git, GitError};
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Where a run's files come from.
@@ -283,27 +285,161 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
 }
 
 /// Commits everything in the work tree as a checkpoint of `stage`; `None` when nothing
-/// changed since the last one. Plumbing (`write-tree`, `commit-tree`, `update-ref`) rather
-/// than `git commit`: no second scan of the work tree, and "nothing changed" is a tree
-/// comparison, not a message to parse.
+/// changed since the last one. Walks the whole work tree (see [`EngineWorkspace`] for the
+/// watched, faster way).
 pub fn checkpoint(g: &Git, stage: &str) -> Result<Option<String>, GitError> {
-    g.run(&["add", "--all"])?;
-    let tree = g.text(&["write-tree"])?;
-    let heads = g.text(&["rev-parse", "HEAD", "HEAD^{tree}"])?;
-    let mut lines = heads.lines();
-    let (Some(parent), Some(parent_tree)) = (lines.next(), lines.next()) else {
-        return Err(GitError {
-            args: "rev-parse HEAD".into(),
-            detail: format!("unexpected answer {heads:?}"),
-        });
+    stage_all(g)?;
+    commit_index(g, stage, None).map(|c| c.map(|c| c.id))
+}
+
+/// `git add --all`: the index made equal to the work tree (ignored files left out).
+fn stage_all(g: &Git) -> Result<(), GitError> {
+    g.run(&["add", "--all"]).map(|_| ())
+}
+
+/// Stages only `paths` (relative to the work tree; files or folders, existing or not),
+/// with the same result as [`stage_all`] when they are all that changed. Paths that no
+/// longer exist leave the index with `rm --cached` (folders recursively, unknown ones
+/// skipped); the rest go through `add --all -- <paths>`, which walks named folders and
+/// skips ignored files in them. An ignored path named explicitly makes `add` fail: then the
+/// ignored ones are dropped with `check-ignore` and the rest staged again.
+fn stage_paths(g: &Git, paths: &BTreeSet<PathBuf>) -> Result<(), GitError> {
+    // A folder named covers everything below it.
+    let mut kept: Vec<&PathBuf> = Vec::new();
+    for p in paths {
+        if !kept.last().is_some_and(|k| p.starts_with(k)) {
+            kept.push(p);
+        }
+    }
+    let (present, gone): (Vec<&PathBuf>, Vec<&PathBuf>) = kept
+        .into_iter()
+        .partition(|p| g.work_tree.join(p).symlink_metadata().is_ok());
+    if !gone.is_empty() {
+        let list = nul_list(&gone, true);
+        g.run_with_input(
+            &[
+                "rm",
+                "-r",
+                "--cached",
+                "--ignore-unmatch",
+                "-f",
+                "-q",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+            ],
+            &list,
+        )?;
+    }
+    if present.is_empty() {
+        return Ok(());
+    }
+    let add = [
+        "add",
+        "--all",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+    ];
+    if g.run_with_input(&add, &nul_list(&present, true)).is_ok() {
+        return Ok(());
+    }
+    let ignored = g.run_with_input(
+        &["check-ignore", "-z", "--stdin"],
+        &nul_list(&present, false),
+    );
+    // check-ignore exits 1 when nothing is ignored.
+    let ignored: BTreeSet<Vec<u8>> = match ignored {
+        Ok(out) => out.split(|b| *b == 0).map(<[u8]>::to_vec).collect(),
+        Err(_) => BTreeSet::new(),
     };
-    if parent_tree.trim() == tree {
+    let rest: Vec<&PathBuf> = present
+        .into_iter()
+        .filter(|p| !ignored.contains(p.as_os_str().as_encoded_bytes()))
+        .collect();
+    if rest.is_empty() {
+        return Ok(());
+    }
+    g.run_with_input(&add, &nul_list(&rest, true)).map(|_| ())
+}
+
+/// Paths as NUL-separated input: pathspecs taken literally (`--pathspec-file-nul`), or
+/// plain paths (`check-ignore -z --stdin`).
+fn nul_list(paths: &[&PathBuf], pathspecs: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in paths {
+        if pathspecs {
+            out.extend_from_slice(b":(literal)");
+        }
+        out.extend_from_slice(p.as_os_str().as_encoded_bytes());
+        out.push(0);
+    }
+    out
+}
+
+/// A commit and its tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Commit {
+    id: String,
+    tree: String,
+}
+
+/// Commits the index on `HEAD` (known as `head`, else asked) as a checkpoint of `stage`;
+/// `None` when its tree is `HEAD`'s. Plumbing (`write-tree`, `commit-tree`, `update-ref`)
+/// rather than `git commit`, which would refresh every file of the index again.
+fn commit_index(g: &Git, stage: &str, head: Option<Commit>) -> Result<Option<Commit>, GitError> {
+    let tree = g.text(&["write-tree"])?;
+    let parent = match head {
+        Some(h) => h,
+        None => head_commit(g)?,
+    };
+    if parent.tree == tree {
         return Ok(None);
     }
+    let id = commit_tree(g, &tree, &parent.id, stage)?;
+    Ok(Some(Commit { id, tree }))
+}
+
+/// Commits `tree` on `parent` as the checkpoint of `stage` and moves `HEAD` (the run
+/// branch) to it, only if it still names `parent`.
+fn commit_tree(g: &Git, tree: &str, parent: &str, stage: &str) -> Result<String, GitError> {
     let message = format!("svc: checkpoint after stage {stage}");
-    let id = g.text(&["commit-tree", &tree, "-p", parent.trim(), "-m", &message])?;
-    g.run(&["update-ref", "-m", &message, "HEAD", &id, parent.trim()])?;
-    Ok(Some(id))
+    let id = g.text(&["commit-tree", tree, "-p", parent, "-m", &message])?;
+    g.run(&["update-ref", "-m", &message, "HEAD", &id, parent])?;
+    Ok(id)
+}
+
+/// `HEAD` and the tree of `base`, in one `rev-parse`.
+fn heads(g: &Git, base: &str) -> Result<(Commit, String), GitError> {
+    let base_tree = format!("{base}^{{tree}}");
+    let out = g.text(&["rev-parse", "HEAD", "HEAD^{tree}", &base_tree])?;
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    match lines.as_slice() {
+        [id, tree, base_tree] => Ok((
+            Commit {
+                id: id.to_string(),
+                tree: tree.to_string(),
+            },
+            base_tree.to_string(),
+        )),
+        _ => Err(GitError {
+            args: "rev-parse HEAD".into(),
+            detail: format!("unexpected answer {out:?}"),
+        }),
+    }
+}
+
+fn head_commit(g: &Git) -> Result<Commit, GitError> {
+    let heads = g.text(&["rev-parse", "HEAD", "HEAD^{tree}"])?;
+    let mut lines = heads.lines();
+    match (lines.next(), lines.next()) {
+        (Some(id), Some(tree)) => Ok(Commit {
+            id: id.trim().to_string(),
+            tree: tree.trim().to_string(),
+        }),
+        _ => Err(GitError {
+            args: "rev-parse HEAD".into(),
+            detail: format!("unexpected answer {heads:?}"),
+        }),
+    }
 }
 
 /// Puts the work tree back to commit `id` (tracked files reset, new files removed; ignored
@@ -332,9 +468,83 @@ pub fn is_checkpoint(g: &Git, base: &str, id: &str) -> bool {
 }
 
 /// The engine's view of a workspace: checkpoints after stages, restore on resume.
+///
+/// A checkpoint stages only what the workspace's [`watch::Watch`] saw change since the
+/// previous one; it walks the whole tree (`git add --all`) the first time, after a restore,
+/// and whenever the watcher cannot vouch for its answer. The latest checkpoint is kept in
+/// memory so committing needs no `rev-parse`, and both diff figures come from one
+/// `git diff-tree --stdin` over trees, run while the commit is made.
 pub struct EngineWorkspace {
     pub git: Git,
     pub base: String,
+    state: parking_lot::Mutex<WatchState>,
+}
+
+struct WatchState {
+    watch: Option<watch::Watch>,
+    /// The index matched the work tree when the watcher last synced: its paths suffice.
+    indexed: bool,
+    head: Option<Commit>,
+    /// The tree of the run's base commit, once asked.
+    base_tree: Option<String>,
+    last: Scan,
+}
+
+/// How the last checkpoint found the changed files (for tests and benchmarks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    None,
+    /// `git add --all` over the whole tree.
+    Full,
+    /// Only this many paths the watcher reported.
+    Paths(usize),
+}
+
+impl EngineWorkspace {
+    /// Starts watching the work tree (see [`watch::Watch::start`]).
+    pub fn new(git: Git, base: String) -> EngineWorkspace {
+        let git_dir = git
+            .git_dir
+            .clone()
+            .unwrap_or_else(|| git.work_tree.join(".git"));
+        let watch = watch::Watch::start(&git.work_tree, &git_dir);
+        EngineWorkspace {
+            git,
+            base,
+            state: parking_lot::Mutex::new(WatchState {
+                watch,
+                indexed: false,
+                head: None,
+                base_tree: None,
+                last: Scan::None,
+            }),
+        }
+    }
+
+    /// How the last checkpoint found the changed files.
+    pub fn last_scan(&self) -> Scan {
+        self.state.lock().last
+    }
+
+    fn stage(&self, st: &mut WatchState) -> Result<(), GitError> {
+        let changes = match st.watch.as_mut() {
+            Some(w) => w.changes(),
+            None => watch::Changes::Unknown,
+        };
+        let trusted = std::mem::replace(&mut st.indexed, false);
+        match changes {
+            watch::Changes::Paths(p) if trusted => {
+                st.last = Scan::Paths(p.len());
+                stage_paths(&self.git, &p)?;
+            }
+            _ => {
+                st.last = Scan::Full;
+                stage_all(&self.git)?;
+            }
+        }
+        st.indexed = true;
+        Ok(())
+    }
 }
 
 fn summary_json(s: DiffSummary) -> serde_json::Value {
@@ -351,12 +561,42 @@ impl crate::engine::Workspace for EngineWorkspace {
         &self,
         stage: &str,
     ) -> Result<Option<crate::engine::WorkspaceCheckpoint>, String> {
-        let Some(id) = checkpoint(&self.git, stage).map_err(|e| e.to_string())? else {
-            return Ok(None);
+        let mut st = self.state.lock();
+        self.stage(&mut st).map_err(|e| e.to_string())?;
+        let (parent, base_tree) = match (st.head.take(), st.base_tree.take()) {
+            (Some(h), Some(b)) => (h, b),
+            _ => heads(&self.git, &self.base).map_err(|e| e.to_string())?,
         };
-        // Checkpoints are a straight line on the run branch: the parent is the previous one.
-        let stage_diff = summary(&self.git, &format!("{id}~1"), &id).map_err(|e| e.to_string())?;
-        let run_diff = summary(&self.git, &self.base, &id).map_err(|e| e.to_string())?;
+        st.base_tree = Some(base_tree.clone());
+        let tree = self.git.text(&["write-tree"]).map_err(|e| e.to_string())?;
+        if tree == parent.tree {
+            st.head = Some(parent);
+            return Ok(None);
+        }
+        // Committing and counting both need only the trees: they run side by side.
+        let git = self.git.clone();
+        let (parent_id, new_tree, stage) = (parent.id.clone(), tree.clone(), stage.to_string());
+        let commit = std::thread::spawn(move || commit_tree(&git, &new_tree, &parent_id, &stage));
+        let pairs = [
+            (parent.tree.as_str(), tree.as_str()),
+            (base_tree.as_str(), tree.as_str()),
+        ];
+        let sums = diff::summaries(&self.git, &pairs);
+        let id = match commit.join() {
+            Ok(r) => r.map_err(|e| e.to_string())?,
+            Err(_) => return Err("the checkpoint commit failed".to_string()),
+        };
+        st.head = Some(Commit {
+            id: id.clone(),
+            tree,
+        });
+        let sums = sums.map_err(|e| e.to_string())?;
+        let &[stage_diff, run_diff] = sums.as_slice() else {
+            return Err(format!(
+                "git diff-tree answered {} summaries for 2",
+                sums.len()
+            ));
+        };
         Ok(Some(crate::engine::WorkspaceCheckpoint {
             id,
             stage_diff: summary_json(stage_diff),
@@ -369,6 +609,11 @@ impl crate::engine::Workspace for EngineWorkspace {
     }
 
     fn restore(&self, id: &str) -> Result<(), String> {
+        let mut st = self.state.lock();
+        // The next checkpoint walks the whole tree and asks git where HEAD is.
+        st.indexed = false;
+        st.head = None;
+        st.base_tree = None;
         restore(&self.git, id).map_err(|e| e.to_string())
     }
 }

@@ -216,3 +216,197 @@ fn repository_names_from_origins() {
         assert_eq!(repository_name(url), (name.to_string(), provider), "{url}");
     }
 }
+
+/// After a checkpoint the run branch holds the work tree exactly: `git status` (its own walk
+/// of the whole tree) has nothing to report.
+#[cfg(feature = "watch")]
+fn assert_all_committed(dest: &Path, what: &str) {
+    let status = sh(dest, "git status --porcelain --untracked-files=all");
+    assert_eq!(status, "", "{what}: left out of the checkpoint");
+}
+
+#[test]
+#[cfg(feature = "watch")]
+fn watched_checkpoints_capture_every_kind_of_change() {
+    use crate::engine::Workspace as _;
+    if !git_available() {
+        eprintln!("note: git is not installed; skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = origin(tmp.path());
+    let dest = tmp.path().join("ws");
+    let source = Source::Repository {
+        origin_url: format!("file://{}", origin.display()),
+        branch: None,
+    };
+    let ws = prepare(&source, "01W", &dest).unwrap();
+    let ews = EngineWorkspace::new(ws.git.clone(), ws.base.clone());
+    std::fs::write(dest.join(".gitignore"), "build/\n*.log\n").unwrap();
+    ews.checkpoint("first").unwrap().unwrap();
+    assert_eq!(
+        ews.last_scan(),
+        Scan::Full,
+        "the first checkpoint walks the tree"
+    );
+    assert_all_committed(&dest, "first");
+
+    let steps: Vec<(&str, &str)> = vec![
+        ("modify", "echo more >> a.txt"),
+        (
+            "new nested folders",
+            "mkdir -p n1/n2/n3 && echo deep > n1/n2/n3/f.txt && echo x > n1/top.txt",
+        ),
+        (
+            "write into the new folder later",
+            "echo later > n1/n2/later.txt",
+        ),
+        ("delete", "rm a.txt"),
+        ("rename a file", "mv n1/top.txt moved.txt"),
+        ("rename a folder", "mv n1 renamed"),
+        (
+            "write in the renamed folder",
+            "echo again >> renamed/n2/n3/f.txt",
+        ),
+        ("delete a folder", "rm -r renamed/n2"),
+        (
+            "atomic write via a temp file",
+            "echo atomic > .tmp-1 && mv .tmp-1 atomic.txt",
+        ),
+        (
+            "temp file made and removed",
+            "echo t > gone.txt && rm gone.txt && echo kept > kept.txt",
+        ),
+        (
+            "ignored files beside a real change",
+            "mkdir -p build && echo o > build/out.o && echo l > x.log && echo r > real.txt",
+        ),
+        (
+            "an ignored file changed alone",
+            "echo more >> x.log && echo r2 >> real.txt",
+        ),
+        ("symlink", "ln -s real.txt link.txt"),
+        ("mode change", "chmod +x real.txt"),
+    ];
+    for (what, script) in steps {
+        sh(&dest, script);
+        let cp = ews.checkpoint(what).unwrap();
+        assert!(cp.is_some(), "{what}: no checkpoint");
+        assert!(
+            matches!(ews.last_scan(), Scan::Paths(_)),
+            "{what}: walked the tree ({:?})",
+            ews.last_scan()
+        );
+        assert_all_committed(&dest, what);
+        let cp = cp.unwrap();
+        let numstat = sh(&dest, &format!("git diff --numstat {} {}", ws.base, cp.id));
+        assert_eq!(
+            cp.run_diff["files_changed"],
+            numstat.lines().count() as u64,
+            "{what}: run diff"
+        );
+    }
+    // Only ignored files changed: nothing to commit.
+    sh(&dest, "echo quiet >> x.log && echo o2 > build/out2.o");
+    assert_eq!(ews.checkpoint("ignored only").unwrap(), None);
+    // Nothing at all.
+    assert_eq!(ews.checkpoint("nothing").unwrap(), None);
+    assert_eq!(ews.last_scan(), Scan::Paths(0));
+}
+
+#[test]
+#[cfg(feature = "watch")]
+fn watched_checkpoints_see_writes_made_inside_a_container() {
+    use crate::engine::Workspace as _;
+    use crate::sandbox::{isolation, ProviderKind, SandboxPlan};
+    if !git_available() {
+        eprintln!("note: git is not installed; skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = origin(tmp.path());
+    let dest = tmp.path().join("ws");
+    let source = Source::Repository {
+        origin_url: format!("file://{}", origin.display()),
+        branch: None,
+    };
+    let ws = prepare(&source, "01C", &dest).unwrap();
+    let plan = SandboxPlan {
+        provider: ProviderKind::Container,
+        image: None,
+        snapshot: None,
+        network: false,
+        bwrap: "bwrap".into(),
+    };
+    let started = match isolation::start(&plan, &dest) {
+        Ok(s) => s,
+        Err(e) => {
+            assert!(
+                std::env::var("SVC_REQUIRE_BWRAP").as_deref() != Ok("1"),
+                "SVC_REQUIRE_BWRAP=1 but bubblewrap cannot run here: {e}"
+            );
+            eprintln!("note: bubblewrap cannot run here ({e}); skipping");
+            return;
+        }
+    };
+    let ews = EngineWorkspace::new(ws.git.clone(), ws.base.clone());
+    ews.checkpoint("first").unwrap();
+    let run = |script: &str| {
+        let out = started
+            .isolation
+            .command("sh", &dest)
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run("echo inside >> a.txt && mkdir -p c/d && echo deep > c/d/e.txt");
+    ews.checkpoint("in the container").unwrap().unwrap();
+    assert!(
+        matches!(ews.last_scan(), Scan::Paths(n) if n >= 2),
+        "the watcher saw the container's writes: {:?}",
+        ews.last_scan()
+    );
+    assert_all_committed(&dest, "container writes");
+    run("rm a.txt && echo more >> c/d/e.txt");
+    ews.checkpoint("again").unwrap().unwrap();
+    assert!(matches!(ews.last_scan(), Scan::Paths(_)));
+    assert_all_committed(&dest, "container deletes");
+}
+
+#[test]
+#[cfg(feature = "watch")]
+fn watched_checkpoints_work_in_place_with_a_separate_git_directory() {
+    use crate::engine::Workspace as _;
+    if !git_available() {
+        eprintln!("note: git is not installed; skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("mine");
+    std::fs::create_dir(&user).unwrap();
+    std::fs::write(user.join("a.txt"), "a\n").unwrap();
+    let source = Source::Directory {
+        path: user.clone(),
+        in_place: true,
+    };
+    let ws = prepare(&source, "01P", &tmp.path().join("ws")).unwrap();
+    let ews = EngineWorkspace::new(ws.git.clone(), ws.base.clone());
+    ews.checkpoint("first").unwrap();
+    std::fs::write(user.join("b.txt"), "b\n").unwrap();
+    let cp = ews.checkpoint("second").unwrap().unwrap();
+    assert_eq!(ews.last_scan(), Scan::Paths(1));
+    assert_eq!(cp.stage_diff["files_changed"], 1);
+    // The user's directory holds no marker or git data of svc's.
+    let mut names: Vec<String> = std::fs::read_dir(&user)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a.txt", "b.txt"]);
+}

@@ -605,3 +605,41 @@ pub fn run_events(s: &Server, id: &str) -> Vec<Value> {
         .cloned()
         .unwrap_or_default()
 }
+
+/// Creates a run from a full request body (`POST /api/v1/runs`, expecting 201); the run.
+pub fn create_run_json(s: &Server, body: &Value) -> Value {
+    let r = s.post("/api/v1/runs", &body.to_string());
+    assert_eq!(r.status, 201, "{}", r.text());
+    r.json()
+}
+
+/// Like [`create_run_json`]; the run's id.
+pub fn create_run(s: &Server, body: &Value) -> String {
+    create_run_json(s, body)["id"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Starts a created run (expecting 200).
+pub fn start_run(s: &Server, id: &str) {
+    let r = s.post(&format!("/api/v1/runs/{id}/start"), "{}");
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// The run resource (`GET /api/v1/runs/{id}`).
+pub fn run_json(s: &Server, id: &str) -> Value {
+    s.get(&format!("/api/v1/runs/{id}")).json()
+}
+
+/// Waits (up to 60 s) until the run succeeded or failed; the run resource then.
+pub fn wait_run_end(s: &Server, id: &str) -> Value {
+    wait_for(60, &format!("run {id} to end"), || {
+        let r = run_json(s, id);
+        matches!(
+            r["lifecycle"]["status"]["kind"].as_str(),
+            Some("succeeded" | "failed")
+        )
+        .then_some(r)
+    })
+}

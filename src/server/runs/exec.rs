@@ -179,10 +179,9 @@ impl Executor for EngineExecutor {
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
         services.cancel = job.handle.cancel.clone();
         services.isolation = ready.isolation;
-        services.workspace = Arc::new(crate::workspace::EngineWorkspace {
-            git: ready.git,
-            base: ready.base,
-        });
+        services.workspace = Arc::new(crate::workspace::EngineWorkspace::new(
+            ready.git, ready.base,
+        ));
         let outcome = Engine::resume(&loaded.workflow, &options, &services);
         log::info!(
             "run {} ended: {} ({})",
