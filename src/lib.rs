@@ -41,7 +41,8 @@
 //! `default` builds everything (`cli`). Without default features the crate is the language
 //! (parse, validate, conditions, stylesheet) and the engine with the SQLite store and the
 //! command, human, wait, parallel and manager handlers: no HTTP server, no outbound HTTP or
-//! TLS, no JSON Schema. In between: `schema` (custom JSON Schema output contracts), `llm`
+//! TLS, no JSON Schema. In between: `schema` (custom JSON Schema output contracts), `watch`
+//! (workspace checkpoints that stage only what inotify saw change), `llm`
 //! (the provider clients), `agent` (the agent loop and ACP agents), `server` (the HTTP
 //! service), `cli` (the `svc` binary). README "Embedding" gives each set's crate count and
 //! size.
