@@ -38,6 +38,20 @@ fn origin(root: &Path) -> PathBuf {
     root.join("origin.git")
 }
 
+/// A clone of a fresh [`origin`] (default branch) prepared as run `run_id`'s workspace
+/// under `root/ws`.
+#[cfg(feature = "watch")]
+fn cloned(root: &Path, run_id: &str) -> (PathBuf, Workspace) {
+    let origin = origin(root);
+    let dest = root.join("ws");
+    let source = Source::Repository {
+        origin_url: format!("file://{}", origin.display()),
+        branch: None,
+    };
+    let ws = prepare(&source, run_id, &dest).unwrap();
+    (dest, ws)
+}
+
 #[test]
 fn clones_on_a_run_branch_checkpoints_and_restores() {
     if !git_available() {
@@ -234,13 +248,7 @@ fn watched_checkpoints_capture_every_kind_of_change() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let origin = origin(tmp.path());
-    let dest = tmp.path().join("ws");
-    let source = Source::Repository {
-        origin_url: format!("file://{}", origin.display()),
-        branch: None,
-    };
-    let ws = prepare(&source, "01W", &dest).unwrap();
+    let (dest, ws) = cloned(tmp.path(), "01W");
     let ews = EngineWorkspace::new(ws.git.clone(), ws.base.clone());
     std::fs::write(dest.join(".gitignore"), "build/\n*.log\n").unwrap();
     ews.checkpoint("first").unwrap().unwrap();
@@ -324,13 +332,7 @@ fn watched_checkpoints_see_writes_made_inside_a_container() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let origin = origin(tmp.path());
-    let dest = tmp.path().join("ws");
-    let source = Source::Repository {
-        origin_url: format!("file://{}", origin.display()),
-        branch: None,
-    };
-    let ws = prepare(&source, "01C", &dest).unwrap();
+    let (dest, ws) = cloned(tmp.path(), "01C");
     let plan = SandboxPlan {
         provider: ProviderKind::Container,
         image: None,
