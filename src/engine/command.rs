@@ -40,7 +40,9 @@ impl Language {
 
     pub fn program(self) -> &'static str {
         match self {
-            Language::Shell => "sh",
+            // An absolute path, as system(3) uses: no PATH search per spawn, and no other
+            // `sh` earlier on the PATH.
+            Language::Shell => "/bin/sh",
             Language::Python => "python3",
         }
     }

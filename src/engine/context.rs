@@ -9,6 +9,8 @@ use serde_json::{Map, Value};
 pub type Context = Map<String, Value>;
 
 pub const GRAPH_GOAL: &str = "graph.goal";
+/// Keys under this prefix are the engine's bookkeeping (see [`command_env`]).
+pub const INTERNAL_PREFIX: &str = "internal.";
 pub const RUN_ID: &str = "internal.run_id";
 pub const WORK_DIR: &str = "internal.work_dir";
 pub const CURRENT_NODE: &str = "current_node";
@@ -36,7 +38,7 @@ pub const ENV_VALUE_LIMIT: usize = 64 * 1024;
 /// Keys the engine writes for its own bookkeeping: never propagated out of a child workflow
 /// and never reported as a parallel branch's output.
 pub fn is_engine_key(key: &str) -> bool {
-    key.starts_with("internal.")
+    key.starts_with(INTERNAL_PREFIX)
         || key.starts_with("graph.")
         || key.starts_with("thread.")
         || key.starts_with("current")
@@ -137,6 +139,9 @@ pub fn env_name(prefix: &str, key: &str) -> String {
 }
 
 /// `SVC_CONTEXT_<KEY>`, `SVC_INPUT_<KEY>`, `SVC_RUN_ID`, `SVC_NODE_ID`, `SVC_GOAL`.
+/// The engine's `internal.*` bookkeeping (retry counts, one per visited node, the run id
+/// and work directory again) is not exported: it would grow every command's environment
+/// with the run's length, and copying it is most of a spawn's cost in long runs.
 pub fn command_env(
     ctx: &Context,
     inputs: &Context,
@@ -147,6 +152,9 @@ pub fn command_env(
     let mut env = Vec::with_capacity(ctx.len() + inputs.len() + 3);
     let mut export = |prefix: &str, map: &Context| {
         for (k, v) in map {
+            if k.starts_with(INTERNAL_PREFIX) {
+                continue;
+            }
             let text = value_text(v);
             if text.len() <= ENV_VALUE_LIMIT && !text.contains('\0') {
                 env.push((env_name(prefix, k), text));
@@ -190,8 +198,14 @@ mod tests {
             env_name("SVC_CONTEXT_", "human.gate-label"),
             "SVC_CONTEXT_HUMAN_GATE_LABEL"
         );
-        let env = command_env(&map(json!({"k": {"a": 1}})), &Context::new(), "R", "n", "g");
+        let ctx = map(json!({"k": {"a": 1}, "internal.retry_count.a": 0, "outcome": "x"}));
+        let env = command_env(&ctx, &Context::new(), "R", "n", "g");
         assert!(env.contains(&("SVC_CONTEXT_K".into(), "{\"a\":1}".into())));
+        assert!(env.contains(&("SVC_CONTEXT_OUTCOME".into(), "x".into())));
+        assert!(
+            !env.iter().any(|(k, _)| k.starts_with("SVC_CONTEXT_INTERNAL")),
+            "engine bookkeeping stays out of the environment: {env:?}"
+        );
         assert!(env.contains(&("SVC_NODE_ID".into(), "n".into())));
     }
 
