@@ -296,10 +296,24 @@ fn watched_checkpoints_capture_every_kind_of_change() {
         ("symlink", "ln -s real.txt link.txt"),
         ("mode change", "chmod +x real.txt"),
     ];
+    let mut previous = sh(&dest, "git rev-parse HEAD").trim().to_string();
     for (what, script) in steps {
         sh(&dest, script);
         let cp = ews.checkpoint(what).unwrap();
         assert!(cp.is_some(), "{what}: no checkpoint");
+        let id = &cp.as_ref().unwrap().id;
+        // A commit by svc naming the stage, on the previous one, and the run branch on it.
+        let log = sh(
+            &dest,
+            "git log -1 '--format=%H%n%an <%ae>%n%cn <%ce>%n%P%n%B' HEAD",
+        );
+        assert_eq!(
+            log,
+            format!("{id}\nsvc <svc@localhost>\nsvc <svc@localhost>\n{previous}\nsvc: checkpoint after stage {what}\n\n"),
+            "{what}: the checkpoint commit"
+        );
+        assert_eq!(sh(&dest, "git symbolic-ref --short HEAD").trim(), ws.branch);
+        previous = id.clone();
         assert!(
             matches!(ews.last_scan(), Scan::Paths(_)),
             "{what}: walked the tree ({:?})",
@@ -314,6 +328,16 @@ fn watched_checkpoints_capture_every_kind_of_change() {
             "{what}: run diff"
         );
     }
+    let fsck = Command::new("git")
+        .args(["fsck", "--no-dangling", "--strict"])
+        .current_dir(&dest)
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
     // Only ignored files changed: nothing to commit.
     sh(&dest, "echo quiet >> x.log && echo o2 > build/out2.o");
     assert_eq!(ews.checkpoint("ignored only").unwrap(), None);
