@@ -67,37 +67,68 @@ pub fn changes(git: &Git, from: &str, to: &str) -> Result<Vec<FileChange>, GitEr
     Ok(parse(&out))
 }
 
-/// The summaries of several `(from, to)` TREE pairs (ids, not commits: `diff-tree --stdin`
-/// reads two commits as a commit and its parent) with one process, in order; the same
-/// figures as [`changes`] gives for the commits holding those trees.
-pub fn summaries(git: &Git, pairs: &[(&str, &str)]) -> Result<Vec<DiffSummary>, GitError> {
+/// Line counts of one changed file (a binary file changes no lines).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lines {
+    pub additions: u64,
+    pub deletions: u64,
+}
+
+/// One pair's changed paths (as git wrote them) and their line counts.
+pub type PairFiles = Vec<(Vec<u8>, Lines)>;
+
+/// The DiffSummary of one pair's files.
+pub fn summary_of(files: &[(Vec<u8>, Lines)]) -> DiffSummary {
+    DiffSummary {
+        files_changed: files.len() as u64,
+        additions: files.iter().map(|(_, l)| l.additions).sum(),
+        deletions: files.iter().map(|(_, l)| l.deletions).sum(),
+    }
+}
+
+/// The changed files of several `(from, to)` TREE pairs (ids, not commits: `diff-tree
+/// --stdin` reads two commits as a commit and its parent) with one process, in order; the
+/// same files and figures as [`changes`] gives for the commits holding those trees. Only
+/// under `limit` (work-tree paths, files or folders, taken literally) when it
+/// is not empty.
+pub fn pair_files(
+    git: &Git,
+    pairs: &[(&str, &str)],
+    limit: &[&std::path::Path],
+) -> Result<Vec<PairFiles>, GitError> {
     let mut input = String::new();
     for (from, to) in pairs {
         input.push_str(&format!("{from} {to}\n"));
     }
-    let out = git.run_with_input(
-        &[
-            "diff-tree",
-            "--stdin",
-            "-r",
-            "--always",
-            "--no-renames",
-            "--no-ext-diff",
-            "--numstat",
-            "-z",
-        ],
-        input.as_bytes(),
-    )?;
-    Ok(parse_summaries(&out))
+    let mut args: Vec<&std::ffi::OsStr> = [
+        "--literal-pathspecs",
+        "diff-tree",
+        "--stdin",
+        "-r",
+        "--always",
+        "--no-renames",
+        "--no-ext-diff",
+        "--numstat",
+        "-z",
+    ]
+    .iter()
+    .map(std::ffi::OsStr::new)
+    .collect();
+    if !limit.is_empty() {
+        args.push(std::ffi::OsStr::new("--"));
+        args.extend(limit.iter().map(|p| p.as_os_str()));
+    }
+    let out = git.run_with_input(&args, input.as_bytes())?;
+    Ok(parse_pair_files(&out))
 }
 
 /// `diff-tree --stdin --always --numstat -z` output: per input line that line (ids and a
 /// space, ended by a newline even with `-z`, or by NUL for commits), then NUL-ended
 /// `adds\tdels\tpath` records (`-` for binary files).
-fn parse_summaries(out: &[u8]) -> Vec<DiffSummary> {
+fn parse_pair_files(out: &[u8]) -> Vec<PairFiles> {
     let is_header =
         |l: &[u8]| !l.is_empty() && l.iter().all(|b| b.is_ascii_hexdigit() || *b == b' ');
-    let mut list: Vec<DiffSummary> = Vec::new();
+    let mut list: Vec<PairFiles> = Vec::new();
     for mut field in out.split(|b| *b == 0) {
         loop {
             let line_end = field
@@ -107,24 +138,70 @@ fn parse_summaries(out: &[u8]) -> Vec<DiffSummary> {
             if !is_header(&field[..line_end]) {
                 break;
             }
-            list.push(DiffSummary::default());
+            list.push(PairFiles::new());
             field = field.get(line_end + 1..).unwrap_or_default();
         }
         let mut parts = field.splitn(3, |b| *b == b'\t');
-        let (Some(a), Some(d), Some(_path)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(a), Some(d), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
-        let Some(s) = list.last_mut() else { continue };
+        let Some(files) = list.last_mut() else {
+            continue;
+        };
         let num = |f: &[u8]| {
             std::str::from_utf8(f)
                 .ok()
                 .and_then(|t| t.parse::<u64>().ok())
+                .unwrap_or(0)
         };
-        s.files_changed += 1;
-        s.additions += num(a).unwrap_or(0);
-        s.deletions += num(d).unwrap_or(0);
+        files.push((
+            path.to_vec(),
+            Lines {
+                additions: num(a),
+                deletions: num(d),
+            },
+        ));
     }
     list
+}
+
+/// The run's changed files against its base, kept between checkpoints so that one which
+/// staged only watched paths counts only those: the run diff then costs what the stage
+/// changed, not everything the run changed so far.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RunFiles(std::collections::BTreeMap<Vec<u8>, Lines>);
+
+impl RunFiles {
+    /// From a whole base..checkpoint diff.
+    pub fn new(files: PairFiles) -> RunFiles {
+        RunFiles(files.into_iter().collect())
+    }
+
+    /// Takes base..checkpoint `files` limited to `limit` (as [`pair_files`] was): what was
+    /// known under those paths is replaced, the rest kept.
+    pub fn update_under(&mut self, limit: &[&std::path::Path], files: PairFiles) {
+        let limit: Vec<&[u8]> = limit
+            .iter()
+            .map(|p| p.as_os_str().as_encoded_bytes())
+            .collect();
+        self.0
+            .retain(|path, _| !limit.iter().any(|l| is_under(path, l)));
+        self.0.extend(files);
+    }
+
+    pub fn summary(&self) -> DiffSummary {
+        DiffSummary {
+            files_changed: self.0.len() as u64,
+            additions: self.0.values().map(|l| l.additions).sum(),
+            deletions: self.0.values().map(|l| l.deletions).sum(),
+        }
+    }
+}
+
+/// `path` is `dir` or inside it (whole components, as a pathspec matches).
+fn is_under(path: &[u8], dir: &[u8]) -> bool {
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
 }
 
 /// Parses `--raw --numstat -z` output: raw records (`:mode mode sha sha S\0path\0`), then
@@ -228,6 +305,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn run_files_replace_only_what_the_limit_covers() {
+        let lines = |a, d| Lines {
+            additions: a,
+            deletions: d,
+        };
+        let mut run = RunFiles::new(vec![
+            (b"a.txt".to_vec(), lines(1, 0)),
+            (b"src/x.rs".to_vec(), lines(2, 2)),
+            (b"src/y.rs".to_vec(), lines(3, 0)),
+            (b"srcs/z".to_vec(), lines(4, 0)),
+        ]);
+        // `src` was watched: src/x.rs went back to its base, src/w.rs is new; srcs/ is not
+        // under src.
+        run.update_under(
+            &[std::path::Path::new("src")],
+            vec![
+                (b"src/y.rs".to_vec(), lines(5, 1)),
+                (b"src/w.rs".to_vec(), lines(1, 0)),
+            ],
+        );
+        assert_eq!(
+            run.summary(),
+            DiffSummary {
+                files_changed: 4,
+                additions: 11,
+                deletions: 1
+            }
+        );
+        run.update_under(&[std::path::Path::new("a.txt")], vec![]);
+        assert_eq!(run.summary().files_changed, 3);
+    }
+
+    #[test]
     fn parses_raw_and_numstat() {
         let a = "a".repeat(40);
         let b = "b".repeat(40);
@@ -242,7 +352,9 @@ mod tests {
         assert_eq!((got[2].additions, got[2].kind), (2, ChangeKind::Added));
         // Two tree pairs; a newline-ended header, a binary file, an empty diff.
         let out = format!("{a} {b}\n3\t1\tx.txt\0-\t-\tbin\0{a} {a}\n");
-        let sums = parse_summaries(out.as_bytes());
+        let files = parse_pair_files(out.as_bytes());
+        assert_eq!(files[0][1], (b"bin".to_vec(), Lines::default()));
+        let sums: Vec<DiffSummary> = files.iter().map(|f| summary_of(f)).collect();
         assert_eq!(
             sums,
             [

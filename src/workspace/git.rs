@@ -91,7 +91,7 @@ impl Git {
     }
 
     /// `git <args>` in this repository (not checked).
-    pub fn command(&self, args: &[&str]) -> Command {
+    pub fn command<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
         let mut c = bare_command();
         c.current_dir(&self.work_tree);
         if let Some(d) = &self.git_dir {
@@ -116,9 +116,17 @@ impl Git {
     }
 
     /// Runs `git <args>` feeding `input` on stdin.
-    pub fn run_with_input(&self, args: &[&str], input: &[u8]) -> Result<Vec<u8>, GitError> {
+    pub fn run_with_input<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        args: &[S],
+        input: &[u8],
+    ) -> Result<Vec<u8>, GitError> {
         let err = |detail: String| GitError {
-            args: args.join(" "),
+            args: args
+                .iter()
+                .map(|a| a.as_ref().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
             detail,
         };
         let mut child = self

@@ -304,14 +304,7 @@ fn stage_all(g: &Git) -> Result<(), GitError> {
 /// skips ignored files in them. An ignored path named explicitly makes `add` fail: then the
 /// ignored ones are dropped with `check-ignore` and the rest staged again.
 fn stage_paths(g: &Git, paths: &BTreeSet<PathBuf>) -> Result<(), GitError> {
-    // A folder named covers everything below it.
-    let mut kept: Vec<&PathBuf> = Vec::new();
-    for p in paths {
-        if !kept.last().is_some_and(|k| p.starts_with(k)) {
-            kept.push(p);
-        }
-    }
-    let (present, gone): (Vec<&PathBuf>, Vec<&PathBuf>) = kept
+    let (present, gone): (Vec<&PathBuf>, Vec<&PathBuf>) = outermost(paths)
         .into_iter()
         .partition(|p| g.work_tree.join(p).symlink_metadata().is_ok());
     if !gone.is_empty() {
@@ -359,6 +352,18 @@ fn stage_paths(g: &Git, paths: &BTreeSet<PathBuf>) -> Result<(), GitError> {
         return Ok(());
     }
     g.run_with_input(&add, &nul_list(&rest, true)).map(|_| ())
+}
+
+/// The paths not inside another of them (a folder named covers everything below it), in
+/// order.
+fn outermost(paths: &BTreeSet<PathBuf>) -> Vec<&PathBuf> {
+    let mut kept: Vec<&PathBuf> = Vec::new();
+    for p in paths {
+        if !kept.last().is_some_and(|k| p.starts_with(k)) {
+            kept.push(p);
+        }
+    }
+    kept
 }
 
 /// Paths as NUL-separated input: pathspecs taken literally (`--pathspec-file-nul`), or
@@ -487,6 +492,8 @@ struct WatchState {
     head: Option<Commit>,
     /// The tree of the run's base commit, once asked.
     base_tree: Option<String>,
+    /// The run's changed files as of `head` (none until a checkpoint counted them all).
+    run_files: Option<diff::RunFiles>,
     last: Scan,
 }
 
@@ -516,6 +523,7 @@ impl EngineWorkspace {
                 indexed: false,
                 head: None,
                 base_tree: None,
+                run_files: None,
                 last: Scan::None,
             }),
         }
@@ -526,25 +534,37 @@ impl EngineWorkspace {
         self.state.lock().last
     }
 
-    fn stage(&self, st: &mut WatchState) -> Result<(), GitError> {
+    /// Stages what changed; the watched paths it staged, or `None` when it walked the tree.
+    fn stage(&self, st: &mut WatchState) -> Result<Option<BTreeSet<PathBuf>>, GitError> {
         let changes = match st.watch.as_mut() {
             Some(w) => w.changes(),
             None => watch::Changes::Unknown,
         };
         let trusted = std::mem::replace(&mut st.indexed, false);
-        match changes {
+        let watched = match changes {
             watch::Changes::Paths(p) if trusted => {
                 st.last = Scan::Paths(p.len());
                 stage_paths(&self.git, &p)?;
+                Some(p)
             }
             _ => {
                 st.last = Scan::Full;
                 stage_all(&self.git)?;
+                None
             }
-        }
+        };
         st.indexed = true;
-        Ok(())
+        Ok(watched)
     }
+}
+
+/// Whether `limit` can go on a command line as pathspecs (else the diffs take the whole
+/// trees): a stage that touched thousands of paths is cheaper to diff whole anyway.
+fn limit_fits(limit: &[&Path]) -> bool {
+    const MAX_PATHS: usize = 1000;
+    const MAX_BYTES: usize = 64 * 1024;
+    let bytes: usize = limit.iter().map(|p| p.as_os_str().len() + 1).sum();
+    limit.len() <= MAX_PATHS && bytes <= MAX_BYTES
 }
 
 fn summary_json(s: DiffSummary) -> serde_json::Value {
@@ -562,7 +582,8 @@ impl crate::engine::Workspace for EngineWorkspace {
         stage: &str,
     ) -> Result<Option<crate::engine::WorkspaceCheckpoint>, String> {
         let mut st = self.state.lock();
-        self.stage(&mut st).map_err(|e| e.to_string())?;
+        let watched = self.stage(&mut st).map_err(|e| e.to_string())?;
+        let run_files = st.run_files.take();
         let (parent, base_tree) = match (st.head.take(), st.base_tree.take()) {
             (Some(h), Some(b)) => (h, b),
             _ => heads(&self.git, &self.base).map_err(|e| e.to_string())?,
@@ -581,7 +602,17 @@ impl crate::engine::Workspace for EngineWorkspace {
             (parent.tree.as_str(), tree.as_str()),
             (base_tree.as_str(), tree.as_str()),
         ];
-        let sums = diff::summaries(&self.git, &pairs);
+        // With the run's files known, both diffs need only the paths this stage touched.
+        let limit: Vec<&Path> = match (&watched, &run_files) {
+            (Some(paths), Some(_)) => outermost(paths).into_iter().map(PathBuf::as_path).collect(),
+            _ => Vec::new(),
+        };
+        let limit = if limit_fits(&limit) {
+            limit
+        } else {
+            Vec::new()
+        };
+        let files = diff::pair_files(&self.git, &pairs, &limit);
         let id = match commit.join() {
             Ok(r) => r.map_err(|e| e.to_string())?,
             Err(_) => return Err("the checkpoint commit failed".to_string()),
@@ -590,13 +621,20 @@ impl crate::engine::Workspace for EngineWorkspace {
             id: id.clone(),
             tree,
         });
-        let sums = sums.map_err(|e| e.to_string())?;
-        let &[stage_diff, run_diff] = sums.as_slice() else {
-            return Err(format!(
-                "git diff-tree answered {} summaries for 2",
-                sums.len()
-            ));
+        let files = files.map_err(|e| e.to_string())?;
+        let Ok([stage_files, base_files]) = <[diff::PairFiles; 2]>::try_from(files) else {
+            return Err("git diff-tree did not answer for both tree pairs".to_string());
         };
+        let run_files = match run_files {
+            Some(mut known) if !limit.is_empty() => {
+                known.update_under(&limit, base_files);
+                known
+            }
+            _ => diff::RunFiles::new(base_files),
+        };
+        let stage_diff = diff::summary_of(&stage_files);
+        let run_diff = run_files.summary();
+        st.run_files = Some(run_files);
         Ok(Some(crate::engine::WorkspaceCheckpoint {
             id,
             stage_diff: summary_json(stage_diff),
@@ -614,6 +652,7 @@ impl crate::engine::Workspace for EngineWorkspace {
         st.indexed = false;
         st.head = None;
         st.base_tree = None;
+        st.run_files = None;
         restore(&self.git, id).map_err(|e| e.to_string())
     }
 }

@@ -295,6 +295,8 @@ fn watched_checkpoints_capture_every_kind_of_change() {
         ),
         ("symlink", "ln -s real.txt link.txt"),
         ("mode change", "chmod +x real.txt"),
+        // The run diff must drop a file that is back as it was in the base.
+        ("a deleted file back as it was", "echo one > a.txt"),
     ];
     let mut previous = sh(&dest, "git rev-parse HEAD").trim().to_string();
     for (what, script) in steps {
@@ -302,6 +304,7 @@ fn watched_checkpoints_capture_every_kind_of_change() {
         let cp = ews.checkpoint(what).unwrap();
         assert!(cp.is_some(), "{what}: no checkpoint");
         let id = &cp.as_ref().unwrap().id;
+        let before = previous.clone();
         // A commit by svc naming the stage, on the previous one, and the run branch on it.
         let log = sh(
             &dest,
@@ -321,12 +324,20 @@ fn watched_checkpoints_capture_every_kind_of_change() {
         );
         assert_all_committed(&dest, what);
         let cp = cp.unwrap();
-        let numstat = sh(&dest, &format!("git diff --numstat {} {}", ws.base, cp.id));
-        assert_eq!(
-            cp.run_diff["files_changed"],
-            numstat.lines().count() as u64,
-            "{what}: run diff"
-        );
+        // Both figures as `git diff --numstat` counts them (a binary file: no lines).
+        let numstat = |from: &str| {
+            let out = sh(&dest, &format!("git diff --no-renames --numstat {from} {}", cp.id));
+            let lines = |i: usize| -> u64 {
+                out.lines()
+                    .map(|l| l.split('\t').nth(i).unwrap().parse().unwrap_or(0))
+                    .sum()
+            };
+            serde_json::json!({
+                "files_changed": out.lines().count(), "additions": lines(0), "deletions": lines(1)
+            })
+        };
+        assert_eq!(cp.run_diff, numstat(&ws.base), "{what}: run diff");
+        assert_eq!(cp.stage_diff, numstat(&before), "{what}: stage diff");
     }
     let fsck = Command::new("git")
         .args(["fsck", "--no-dangling", "--strict"])
