@@ -417,9 +417,10 @@ impl<'a> Builder<'a, '_> {
                 edge_attrs.clone()
             };
             self.st.ends.push((at_node[k], at_node[k + 1]));
+            let nodes = &self.st.graph.nodes;
             self.st.graph.edges.push(Edge {
-                from: pair[0].0.to_string(),
-                to: pair[1].0.to_string(),
+                from: nodes[at_node[k] as usize].id.clone(),
+                to: nodes[at_node[k + 1] as usize].id.clone(),
                 attrs,
                 pos: pair[0].1,
             });
@@ -440,7 +441,7 @@ impl<'a> Builder<'a, '_> {
             None => {
                 let i = self.st.graph.nodes.len();
                 self.st.graph.nodes.push(Node {
-                    id: id.to_string(),
+                    id: id.into(),
                     attrs: scope.node_defaults.clone(),
                     pos: at,
                     defaulted: scope

@@ -7,6 +7,7 @@
 
 mod build;
 mod error;
+mod id;
 mod index;
 mod print;
 mod stream;
@@ -15,6 +16,7 @@ mod value;
 pub use build::parse;
 pub(crate) use build::{parse_indexed, Parsed};
 pub use error::ParseError;
+pub use id::Id;
 pub(crate) use index::IdIndex;
 pub use print::to_dot;
 pub use stream::parse_file;
@@ -168,7 +170,7 @@ impl FromIterator<(String, Value)> for Attrs {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
-    pub id: String,
+    pub id: Id,
     pub attrs: Attrs,
     /// Where the node was first mentioned.
     pub pos: Pos,
@@ -194,8 +196,9 @@ pub fn split_classes(text: &str) -> Vec<String> {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Edge {
-    pub from: String,
-    pub to: String,
+    /// The ends' ids, shared with their nodes.
+    pub from: Id,
+    pub to: Id,
     pub attrs: Attrs,
     /// Where the edge's source id appears in the edge statement.
     pub pos: Pos,

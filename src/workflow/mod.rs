@@ -571,18 +571,18 @@ fn inline_file_refs(graph: &mut Graph, files: &dyn FileSource) -> Vec<(String, S
         if let Some(path) = file_ref(&node.attrs, "prompt") {
             match files.read(&path) {
                 Some(text) => node.attrs.set("prompt", Value::Str(text)),
-                None => unresolved.push((node.id.clone(), "prompt".into(), path)),
+                None => unresolved.push((node.id.to_string(), "prompt".into(), path)),
             }
         }
         if let Some(path) = file_ref(&node.attrs, "output_schema") {
             if files.read(&path).is_none() {
-                unresolved.push((node.id.clone(), "output_schema".into(), path));
+                unresolved.push((node.id.to_string(), "output_schema".into(), path));
             }
         }
         if let Some(path) = node.attrs.text("stack.child_workflow").map(str::trim) {
             if !path.is_empty() && files.read(path).is_none() {
                 unresolved.push((
-                    node.id.clone(),
+                    node.id.to_string(),
                     "stack.child_workflow".into(),
                     path.to_string(),
                 ));
