@@ -119,7 +119,10 @@ mod tests {
     fn an_id_reads_compares_and_serializes_like_its_text() {
         let id = Id::from("n1");
         let copy = id.clone();
-        assert!(std::ptr::eq(id.as_str(), copy.as_str()), "a clone shares the text");
+        assert!(
+            std::ptr::eq(id.as_str(), copy.as_str()),
+            "a clone shares the text"
+        );
         assert!(id == "n1" && "n1" == id && id == *"n1" && id == String::from("n1"));
         assert_eq!(format!("{id} {id:?}"), "n1 \"n1\"");
         assert_eq!(serde_json::to_string(&id).unwrap(), "\"n1\"");

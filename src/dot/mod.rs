@@ -7,6 +7,7 @@
 
 mod build;
 mod error;
+mod fast;
 mod id;
 mod index;
 mod print;

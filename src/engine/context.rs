@@ -203,7 +203,8 @@ mod tests {
         assert!(env.contains(&("SVC_CONTEXT_K".into(), "{\"a\":1}".into())));
         assert!(env.contains(&("SVC_CONTEXT_OUTCOME".into(), "x".into())));
         assert!(
-            !env.iter().any(|(k, _)| k.starts_with("SVC_CONTEXT_INTERNAL")),
+            !env.iter()
+                .any(|(k, _)| k.starts_with("SVC_CONTEXT_INTERNAL")),
             "engine bookkeeping stays out of the environment: {env:?}"
         );
         assert!(env.contains(&("SVC_NODE_ID".into(), "n".into())));
