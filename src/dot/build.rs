@@ -267,13 +267,7 @@ impl<'a> Builder<'a, '_> {
     /// Builds a statement [`super::fast`] read, as the grammar's parse of it would be.
     fn fast_statement(&mut self, stmt: super::fast::Stmt<'_>, scope: &Scope) {
         use super::fast::Stmt;
-        let attrs_of = |list: Vec<(&str, Value)>| {
-            let mut attrs = Attrs::with_capacity(list.len());
-            for (k, v) in list {
-                attrs.set(k, v);
-            }
-            attrs
-        };
+        let attrs_of = |list: Vec<(&str, Value)>| Attrs::from_pairs(list.into_iter());
         match stmt {
             Stmt::Node { id, attrs } => {
                 let at = self.st.lines.pos(self.src, id.1);
@@ -574,27 +568,18 @@ fn add_classes(attrs: &mut Attrs, classes: &[String]) {
         }
     }
     if current.len() != before {
-        attrs.set("class", Value::Str(current.join(",")));
+        attrs.set("class", Value::Str(current.join(",").into()));
     }
 }
 
 pub(super) fn attr_list(p: Pair<Rule>) -> Attrs {
-    let inner = p.into_inner();
-    let mut attrs = Attrs::with_capacity(inner.len());
-    for a in inner {
-        let (k, v) = key_value(a);
-        attrs.set(k, v);
-    }
-    attrs
+    Attrs::from_pairs(p.into_inner().map(key_value))
 }
 
 pub(super) fn key_value(p: Pair<'_, Rule>) -> (&str, Value) {
     let mut inner = p.into_inner();
     let key = inner.next().map_or("", |k| k.as_str());
-    let value = inner
-        .next()
-        .map(value_of)
-        .unwrap_or(Value::Str(String::new()));
+    let value = inner.next().map(value_of).unwrap_or(Value::Str("".into()));
     (key, value)
 }
 
@@ -606,8 +591,8 @@ fn string_value(p: Pair<Rule>) -> String {
 fn value_of(p: Pair<Rule>) -> Value {
     let text = p.as_str();
     match p.as_rule() {
-        Rule::string => Value::Str(string_value(p)),
-        Rule::duration => Value::Duration(text.to_string()),
+        Rule::string => Value::Str(string_value(p).into()),
+        Rule::duration => Value::Duration(text.into()),
         Rule::float => text
             .parse()
             .map(Value::Float)
@@ -618,6 +603,6 @@ fn value_of(p: Pair<Rule>) -> Value {
             .map(Value::Int)
             .unwrap_or_else(|_| Value::Bare(text.into())),
         Rule::boolean => Value::Bool(text == "true"),
-        _ => Value::Bare(text.to_string()),
+        _ => Value::Bare(text.into()),
     }
 }

@@ -207,7 +207,7 @@ impl<'a> Scan<'a> {
                 match self.b[j..].iter().position(|&c| c == b'"' || c == b'\\') {
                     Some(k) if self.b[j + k] == b'"' => {
                         self.i = j + k + 1;
-                        return Some(Value::Str(unescape(&self.src[body_start..j + k])));
+                        return Some(Value::Str(unescape(&self.src[body_start..j + k]).into()));
                     }
                     // A backslash escapes the next character, whatever it is.
                     Some(k) if j + k + 1 < self.b.len() => j += k + 2,
@@ -232,7 +232,7 @@ impl<'a> Scan<'a> {
             }
             let text = &self.src[start..self.i];
             return Some(if unit > 0 {
-                Value::Duration(text.to_string())
+                Value::Duration(text.into())
             } else {
                 debug_assert_eq!(digits, self.i);
                 text.parse()
@@ -248,7 +248,7 @@ impl<'a> Scan<'a> {
             return Some(match &self.src[start..self.i] {
                 "true" => Value::Bool(true),
                 "false" => Value::Bool(false),
-                text => Value::Bare(text.to_string()),
+                text => Value::Bare(text.into()),
             });
         }
         None

@@ -40,7 +40,15 @@ impl std::fmt::Display for Pos {
 /// Attributes in first-set order. Lists are short (a handful per node), so a vector with a
 /// linear search beats a map in both time and memory.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Attrs(Vec<(Key, Value)>);
+pub struct Attrs(Box<[(Key, Value)]>);
+
+/// [`Attrs::set`] on the list being edited.
+fn set_in(list: &mut Vec<(Key, Value)>, key: Key, value: Value) {
+    match list.iter_mut().find(|(mine, _)| *mine == key) {
+        Some(slot) => slot.1 = value,
+        None => list.push((key, value)),
+    }
+}
 
 /// Attribute keys: the common ones by number (no allocation per node, which matters for
 /// 100k-node graphs), others owned. 16 bytes, where a `Cow<'static, str>` took 24: with
@@ -145,27 +153,41 @@ fn intern(key: &str) -> Key {
 
 impl Attrs {
     pub fn new() -> Self {
-        Attrs(Vec::new())
+        Attrs(Box::default())
     }
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+        self.0
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
+    }
+    /// Changes the list as a `Vec`; it is stored without spare room. Lists are built once
+    /// and rarely changed, so the reallocation is cheaper than 8 more bytes on every node
+    /// and edge (a boxed slice is 16 bytes, a `Vec` 24).
+    fn edit<T>(&mut self, f: impl FnOnce(&mut Vec<(Key, Value)>) -> T) -> T {
+        let mut list = std::mem::take(&mut self.0).into_vec();
+        let out = f(&mut list);
+        self.0 = list.into_boxed_slice();
+        out
     }
     /// Sets a key, replacing an earlier value in place (so the first-set order is kept).
     pub fn set(&mut self, key: &str, value: Value) {
         match self.0.iter_mut().find(|(k, _)| k.as_str() == key) {
             Some(slot) => slot.1 = value,
-            None => self.0.push((intern(key), value)),
+            None => self.edit(|list| list.push((intern(key), value))),
         }
     }
     pub fn remove(&mut self, key: &str) -> Option<Value> {
         let i = self.0.iter().position(|(k, _)| k.as_str() == key)?;
-        Some(self.0.remove(i).1)
+        Some(self.edit(|list| list.remove(i).1))
     }
     /// Copies every attribute of `other` over this one (later wins).
     pub fn merge(&mut self, other: &Attrs) {
-        for (k, v) in &other.0 {
-            self.set(k.as_str(), v.clone());
-        }
+        self.edit(|list| {
+            for (k, v) in other.0.iter() {
+                set_in(list, k.clone(), v.clone());
+            }
+        });
     }
     /// [`Attrs::merge`] that moves the values instead of copying them.
     pub(crate) fn merge_from(&mut self, other: Attrs) {
@@ -173,15 +195,26 @@ impl Attrs {
             *self = other;
             return;
         }
-        for (k, v) in other.0 {
-            match self.0.iter_mut().find(|(mine, _)| *mine == k) {
+        self.edit(|list| {
+            for (k, v) in other.0.into_vec() {
+                set_in(list, k, v);
+            }
+        });
+    }
+    /// A list from key/value pairs in order (a repeated key keeps its first place and its
+    /// last value).
+    pub(crate) fn from_pairs<'k>(pairs: impl ExactSizeIterator<Item = (&'k str, Value)>) -> Self {
+        let mut list = Vec::with_capacity(pairs.len());
+        for (k, v) in pairs {
+            match list
+                .iter_mut()
+                .find(|(mine, _): &&mut (Key, Value)| mine.as_str() == k)
+            {
                 Some(slot) => slot.1 = v,
-                None => self.0.push((k, v)),
+                None => list.push((intern(k), v)),
             }
         }
-    }
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        Attrs(Vec::with_capacity(n))
+        Attrs(list.into_boxed_slice())
     }
     pub fn contains(&self, key: &str) -> bool {
         self.get(key).is_some()
@@ -204,9 +237,11 @@ impl Attrs {
 impl FromIterator<(String, Value)> for Attrs {
     fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
         let mut a = Attrs::new();
-        for (k, v) in iter {
-            a.set(&k, v);
-        }
+        a.edit(|list| {
+            for (k, v) in iter {
+                set_in(list, intern(&k), v);
+            }
+        });
         a
     }
 }

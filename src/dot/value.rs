@@ -6,14 +6,14 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// A double-quoted string, escapes already resolved.
-    Str(String),
+    Str(Box<str>),
     Int(i64),
     Float(f64),
     Bool(bool),
     /// A duration literal as written (`900s`, `250ms`).
-    Duration(String),
+    Duration(Box<str>),
     /// A bare string (`gpt-5.2`) or identifier (`LR`, `box`).
-    Bare(String),
+    Bare(Box<str>),
 }
 
 impl Value {

@@ -549,7 +549,7 @@ fn apply_stylesheet(graph: &mut Graph) -> Option<stylesheet::StylesheetError> {
             }
             let explicit = node.attrs.contains(&k) && !node.defaulted.contains(&k);
             if !explicit {
-                node.attrs.set(&k, Value::Str(v));
+                node.attrs.set(&k, Value::Str(v.into()));
                 node.defaulted.retain(|d| d != &k);
             }
         }
@@ -563,14 +563,14 @@ fn inline_file_refs(graph: &mut Graph, files: &dyn FileSource) -> Vec<(String, S
     let mut unresolved = Vec::new();
     if let Some(path) = file_ref(&graph.attrs, "goal") {
         match files.read(&path) {
-            Some(text) => graph.attrs.set("goal", Value::Str(text)),
+            Some(text) => graph.attrs.set("goal", Value::Str(text.into())),
             None => unresolved.push((String::new(), "goal".into(), path)),
         }
     }
     for node in &mut graph.nodes {
         if let Some(path) = file_ref(&node.attrs, "prompt") {
             match files.read(&path) {
-                Some(text) => node.attrs.set("prompt", Value::Str(text)),
+                Some(text) => node.attrs.set("prompt", Value::Str(text.into())),
                 None => unresolved.push((node.id.to_string(), "prompt".into(), path)),
             }
         }
