@@ -123,7 +123,12 @@ mod tests {
             std::ptr::eq(id.as_str(), copy.as_str()),
             "a clone shares the text"
         );
-        assert!(id == "n1" && "n1" == id && id == *"n1" && id == String::from("n1"));
+        let text = String::from("n1");
+        assert!(id == "n1");
+        assert!("n1" == id);
+        assert!(id == *"n1");
+        assert!(id == text);
+        assert!(text == id);
         assert_eq!(format!("{id} {id:?}"), "n1 \"n1\"");
         assert_eq!(serde_json::to_string(&id).unwrap(), "\"n1\"");
         assert_eq!(String::from(&id), "n1");
