@@ -10,10 +10,10 @@
 #
 # Needs python3, graphviz (gvpr) and GNU time (/usr/bin/time; Debian package `time`).
 #
-# Latest figures (issue 16, RUNS=7, load average 4.4-4.9 on 2 cores; README "Benchmarks"):
-#   10,000 nodes: svc 0.063 s / 16 MiB vs gvpr 0.107 s / 12 MiB: 0.59x wall, 1.33x RSS
-#  100,000 nodes: svc 0.939 s / 100 MiB vs gvpr 1.928 s / 101 MiB: 0.49x wall, 0.99x RSS
-# (before: 0.87x / 1.72x and 0.96x / 1.51x).
+# Latest figures (issue 16, session 6, RUNS=9, load average 2.2-2.8 on 2 cores; README "Benchmarks"):
+#   10,000 nodes: svc 0.028 s / 11 MiB vs gvpr 0.108 s / 12 MiB: 0.26x wall, 0.98x RSS
+#  100,000 nodes: svc 0.282 s / 72 MiB vs gvpr 1.205 s / 101 MiB: 0.23x wall, 0.72x RSS
+# (session start, quiet machine: 0.62x / 1.34x and 0.54x / 0.99x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
