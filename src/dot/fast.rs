@@ -9,6 +9,9 @@
 //!
 //! Why: pest calls a function per character and per alternative; on a 100,000-node file
 //! statement parsing was about half of `svc validate`'s time.
+//!
+//! It only reads: it must not build the graph, apply defaults or word errors (the builder
+//! and `error` do that, the same for both readers).
 
 use super::value::unescape;
 use super::Value;

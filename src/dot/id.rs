@@ -4,6 +4,7 @@
 //! that was 400,000 small allocations (12.8 MB) next to the 100,000 the nodes need. An
 //! `Id` is a reference-counted string, so an edge end is a pointer copy. It reads like a
 //! `&str` (deref, comparisons with `str` and `String`, display) and serializes as a string.
+//! It must not grow meaning beyond the text (no validation: the grammar decides what an id is).
 
 use std::borrow::Borrow;
 use std::fmt;
