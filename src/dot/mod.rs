@@ -12,6 +12,7 @@ mod id;
 mod index;
 mod print;
 mod stream;
+mod text;
 mod value;
 
 pub use build::parse;
@@ -22,6 +23,7 @@ pub(crate) use index::IdIndex;
 pub use print::to_dot;
 pub use stream::parse_file;
 pub(crate) use stream::parse_file_indexed;
+pub use text::Text;
 pub use value::{parse_duration, unescape, Value};
 
 /// A 1-based line and column (columns count characters).
