@@ -10,9 +10,9 @@
 #
 # Needs python3, graphviz (gvpr) and GNU time (/usr/bin/time; Debian package `time`).
 #
-# Latest figures (issue 16, session 6, RUNS=9, load average 2.2-2.8 on 2 cores; README "Benchmarks"):
-#   10,000 nodes: svc 0.028 s / 11 MiB vs gvpr 0.108 s / 12 MiB: 0.26x wall, 0.98x RSS
-#  100,000 nodes: svc 0.282 s / 72 MiB vs gvpr 1.205 s / 101 MiB: 0.23x wall, 0.72x RSS
+# Latest figures (issue 16, session 6, RUNS=9, load average 1.9-2.4 on 2 cores; README "Benchmarks"):
+#   10,000 nodes: svc 0.026 s / 11 MiB vs gvpr 0.103 s / 12 MiB: 0.25x wall, 0.94x RSS
+#  100,000 nodes: svc 0.264 s / 67 MiB vs gvpr 1.186 s / 101 MiB: 0.22x wall, 0.67x RSS
 # (session start, quiet machine: 0.62x / 1.34x and 0.54x / 0.99x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
