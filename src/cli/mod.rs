@@ -55,6 +55,12 @@ pub enum Format {
 }
 
 pub fn main() -> i32 {
+    // `svc validate FILE...` is the command scripts and editors run most, often on large
+    // files: it skips clap, whose start-up touches enough code to show in peak memory.
+    // Anything the short path does not recognise goes to clap, which has the last word.
+    if let Some(args) = validate::plain_args(std::env::args_os().skip(1)) {
+        return validate::validate(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value as J};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Debug, PartialEq)]
 pub struct ValidateArgs {
     /// Workflow files (.dot, .gv, .fabro).
     #[arg(required = true)]
@@ -24,6 +24,45 @@ pub struct ParseArgs {
     /// Only JSON is supported.
     #[arg(long, value_enum, default_value = "json")]
     format: Format,
+}
+
+/// The arguments of `validate` when they are only file paths (none starting with `-`) and
+/// at most one `--format text|json` / `--format=text|json`: exactly what clap would make of
+/// them. `None` for anything else (help, `--`, other flags, a repeated or unknown format,
+/// no files), which clap then parses and reports.
+pub fn plain_args(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<ValidateArgs> {
+    if args.next()? != "validate" {
+        return None;
+    }
+    let mut files = Vec::new();
+    let mut format = None;
+    while let Some(arg) = args.next() {
+        let text = arg.to_str()?;
+        let value = match text.strip_prefix("--format") {
+            Some("") => args.next()?.into_string().ok()?,
+            Some(rest) => rest.strip_prefix('=')?.to_string(),
+            None if text.starts_with('-') || text.is_empty() => return None,
+            None => {
+                files.push(PathBuf::from(arg));
+                continue;
+            }
+        };
+        let parsed = match value.as_str() {
+            "text" => Format::Text,
+            "json" => Format::Json,
+            _ => return None,
+        };
+        if format.replace(parsed).is_some() {
+            return None;
+        }
+    }
+    if files.is_empty() {
+        return None;
+    }
+    Some(ValidateArgs {
+        files,
+        format: format.unwrap_or_default(),
+    })
 }
 
 /// One file's outcome.
@@ -186,4 +225,55 @@ pub fn graph_json(wf: &workflow::Workflow) -> J {
         "nodes": g.nodes.iter().map(|n| json!({"id": n.id, "attrs": attrs_json(Scope::Node, &n.attrs)})).collect::<Vec<_>>(),
         "edges": g.edges.iter().map(|e| json!({"from": e.from, "to": e.to, "attrs": attrs_json(Scope::Edge, &e.attrs)})).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The short path must take exactly what clap takes, the same way, and leave the rest.
+    #[test]
+    fn plain_args_agree_with_clap_or_defer_to_it() {
+        let cases: &[&[&str]] = &[
+            &["validate", "a.dot"],
+            &["validate", "a.dot", "b.gv"],
+            &["validate", "--format", "json", "a.dot"],
+            &["validate", "a.dot", "--format=text"],
+            &["validate", "--format=json", "a.dot", "b.dot"],
+            &["validate"],
+            &["validate", "--format", "json"],
+            &["validate", "--format", "yaml", "a.dot"],
+            &["validate", "--format=", "a.dot"],
+            &["validate", "--format", "json", "--format", "text", "a.dot"],
+            &["validate", "--formats", "a.dot"],
+            &["validate", "--", "-a.dot"],
+            &["validate", "-", "a.dot"],
+            &["validate", "", "a.dot"],
+            &["validate", "--help"],
+            &["validate", "-h", "a.dot"],
+            &["validate", "a.dot", "--bogus"],
+            &["validate", "--format"],
+            &["parse", "a.dot"],
+            &["help", "validate"],
+            &["--version"],
+            &[],
+        ];
+        let mut taken = 0;
+        for case in cases {
+            let os = case.iter().map(std::ffi::OsString::from);
+            let Some(ours) = plain_args(os) else {
+                continue;
+            };
+            taken += 1;
+            let argv = std::iter::once("svc").chain(case.iter().copied());
+            match super::super::Cli::try_parse_from(argv) {
+                Ok(super::super::Cli {
+                    command: super::super::Command::Validate(theirs),
+                }) => assert_eq!(ours, theirs, "{case:?}"),
+                _ => panic!("clap refuses {case:?}, which the short path took"),
+            }
+        }
+        assert_eq!(taken, 5, "the plain cases take the short path");
+    }
 }

@@ -7,18 +7,23 @@
 
 mod build;
 mod error;
+mod fast;
+mod id;
 mod index;
 mod print;
 mod stream;
+mod text;
 mod value;
 
 pub use build::parse;
 pub(crate) use build::{parse_indexed, Parsed};
 pub use error::ParseError;
+pub use id::Id;
 pub(crate) use index::IdIndex;
 pub use print::to_dot;
 pub use stream::parse_file;
 pub(crate) use stream::parse_file_indexed;
+pub use text::Text;
 pub use value::{parse_duration, unescape, Value};
 
 /// A 1-based line and column (columns count characters).
@@ -37,19 +42,71 @@ impl std::fmt::Display for Pos {
 /// Attributes in first-set order. Lists are short (a handful per node), so a vector with a
 /// linear search beats a map in both time and memory.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Attrs(Vec<(Key, Value)>);
+pub struct Attrs(Box<[(Key, Value)]>);
 
-/// Attribute keys: the common ones are static (no allocation per node, which matters for
-/// 100k-node graphs); others are owned.
-type Key = std::borrow::Cow<'static, str>;
+/// [`Attrs::set`] on the list being edited.
+fn set_in(list: &mut Vec<(Key, Value)>, key: Key, value: Value) {
+    match list.iter_mut().find(|(mine, _)| *mine == key) {
+        Some(slot) => slot.1 = value,
+        None => list.push((key, value)),
+    }
+}
+
+/// Attribute keys: the common ones by number (no allocation per node, which matters for
+/// 100k-node graphs), others owned. 16 bytes, where a `Cow<'static, str>` took 24: with
+/// a 32-byte [`Value`], an attribute is 48 bytes instead of 56. Every key that has a
+/// number is stored by number, so equal keys compare equal.
+#[derive(Clone, PartialEq)]
+// A `Box<String>` on purpose: a thin pointer keeps the key at 16 bytes; uncommon keys are rare.
+#[allow(clippy::box_collection)]
+enum Key {
+    Common(u8),
+    Owned(Box<String>),
+}
+
+impl Key {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Common(i) => COMMON_KEYS[usize::from(*i)],
+            Key::Owned(s) => s,
+        }
+    }
+}
+
+/// As the text prints, like the `Cow` it replaced.
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// Position of `key` in [`COMMON_KEYS`], worked out at compile time.
+const fn common_index(key: &str) -> u8 {
+    let mut i = 0;
+    while i < COMMON_KEYS.len() {
+        let (a, b) = (COMMON_KEYS[i].as_bytes(), key.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return i as u8;
+            }
+        }
+        i += 1;
+    }
+    panic!("not a common key")
+}
 
 /// The common keys, as a `match` so that each compare is against a constant (inlined
 /// word compares rather than a `memcmp` call per candidate).
 macro_rules! common_keys {
     ($($k:literal),* $(,)?) => {
-        fn common_key(key: &str) -> Option<&'static str> {
+        const COMMON_KEYS: &[&str] = &[$($k),*];
+        fn common_key(key: &str) -> Option<u8> {
             match key {
-                $($k => Some($k),)*
+                $($k => Some(const { common_index($k) }),)*
                 _ => None,
             }
         }
@@ -93,34 +150,48 @@ common_keys!(
 
 fn intern(key: &str) -> Key {
     match common_key(key) {
-        Some(k) => Key::Borrowed(k),
-        None => Key::Owned(key.to_string()),
+        Some(i) => Key::Common(i),
+        None => Key::Owned(Box::new(key.to_string())),
     }
 }
 
 impl Attrs {
     pub fn new() -> Self {
-        Attrs(Vec::new())
+        Attrs(Box::default())
     }
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.0
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
+    }
+    /// Changes the list as a `Vec`; it is stored without spare room. Lists are built once
+    /// and rarely changed, so the reallocation is cheaper than 8 more bytes on every node
+    /// and edge (a boxed slice is 16 bytes, a `Vec` 24).
+    fn edit<T>(&mut self, f: impl FnOnce(&mut Vec<(Key, Value)>) -> T) -> T {
+        let mut list = std::mem::take(&mut self.0).into_vec();
+        let out = f(&mut list);
+        self.0 = list.into_boxed_slice();
+        out
     }
     /// Sets a key, replacing an earlier value in place (so the first-set order is kept).
     pub fn set(&mut self, key: &str, value: Value) {
-        match self.0.iter_mut().find(|(k, _)| k == key) {
+        match self.0.iter_mut().find(|(k, _)| k.as_str() == key) {
             Some(slot) => slot.1 = value,
-            None => self.0.push((intern(key), value)),
+            None => self.edit(|list| list.push((intern(key), value))),
         }
     }
     pub fn remove(&mut self, key: &str) -> Option<Value> {
-        let i = self.0.iter().position(|(k, _)| k == key)?;
-        Some(self.0.remove(i).1)
+        let i = self.0.iter().position(|(k, _)| k.as_str() == key)?;
+        Some(self.edit(|list| list.remove(i).1))
     }
     /// Copies every attribute of `other` over this one (later wins).
     pub fn merge(&mut self, other: &Attrs) {
-        for (k, v) in &other.0 {
-            self.set(k, v.clone());
-        }
+        self.edit(|list| {
+            for (k, v) in other.0.iter() {
+                set_in(list, k.clone(), v.clone());
+            }
+        });
     }
     /// [`Attrs::merge`] that moves the values instead of copying them.
     pub(crate) fn merge_from(&mut self, other: Attrs) {
@@ -128,21 +199,32 @@ impl Attrs {
             *self = other;
             return;
         }
-        for (k, v) in other.0 {
-            match self.0.iter_mut().find(|(mine, _)| *mine == k) {
+        self.edit(|list| {
+            for (k, v) in other.0.into_vec() {
+                set_in(list, k, v);
+            }
+        });
+    }
+    /// A list from key/value pairs in order (a repeated key keeps its first place and its
+    /// last value).
+    pub(crate) fn from_pairs<'k>(pairs: impl ExactSizeIterator<Item = (&'k str, Value)>) -> Self {
+        let mut list = Vec::with_capacity(pairs.len());
+        for (k, v) in pairs {
+            match list
+                .iter_mut()
+                .find(|(mine, _): &&mut (Key, Value)| mine.as_str() == k)
+            {
                 Some(slot) => slot.1 = v,
-                None => self.0.push((k, v)),
+                None => list.push((intern(k), v)),
             }
         }
-    }
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        Attrs(Vec::with_capacity(n))
+        Attrs(list.into_boxed_slice())
     }
     pub fn contains(&self, key: &str) -> bool {
         self.get(key).is_some()
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.0.iter().map(|(k, v)| (k.as_ref(), v))
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
     pub fn len(&self) -> usize {
         self.0.len()
@@ -159,16 +241,18 @@ impl Attrs {
 impl FromIterator<(String, Value)> for Attrs {
     fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
         let mut a = Attrs::new();
-        for (k, v) in iter {
-            a.set(&k, v);
-        }
+        a.edit(|list| {
+            for (k, v) in iter {
+                set_in(list, intern(&k), v);
+            }
+        });
         a
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
-    pub id: String,
+    pub id: Id,
     pub attrs: Attrs,
     /// Where the node was first mentioned.
     pub pos: Pos,
@@ -194,8 +278,9 @@ pub fn split_classes(text: &str) -> Vec<String> {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Edge {
-    pub from: String,
-    pub to: String,
+    /// The ends' ids, shared with their nodes.
+    pub from: Id,
+    pub to: Id,
     pub attrs: Attrs,
     /// Where the edge's source id appears in the edge statement.
     pub pos: Pos,

@@ -51,7 +51,7 @@ pub(crate) fn value(v: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::Float(f) => format_float(*f),
         Value::Bool(b) => b.to_string(),
-        Value::Duration(d) => d.clone(),
-        Value::Bare(b) => b.clone(),
+        Value::Duration(d) => d.to_string(),
+        Value::Bare(b) => b.to_string(),
     }
 }

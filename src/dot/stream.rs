@@ -1,6 +1,6 @@
 //! Parsing a file without holding all of its text: [`parse_file`] reads it in blocks and
 //! builds statements as they become complete, so peak memory is the graph plus a buffer of
-//! about 200 KiB instead of the graph plus the whole file (19.7 MiB at 100,000 nodes).
+//! about 64 KiB instead of the graph plus the whole file (19.7 MiB at 100,000 nodes).
 //!
 //! Only the happy path streams. Anything else (a syntax error, text that is not UTF-8, a
 //! read error) is handed to the whole-text parser ([`super::parse`]) on a fresh read of
@@ -15,7 +15,7 @@ use std::path::Path;
 /// Bytes asked of the reader at a time, and how much unparsed text is kept ahead of the
 /// parser (so a chunk of statements is rarely cut short by the end of the buffer). Tests
 /// use small blocks so that small inputs cross many of them.
-const BLOCK: usize = if cfg!(test) { 4096 } else { 64 * 1024 };
+const BLOCK: usize = if cfg!(test) { 4096 } else { 16 * 1024 };
 
 /// Reads and parses the DOT file at `path`. The outer error is the file's (cannot open or
 /// read, not UTF-8), as `std::fs::read_to_string` reports it.

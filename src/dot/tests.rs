@@ -402,3 +402,43 @@ fn typo_in_nested_subgraphs_is_reported_without_backtracking_blowup() {
     let e = err("digraph G { a -> subgraph }");
     assert!(!e.message.is_empty());
 }
+
+/// The sizes the memory figures of `svc validate` rely on (README "Benchmarks").
+#[test]
+fn model_entries_stay_small() {
+    assert_eq!(std::mem::size_of::<Key>(), 16);
+    // Text up to 22 bytes lives inside the value (no allocation): 32 bytes in all.
+    assert_eq!(std::mem::size_of::<Value>(), 32);
+    assert_eq!(std::mem::size_of::<(Key, Value)>(), 48);
+    assert_eq!(std::mem::size_of::<Attrs>(), 16);
+    assert_eq!(std::mem::size_of::<Edge>(), 56);
+}
+
+#[test]
+fn attribute_lists_keep_first_place_and_last_value() {
+    let mut a: Attrs = [("label", "x"), ("zz_custom", "1"), ("label", "y")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Value::Str(v.into())))
+        .collect();
+    assert_eq!(
+        a.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        ["label", "zz_custom"]
+    );
+    assert_eq!(a.text("label"), Some("y"));
+    a.set("zz_other", Value::Int(2));
+    a.merge(
+        &[("label".to_string(), Value::Bool(true))]
+            .into_iter()
+            .collect(),
+    );
+    assert_eq!(a.get("label"), Some(&Value::Bool(true)));
+    assert_eq!(a.remove("zz_custom"), Some(Value::Str("1".into())));
+    assert_eq!(
+        a.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        ["label", "zz_other"]
+    );
+    assert_eq!(
+        format!("{a:?}"),
+        "Attrs([(\"label\", Bool(true)), (\"zz_other\", Int(2))])"
+    );
+}

@@ -1,19 +1,20 @@
 //! Lexical attribute values. Typing by attribute (a `timeout` is a duration, a `label` is
 //! text) happens in `workflow`; here a value only remembers how it was written.
 
+use super::Text;
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// A double-quoted string, escapes already resolved.
-    Str(String),
+    Str(Text),
     Int(i64),
     Float(f64),
     Bool(bool),
     /// A duration literal as written (`900s`, `250ms`).
-    Duration(String),
+    Duration(Text),
     /// A bare string (`gpt-5.2`) or identifier (`LR`, `box`).
-    Bare(String),
+    Bare(Text),
 }
 
 impl Value {

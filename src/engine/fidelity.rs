@@ -93,8 +93,8 @@ pub fn resolve_thread(
                 .filter(|t| !t.is_empty())
                 .map(String::from)
         })
-        .or_else(|| previous.map(|p| wf.node(p).id.clone()))
-        .unwrap_or_else(|| wf.node(node).id.clone())
+        .or_else(|| previous.map(|p| wf.node(p).id.to_string()))
+        .unwrap_or_else(|| wf.node(node).id.to_string())
 }
 
 /// The key a `full` stage's conversation is kept under in the LLM backend: unique per run,

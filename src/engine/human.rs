@@ -56,7 +56,7 @@ pub fn build_question(wf: &Workflow, node: usize, context_display: Option<String
     let mut freeform_target = None;
     for &e in &wf.out_edges[node] {
         let view = wf.edge_view(e);
-        let target = wf.edge(e).to.clone();
+        let target = wf.edge(e).to.to_string();
         if view.flag("freeform") {
             freeform_target = Some(target);
             continue;
@@ -74,7 +74,7 @@ pub fn build_question(wf: &Workflow, node: usize, context_display: Option<String
     Question {
         id: crate::store::new_ulid(),
         text: question_text(wf, node).to_string(),
-        stage: wf.node(node).id.clone(),
+        stage: wf.node(node).id.to_string(),
         question_type,
         options,
         allow_freeform: freeform_target.is_some(),

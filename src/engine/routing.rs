@@ -245,7 +245,7 @@ mod tests {
             suggested_next_ids: &ids,
         };
         let n = w.node_index(node)?;
-        select_route(w, n, input, &env, &mut Prng::new(1)).map(|r| w.node(r.to).id.clone())
+        select_route(w, n, input, &env, &mut Prng::new(1)).map(|r| w.node(r.to).id.to_string())
     }
 
     const TIERS: &str = r#"digraph T {

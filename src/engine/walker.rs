@@ -243,7 +243,7 @@ impl<'w> Walker<'w> {
     pub fn scoped_id(&self, node: usize) -> String {
         let id = &self.wf.node(node).id;
         if self.scope.prefix.is_empty() {
-            id.clone()
+            id.to_string()
         } else {
             format!("{}{id}", self.scope.prefix)
         }
@@ -440,7 +440,7 @@ impl<'w> Walker<'w> {
 
     /// Counts the visit; the (N+1)th entry of a node limited to N fails the run.
     fn enter(&mut self, node: usize) -> Result<(), Stop> {
-        let id = self.wf.node(node).id.clone();
+        let id = self.wf.node(node).id.to_string();
         let visits = self.state.visit(&id);
         let (limit, attr) = match self.wf.node_view(node).int("max_visits") {
             Some(n) => (n, "max_visits"),
@@ -982,7 +982,7 @@ impl<'w> Walker<'w> {
                 && self
                     .state
                     .outcomes
-                    .get(&self.wf.node(i).id)
+                    .get(self.wf.node(i).id.as_str())
                     .is_some_and(|s| {
                         !matches!(s, StageStatus::Succeeded | StageStatus::PartiallySucceeded)
                     })
@@ -993,7 +993,7 @@ impl<'w> Walker<'w> {
         let status = self
             .state
             .outcomes
-            .get(&self.wf.node(gate).id)
+            .get(self.wf.node(gate).id.as_str())
             .copied()
             .unwrap_or(StageStatus::Failed);
         let Some(route) = routing::retry_target(self.wf, gate, true) else {

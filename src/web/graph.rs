@@ -77,7 +77,7 @@ pub fn node_label(wf: &Workflow, i: usize) -> String {
     let n = &wf.graph.nodes[i];
     match n.attrs.text("label").map(str::trim) {
         Some(l) if !l.is_empty() => l.to_string(),
-        _ => n.id.clone(),
+        _ => n.id.to_string(),
     }
 }
 

@@ -120,7 +120,7 @@ mod tests {
     fn view_of(pairs: &[(&str, &str)]) -> Attrs {
         let mut a = Attrs::default();
         for (k, v) in pairs {
-            a.set(k, Value::Str(v.to_string()));
+            a.set(k, Value::Str((*v).into()));
         }
         a
     }

@@ -394,8 +394,8 @@ pub fn convert(key: &str, value: &Value, ty: AttrType) -> Result<Typed, AttrErro
         },
         Bool => match value {
             Value::Bool(b) => Ok(Typed::Bool(*b)),
-            Value::Str(s) if s == "true" => Ok(Typed::Bool(true)),
-            Value::Str(s) if s == "false" => Ok(Typed::Bool(false)),
+            Value::Str(s) if &**s == "true" => Ok(Typed::Bool(true)),
+            Value::Str(s) if &**s == "false" => Ok(Typed::Bool(false)),
             _ => Err(fail()),
         },
         Duration => crate::dot::parse_duration(&text)

@@ -51,7 +51,7 @@ impl Diagnostic {
     }
     fn node(mut self, wf: &Workflow, i: usize) -> Self {
         let n = wf.node(i);
-        self.node_id = Some(n.id.clone());
+        self.node_id = Some(n.id.to_string());
         self.at(Some(n.pos))
     }
     fn edge(mut self, wf: &Workflow, i: usize) -> Self {

@@ -549,7 +549,7 @@ fn apply_stylesheet(graph: &mut Graph) -> Option<stylesheet::StylesheetError> {
             }
             let explicit = node.attrs.contains(&k) && !node.defaulted.contains(&k);
             if !explicit {
-                node.attrs.set(&k, Value::Str(v));
+                node.attrs.set(&k, Value::Str(v.into()));
                 node.defaulted.retain(|d| d != &k);
             }
         }
@@ -563,26 +563,26 @@ fn inline_file_refs(graph: &mut Graph, files: &dyn FileSource) -> Vec<(String, S
     let mut unresolved = Vec::new();
     if let Some(path) = file_ref(&graph.attrs, "goal") {
         match files.read(&path) {
-            Some(text) => graph.attrs.set("goal", Value::Str(text)),
+            Some(text) => graph.attrs.set("goal", Value::Str(text.into())),
             None => unresolved.push((String::new(), "goal".into(), path)),
         }
     }
     for node in &mut graph.nodes {
         if let Some(path) = file_ref(&node.attrs, "prompt") {
             match files.read(&path) {
-                Some(text) => node.attrs.set("prompt", Value::Str(text)),
-                None => unresolved.push((node.id.clone(), "prompt".into(), path)),
+                Some(text) => node.attrs.set("prompt", Value::Str(text.into())),
+                None => unresolved.push((node.id.to_string(), "prompt".into(), path)),
             }
         }
         if let Some(path) = file_ref(&node.attrs, "output_schema") {
             if files.read(&path).is_none() {
-                unresolved.push((node.id.clone(), "output_schema".into(), path));
+                unresolved.push((node.id.to_string(), "output_schema".into(), path));
             }
         }
         if let Some(path) = node.attrs.text("stack.child_workflow").map(str::trim) {
             if !path.is_empty() && files.read(path).is_none() {
                 unresolved.push((
-                    node.id.clone(),
+                    node.id.to_string(),
                     "stack.child_workflow".into(),
                     path.to_string(),
                 ));

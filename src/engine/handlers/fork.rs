@@ -119,7 +119,7 @@ fn run_branches(
         .zip(entries)
         .map(|(slot, &(_, start))| {
             slot.into_inner().unwrap_or_else(|| BranchResult {
-                branch: cx.walker.wf.node(start).id.clone(),
+                branch: cx.walker.wf.node(start).id.to_string(),
                 status: StageStatus::Failed,
                 error: Some("the branch did not run".into()),
                 outputs: Context::new(),
@@ -138,7 +138,7 @@ fn run_branch(
     join: usize,
 ) -> BranchResult {
     let parent = cx.walker;
-    let branch = parent.wf.node(start).id.clone();
+    let branch = parent.wf.node(start).id.to_string();
     let scope = Scope {
         kind: ScopeKind::Branch,
         prefix: parent.scope.prefix.clone(),
@@ -210,7 +210,7 @@ fn merge(cx: &StageCtx<'_, '_>, results: &[BranchResult], join: usize) -> StageO
     }
     o.write(PARALLEL_RESULTS, Value::Array(listed));
     o.nested = Some(Box::new(nested));
-    o.jump_to = Some(cx.walker.wf.node(join).id.clone());
+    o.jump_to = Some(cx.walker.wf.node(join).id.to_string());
     o
 }
 

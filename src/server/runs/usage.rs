@@ -201,7 +201,7 @@ fn labels(source: &str) -> HashMap<String, String> {
         .nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| (n.id.clone(), wf.label(i).to_string()))
+        .map(|(i, n)| (n.id.to_string(), wf.label(i).to_string()))
         .collect()
 }
 
