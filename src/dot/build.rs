@@ -229,23 +229,13 @@ impl<'a> Builder<'a, '_> {
         scope: &mut Scope,
         all: bool,
     ) -> Result<(usize, Option<usize>), ParseError> {
-        // The common statements by hand; the first one the reader does not vouch for goes
-        // to the grammar (on the next call, if some were read here).
-        let (mut at, mut last) = (offset, None);
-        while let Some((stmt, end)) = super::fast::statement(self.src, at) {
-            last = Some(at);
-            self.fast_statement(stmt, scope);
-            at = end;
-        }
-        if at > offset {
-            return Ok((at, last));
-        }
         let Ok(mut pairs) = DotParser::parse(Rule::chunk, &self.src[offset..]) else {
             return Ok((offset, None));
         };
         let Some(chunk) = pairs.next() else {
             return Ok((offset, None));
         };
+        let (mut at, mut last) = (offset, None);
         let pieces = chunk.into_inner();
         let take = if all {
             pieces.len()
@@ -262,29 +252,6 @@ impl<'a> Builder<'a, '_> {
             at = end;
         }
         Ok((at, last))
-    }
-
-    /// Builds a statement [`super::fast`] read, as the grammar's parse of it would be.
-    fn fast_statement(&mut self, stmt: super::fast::Stmt<'_>, scope: &Scope) {
-        use super::fast::Stmt;
-        let attrs_of = |list: Vec<(&str, Value)>| Attrs::from_pairs(list.into_iter());
-        match stmt {
-            Stmt::Node { id, attrs } => {
-                let at = self.st.lines.pos(self.src, id.1);
-                self.add_node(id.0, at, attrs_of(attrs), scope);
-            }
-            Stmt::Edges { ids, attrs } => {
-                let ids: Vec<(&str, Pos)> = ids
-                    .into_iter()
-                    .map(|(id, offset)| (id, self.st.lines.pos(self.src, offset)))
-                    .collect();
-                self.add_edges(&ids, attrs_of(attrs), scope);
-            }
-            Stmt::Kv { key, at, value } => {
-                let at = self.st.lines.pos(self.src, at);
-                self.graph_attr(key.to_string(), value, at, scope);
-            }
-        }
     }
 
     fn internal(&self, offset: usize) -> ParseError {
@@ -402,15 +369,9 @@ impl<'a> Builder<'a, '_> {
         };
         self.check_id(&id, base)?;
         let attrs = inner.next().map(attr_list).unwrap_or_default();
-        self.add_node(id.as_str(), at, attrs, scope);
-        Ok(())
-    }
-
-    /// A node statement: the node (created on first mention) takes the attributes.
-    pub(super) fn add_node(&mut self, id: &str, at: Pos, attrs: Attrs, scope: &Scope) {
         // An explicit `class` must not drop the classes of enclosing subgraphs.
         let reclass = attrs.contains("class") && !scope.classes.is_empty();
-        let i = self.touch_node(id, at, scope);
+        let i = self.touch_node(id.as_str(), at, scope);
         let node = &mut self.st.graph.nodes[i];
         if !node.defaulted.is_empty() {
             node.defaulted.retain(|k| !attrs.contains(k));
@@ -419,6 +380,7 @@ impl<'a> Builder<'a, '_> {
         if reclass {
             add_classes(&mut node.attrs, &scope.classes);
         }
+        Ok(())
     }
 
     fn edge_stmt(
@@ -440,14 +402,8 @@ impl<'a> Builder<'a, '_> {
                 _ => {}
             }
         }
-        self.add_edges(&ids, attrs, scope);
-        Ok(())
-    }
-
-    /// An edge statement: `ids` (at least two) with where each is written, pairwise.
-    pub(super) fn add_edges(&mut self, ids: &[(&str, Pos)], attrs: Attrs, scope: &Scope) {
         let mut at_node = Vec::with_capacity(ids.len());
-        for &(id, at) in ids {
+        for &(id, at) in &ids {
             at_node.push(self.touch_node(id, at, scope) as u32);
         }
         let mut edge_attrs = scope.edge_defaults.clone();
@@ -469,6 +425,7 @@ impl<'a> Builder<'a, '_> {
                 pos: pair[0].1,
             });
         }
+        Ok(())
     }
 
     /// Creates a node on first mention (with the defaults in scope) and adds the classes of
@@ -572,11 +529,11 @@ fn add_classes(attrs: &mut Attrs, classes: &[String]) {
     }
 }
 
-pub(super) fn attr_list(p: Pair<Rule>) -> Attrs {
+fn attr_list(p: Pair<Rule>) -> Attrs {
     Attrs::from_pairs(p.into_inner().map(key_value))
 }
 
-pub(super) fn key_value(p: Pair<'_, Rule>) -> (&str, Value) {
+fn key_value(p: Pair<'_, Rule>) -> (&str, Value) {
     let mut inner = p.into_inner();
     let key = inner.next().map_or("", |k| k.as_str());
     let value = inner.next().map(value_of).unwrap_or(Value::Str("".into()));

@@ -7,7 +7,6 @@
 
 mod build;
 mod error;
-mod fast;
 mod id;
 mod index;
 mod print;
