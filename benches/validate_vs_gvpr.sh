@@ -10,10 +10,10 @@
 #
 # Needs python3, graphviz (gvpr) and GNU time (/usr/bin/time; Debian package `time`).
 #
-# Latest figures (issue 16, session 6, RUNS=9, load average 1.9-2.4 on 2 cores; README "Benchmarks"):
-#   10,000 nodes: svc 0.026 s / 11 MiB vs gvpr 0.103 s / 12 MiB: 0.25x wall, 0.94x RSS
-#  100,000 nodes: svc 0.264 s / 67 MiB vs gvpr 1.186 s / 101 MiB: 0.22x wall, 0.67x RSS
-# (session start, quiet machine: 0.62x / 1.34x and 0.54x / 0.99x).
+# Latest figures (issue 16, session 6, RUNS=9, load average 1.2-1.8 on 2 cores; README "Benchmarks"):
+#   10,000 nodes: svc 0.060 s / 11 MiB vs gvpr 0.107 s / 12 MiB: 0.56x wall, 0.96x RSS
+#  100,000 nodes: svc 0.638 s / 67 MiB vs gvpr 1.234 s / 101 MiB: 0.52x wall, 0.67x RSS
+# (session 5: 0.59x / 1.33x and 0.49x / 0.99x; before: 0.87x / 1.72x and 0.96x / 1.51x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -7,7 +7,8 @@
 //! Run: `cargo bench --bench workspace_bench` (the time is git's and bubblewrap's, so
 //! `--profile dev` gives the same figures without a release build). Sizes:
 //! `WS_BENCH_FILES` (default 10000), `WS_BENCH_ROUNDS` (default 5 ready / 4× that for
-//! checkpoints); `WS_BENCH_SKIP_READY=1` leaves out the ready-time part (the clones); `WS_BENCH_SELF=1`
+//! checkpoints), `WS_BENCH_STAGE_MS` (default 1100: how long each stage runs before its
+//! checkpoint); `WS_BENCH_SKIP_READY=1` leaves out the ready-time part (the clones); `WS_BENCH_SELF=1`
 //! counts the CPU of this process only (the watcher's share), not of the git processes. Container
 //! figures are skipped when bubblewrap cannot run.
 
@@ -191,7 +192,13 @@ fn main() -> Res<()> {
     let mut times = Vec::new();
     let mut cpus = Vec::new();
     let mut scans = Vec::new();
+    // A stage runs for seconds before its checkpoint. Stages 50 ms apart left every file the
+    // run had changed in the current second "racily clean" for git (timestamps are compared
+    // in whole seconds), and each index write re-checked them all: write-tree grew from 3
+    // to 10-12 ms over 20 stages. `WS_BENCH_STAGE_MS=0` measures that tight loop.
+    let stage_time = Duration::from_millis(env_usize("WS_BENCH_STAGE_MS", 1100) as u64);
     for round in 0..rounds * 4 {
+        std::thread::sleep(stage_time);
         for k in 0..10 {
             let i = (round * 10 + k) * 7 % files;
             let path = dest

@@ -326,7 +326,10 @@ fn watched_checkpoints_capture_every_kind_of_change() {
         let cp = cp.unwrap();
         // Both figures as `git diff --numstat` counts them (a binary file: no lines).
         let numstat = |from: &str| {
-            let out = sh(&dest, &format!("git diff --no-renames --numstat {from} {}", cp.id));
+            let out = sh(
+                &dest,
+                &format!("git diff --no-renames --numstat {from} {}", cp.id),
+            );
             let lines = |i: usize| -> u64 {
                 out.lines()
                     .map(|l| l.split('\t').nth(i).unwrap().parse().unwrap_or(0))
