@@ -11,6 +11,12 @@
 //! checkpoint); `WS_BENCH_SKIP_READY=1` leaves out the ready-time part (the clones); `WS_BENCH_SELF=1`
 //! counts the CPU of this process only (the watcher's share), not of the git processes. Container
 //! figures are skipped when bubblewrap cannot run.
+//!
+//! Run it on a file system that has not just deleted tens of thousands of files (an earlier
+//! run's clones, a test suite's temporary folders): for a few minutes after that, ext4 skips
+//! the recently deleted inodes one by one each time it creates a file (`recently_deleted` in
+//! a profile), and each of the ~25 files a checkpoint creates (objects, locks) then costs up
+//! to a millisecond: `write-tree` alone went from 3 to 10-16 ms from the seventh stage on.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
