@@ -61,6 +61,14 @@ pub fn bare_command() -> Command {
             // preload) was half of `add`'s time.
             "-c",
             "core.preloadIndex=false",
+            // New objects are renamed into place instead of linked and their temporary
+            // name unlinked: 22 fewer deleted files per checkpoint. ext4 steps over recently
+            // deleted inodes one by one when it creates a file, which made every later
+            // checkpoint's object writes several times slower (write-tree 3 -> 10-12 ms
+            // from the seventh stage on). Objects are named by their content, so
+            // replacing one that exists changes nothing.
+            "-c",
+            "core.createObject=rename",
         ])
         .stdin(Stdio::null());
     c
