@@ -37,11 +37,16 @@ pub struct DiffSummary {
 
 impl DiffSummary {
     pub fn of(changes: &[FileChange]) -> DiffSummary {
-        DiffSummary {
-            files_changed: changes.len() as u64,
-            additions: changes.iter().map(|c| c.additions).sum(),
-            deletions: changes.iter().map(|c| c.deletions).sum(),
-        }
+        DiffSummary::count(changes.iter().map(|c| (c.additions, c.deletions)))
+    }
+
+    /// One changed file per `(additions, deletions)`.
+    fn count(files: impl Iterator<Item = (u64, u64)>) -> DiffSummary {
+        files.fold(DiffSummary::default(), |s, (a, d)| DiffSummary {
+            files_changed: s.files_changed + 1,
+            additions: s.additions + a,
+            deletions: s.deletions + d,
+        })
     }
 }
 
@@ -79,11 +84,7 @@ pub type PairFiles = Vec<(Vec<u8>, Lines)>;
 
 /// The DiffSummary of one pair's files.
 pub fn summary_of(files: &[(Vec<u8>, Lines)]) -> DiffSummary {
-    DiffSummary {
-        files_changed: files.len() as u64,
-        additions: files.iter().map(|(_, l)| l.additions).sum(),
-        deletions: files.iter().map(|(_, l)| l.deletions).sum(),
-    }
+    DiffSummary::count(files.iter().map(|(_, l)| (l.additions, l.deletions)))
 }
 
 /// The changed files of several `(from, to)` TREE pairs (ids, not commits: `diff-tree
@@ -190,11 +191,7 @@ impl RunFiles {
     }
 
     pub fn summary(&self) -> DiffSummary {
-        DiffSummary {
-            files_changed: self.0.len() as u64,
-            additions: self.0.values().map(|l| l.additions).sum(),
-            deletions: self.0.values().map(|l| l.deletions).sum(),
-        }
+        DiffSummary::count(self.0.values().map(|l| (l.additions, l.deletions)))
     }
 }
 

@@ -297,15 +297,16 @@ fn stage_all(g: &Git) -> Result<(), GitError> {
     g.run(&["add", "--all"]).map(|_| ())
 }
 
-/// Stages only `paths` (relative to the work tree; files or folders, existing or not),
+/// Stages only `paths` (relative to the work tree; files or folders, existing or not, none
+/// inside another: see [`outermost`]),
 /// with the same result as [`stage_all`] when they are all that changed. Paths that no
 /// longer exist leave the index with `rm --cached` (folders recursively, unknown ones
 /// skipped); the rest go through `add --all -- <paths>`, which walks named folders and
 /// skips ignored files in them. An ignored path named explicitly makes `add` fail: then the
 /// ignored ones are dropped with `check-ignore` and the rest staged again.
-fn stage_paths(g: &Git, paths: &BTreeSet<PathBuf>) -> Result<(), GitError> {
-    let (present, gone): (Vec<&PathBuf>, Vec<&PathBuf>) = outermost(paths)
-        .into_iter()
+fn stage_paths(g: &Git, paths: &[PathBuf]) -> Result<(), GitError> {
+    let (present, gone): (Vec<&PathBuf>, Vec<&PathBuf>) = paths
+        .iter()
         .partition(|p| g.work_tree.join(p).symlink_metadata().is_ok());
     if !gone.is_empty() {
         let list = nul_list(&gone, true);
@@ -356,8 +357,8 @@ fn stage_paths(g: &Git, paths: &BTreeSet<PathBuf>) -> Result<(), GitError> {
 
 /// The paths not inside another of them (a folder named covers everything below it), in
 /// order.
-fn outermost(paths: &BTreeSet<PathBuf>) -> Vec<&PathBuf> {
-    let mut kept: Vec<&PathBuf> = Vec::new();
+fn outermost(paths: BTreeSet<PathBuf>) -> Vec<PathBuf> {
+    let mut kept: Vec<PathBuf> = Vec::new();
     for p in paths {
         if !kept.last().is_some_and(|k| p.starts_with(k)) {
             kept.push(p);
@@ -534,8 +535,9 @@ impl EngineWorkspace {
         self.state.lock().last
     }
 
-    /// Stages what changed; the watched paths it staged, or `None` when it walked the tree.
-    fn stage(&self, st: &mut WatchState) -> Result<Option<BTreeSet<PathBuf>>, GitError> {
+    /// Stages what changed; the watched paths it staged (none inside another), or `None`
+    /// when it walked the tree.
+    fn stage(&self, st: &mut WatchState) -> Result<Option<Vec<PathBuf>>, GitError> {
         let changes = match st.watch.as_mut() {
             Some(w) => w.changes(),
             None => watch::Changes::Unknown,
@@ -544,6 +546,7 @@ impl EngineWorkspace {
         let watched = match changes {
             watch::Changes::Paths(p) if trusted => {
                 st.last = Scan::Paths(p.len());
+                let p = outermost(p);
                 stage_paths(&self.git, &p)?;
                 Some(p)
             }
@@ -604,7 +607,7 @@ impl crate::engine::Workspace for EngineWorkspace {
         ];
         // With the run's files known, both diffs need only the paths this stage touched.
         let limit: Vec<&Path> = match (&watched, &run_files) {
-            (Some(paths), Some(_)) => outermost(paths).into_iter().map(PathBuf::as_path).collect(),
+            (Some(paths), Some(_)) => paths.iter().map(PathBuf::as_path).collect(),
             _ => Vec::new(),
         };
         let limit = if limit_fits(&limit) {
