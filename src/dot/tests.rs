@@ -113,6 +113,25 @@ fn value_types() {
 }
 
 #[test]
+fn units_booleans_and_ids_that_start_like_keywords() {
+    // The grammar matches units, booleans and `graph`/`node`/`edge` a character at a time;
+    // these are the neighbours that must still read as before.
+    let g = ok("digraph G { no [m=5m, ms=5ms, tr=trueish, fa=falsey, t=true]\n nodes -> edges\n ed -> gr\n graphs -> Node_2\n _x -> n9 }");
+    let a = &g.node("no").unwrap().attrs;
+    assert_eq!(a.get("m"), Some(&Value::Duration("5m".into())));
+    assert_eq!(a.get("ms"), Some(&Value::Duration("5ms".into())));
+    assert_eq!(a.get("tr"), Some(&Value::Bare("trueish".into())));
+    assert_eq!(a.get("fa"), Some(&Value::Bare("falsey".into())));
+    assert_eq!(a.get("t"), Some(&Value::Bool(true)));
+    for id in ["nodes", "edges", "ed", "gr", "graphs", "Node_2", "_x", "n9"] {
+        assert!(g.node(id).is_some(), "{id}");
+    }
+    assert_eq!(g.edges.len(), 4);
+    assert!(parse("digraph G { a [t=5mx] }").is_err());
+    assert!(parse("digraph G { a [t=5msx] }").is_err());
+}
+
+#[test]
 fn bad_values_are_errors() {
     assert!(parse("digraph G { a [t=1h30m] }").is_err());
     let e = err("digraph G { a [fidelity=summary:high] }");
