@@ -63,6 +63,8 @@ pub struct CommandSpec<'a> {
     pub workdir: &'a Path,
     /// Added to the inherited environment.
     pub env: Vec<(String, String)>,
+    /// The inherited environment (`None`: this process's, read at the spawn).
+    pub base_env: Option<&'a crate::procs::EnvSnapshot>,
     pub timeout: Option<Duration>,
     /// How the process is started (host or the run's container).
     pub isolation: &'a crate::sandbox::Isolation,
@@ -172,10 +174,12 @@ pub fn run_command(
     spec: &CommandSpec,
     cancel: &CancelToken,
 ) -> Result<CommandResult, CommandError> {
-    if !spec.workdir.is_dir() {
-        return Err(CommandError::Workdir {
-            path: spec.workdir.display().to_string(),
-        });
+    // On the host the child's own `chdir` reports a missing directory, so it is looked at
+    // only when the start fails (one `statx` less per command); bubblewrap would start and
+    // then fail inside, so a container checks first.
+    let local = matches!(spec.isolation, crate::sandbox::Isolation::Local);
+    if !local && !spec.workdir.is_dir() {
+        return Err(workdir_error(spec));
     }
     let started = Instant::now();
     if cancel.is_cancelled() {
@@ -185,7 +189,11 @@ pub fn run_command(
         proc: mut child,
         stdout,
         stderr,
-    } = spawn(spec)?;
+    } = match spawn(spec) {
+        Ok(p) => p,
+        Err(_) if local && !spec.workdir.is_dir() => return Err(workdir_error(spec)),
+        Err(e) => return Err(e),
+    };
     // Recorded until the group is empty, so a restarted server can stop what a crash left.
     let _tracked = crate::procs::track_proc(&child);
     let watch = match Watch::start(&child, stdout, stderr, cancel) {
@@ -214,6 +222,12 @@ pub fn run_command(
     })
 }
 
+fn workdir_error(spec: &CommandSpec) -> CommandError {
+    CommandError::Workdir {
+        path: spec.workdir.display().to_string(),
+    }
+}
+
 /// The result for a run cancelled before the script started: nothing ran.
 fn not_started(started: Instant) -> CommandResult {
     CommandResult {
@@ -236,9 +250,11 @@ fn spawn(spec: &CommandSpec) -> Result<Piped, CommandError> {
     let program = spec.language.program();
     let mut cmd = spec.isolation.command(program, spec.workdir);
     cmd.arg("-c").arg(spec.script);
-    crate::procs::spawn_piped(&cmd, &spec.env).map_err(|source| CommandError::Spawn {
-        program: program.to_string(),
-        source,
+    crate::procs::spawn_piped(&cmd, &spec.env, spec.base_env).map_err(|source| {
+        CommandError::Spawn {
+            program: program.to_string(),
+            source,
+        }
     })
 }
 
@@ -498,12 +514,13 @@ fn poll_fds(fds: &mut [libc::pollfd], wait: Option<Duration>) -> std::io::Result
     Ok(rc > 0)
 }
 
+/// Makes the read end of a pipe `spawn_piped` just made non-blocking. A fresh pipe end has
+/// none of the flags F_SETFL can change (`O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`; the
+/// access mode is left alone), so they are set without reading them first: one `fcntl`
+/// instead of two per pipe.
 fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL only read and set its flags.
-    let ok = unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) >= 0
-    };
+    // SAFETY: fcntl on a descriptor we own; F_SETFL only sets its status flags.
+    let ok = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) >= 0 };
     if ok {
         Ok(())
     } else {
@@ -720,6 +737,7 @@ mod tests {
             language: Language::Shell,
             workdir: dir,
             env: Vec::new(),
+            base_env: None,
             timeout: None,
             isolation: &LOCAL,
         }

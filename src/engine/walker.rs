@@ -158,9 +158,19 @@ pub(crate) struct Shared<'s> {
     /// Human questions open across the run (run.blocked / run.unblocked are ref-counted).
     pub blocked: Mutex<usize>,
     pub rng: Mutex<Prng>,
+    /// The environment commands inherit, read at the run's first command (`None` inside:
+    /// it could not be read, and each spawn reads its own).
+    pub command_env: std::sync::OnceLock<Option<crate::procs::EnvSnapshot>>,
 }
 
 impl Shared<'_> {
+    /// The environment commands inherit (see `command_env`).
+    pub fn base_env(&self) -> Option<&crate::procs::EnvSnapshot> {
+        self.command_env
+            .get_or_init(|| crate::procs::EnvSnapshot::capture().ok())
+            .as_ref()
+    }
+
     pub fn block(&self) -> Result<(), StoreError> {
         let mut open = self.blocked.lock();
         if *open == 0 {

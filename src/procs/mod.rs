@@ -20,7 +20,7 @@
 
 mod spawn;
 
-pub use spawn::{Piped, Proc};
+pub use spawn::{EnvSnapshot, Piped, Proc};
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -178,8 +178,13 @@ impl Drop for Tracked {
 /// from `/dev/null` and its stdout and stderr piped, as [`isolate`] would (own group, PDEATHSIG tied to the calling thread, the
 /// record written by the child before exec), without a `fork()` that copies this process's
 /// page tables (see `spawn.rs`). Wait for it from the calling thread, then [`track_proc`].
-pub fn spawn_piped(cmd: &Command, extra_env: &[(String, String)]) -> io::Result<Piped> {
-    spawn::spawn_piped(cmd, extra_env, RECORDS.get().map(PathBuf::as_path))
+/// `base` is the environment to start from (`None`: this process's, read now).
+pub fn spawn_piped(
+    cmd: &Command,
+    extra_env: &[(String, String)],
+    base: Option<&EnvSnapshot>,
+) -> io::Result<Piped> {
+    spawn::spawn_piped(cmd, extra_env, base, RECORDS.get().map(PathBuf::as_path))
 }
 
 /// [`track`] for a child started with [`spawn_piped`].

@@ -112,6 +112,7 @@ struct ChildArgs {
 pub fn spawn_piped(
     cmd: &Command,
     extra: &[(String, String)],
+    base: Option<&EnvSnapshot>,
     records: Option<&Path>,
 ) -> io::Result<Piped> {
     let program = cmd.get_program();
@@ -121,14 +122,21 @@ pub fn spawn_piped(
     for a in cmd.get_args() {
         argv_owned.push(cstring(a)?);
     }
-    let env_owned = environment(cmd, extra)?;
+    let captured;
+    let base = match base {
+        Some(b) => b,
+        None => {
+            captured = EnvSnapshot::capture()?;
+            &captured
+        }
+    };
+    let (env_owned, envp) = environment(cmd, extra, base)?;
     let cwd = cmd
         .get_current_dir()
         .map(|d| cstring(d.as_os_str()))
         .transpose()?;
     let records = records.map(|d| d.as_os_str().as_bytes().to_vec());
     let argv = null_terminated(&argv_owned);
-    let envp = null_terminated(&env_owned);
     let stdin = above_stdio(std::fs::File::open("/dev/null")?.into())?;
     let (out_read, out_write) = pipe()?;
     let (err_read, err_write) = pipe()?;
@@ -148,6 +156,8 @@ pub fn spawn_piped(
         errno: 0,
     };
     let pid = clone_vfork(&mut args)?;
+    // The child has exec'd (or failed): the strings `envp` points into may go.
+    drop(env_owned);
     // The child has exec'd or exited: its errno (if any) is in `args`.
     // SAFETY: `args` is a live local; the volatile read sees what the child wrote.
     let errno = unsafe { std::ptr::read_volatile(&args.errno) };
@@ -301,26 +311,58 @@ fn find_in(dirs: &OsStr, program: &OsStr, base: &Path) -> Option<PathBuf> {
         })
 }
 
-/// This process's environment with the command's changes and then `extra` applied, as
-/// `KEY=value` strings.
-fn environment(cmd: &Command, extra: &[(String, String)]) -> io::Result<Vec<CString>> {
+/// The process environment as `KEY=value` C strings, read once and then shared by many
+/// spawns: reading it costs a lock and three allocations per variable, the largest part of
+/// a spawn's own work. A run takes one at its first command (docs/decisions.md
+/// "Variables": commands see the environment as it was then).
+#[derive(Debug)]
+pub struct EnvSnapshot {
+    /// (length of the key, `KEY=value`).
+    vars: Vec<(usize, CString)>,
+}
+
+impl EnvSnapshot {
+    /// This process's environment now.
+    pub fn capture() -> io::Result<EnvSnapshot> {
+        let vars = std::env::vars_os()
+            .map(|(k, v)| Ok((k.len(), pair(&k, &v)?)))
+            .collect::<io::Result<_>>()?;
+        Ok(EnvSnapshot { vars })
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&OsStr, &CString)> {
+        self.vars
+            .iter()
+            .map(|(n, kv)| (OsStr::from_bytes(&kv.as_bytes()[..*n]), kv))
+    }
+}
+
+/// `base` with the command's changes and then `extra` applied: the strings made for the
+/// changes, and the null-terminated `envp` pointing into them and into `base`.
+fn environment(
+    cmd: &Command,
+    extra: &[(String, String)],
+    base: &EnvSnapshot,
+) -> io::Result<(Vec<CString>, Vec<*const libc::c_char>)> {
     let mut changes: std::collections::BTreeMap<&OsStr, Option<&OsStr>> = cmd.get_envs().collect();
     for (k, v) in extra {
         changes.insert(OsStr::new(k), Some(OsStr::new(v)));
     }
-    let inherited = std::env::vars_os();
-    let mut out = Vec::with_capacity(changes.len() + inherited.size_hint().0);
-    for (k, v) in inherited {
-        if !changes.contains_key(k.as_os_str()) {
-            out.push(pair(&k, &v)?);
-        }
-    }
-    for (k, v) in changes {
+    let mut owned = Vec::with_capacity(changes.len());
+    for (k, v) in &changes {
         if let Some(v) = v {
-            out.push(pair(k, v)?);
+            owned.push(pair(k, v)?);
         }
     }
-    Ok(out)
+    let mut envp = Vec::with_capacity(base.vars.len() + owned.len() + 1);
+    for (k, kv) in base.iter() {
+        if !changes.contains_key(k) {
+            envp.push(kv.as_ptr());
+        }
+    }
+    envp.extend(owned.iter().map(|kv| kv.as_ptr()));
+    envp.push(std::ptr::null());
+    Ok((owned, envp))
 }
 
 fn pair(k: &OsStr, v: &OsStr) -> io::Result<CString> {
@@ -405,6 +447,27 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_is_the_base_environment_under_the_commands_changes() {
+        let kv = |k: &str, v: &str| (k.len(), CString::new(format!("{k}={v}")).unwrap());
+        let base = EnvSnapshot {
+            vars: ["SVC_A", "SVC_B", "SVC_C", "SVC_D"]
+                .iter()
+                .map(|k| kv(k, "base"))
+                .collect(),
+        };
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("echo \"$SVC_A $SVC_B ${SVC_C-unset} $SVC_D ${HOME-none}\"")
+            .env("SVC_B", "cmd")
+            .env_remove("SVC_C");
+        let extra = [("SVC_D".to_string(), "extra".to_string())];
+        let (status, out, _) = output(spawn_piped(&cmd, &extra, Some(&base), None).unwrap());
+        // Only the snapshot is inherited: this process's HOME is not in it.
+        assert_eq!(out, "base cmd unset extra none\n");
+        assert!(status.success());
+    }
+
+    #[test]
     fn runs_with_args_env_cwd_and_null_stdin() {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd =
@@ -414,7 +477,7 @@ mod tests {
             .env("SVC_U", "u")
             .current_dir(dir.path());
         let extra = [("SVC_U".to_string(), "extra".to_string())];
-        let (status, out, err) = output(spawn_piped(&cmd, &extra, None).unwrap());
+        let (status, out, err) = output(spawn_piped(&cmd, &extra, None, None).unwrap());
         let cwd = dir.path().canonicalize().unwrap();
         assert_eq!(out, format!("zero t v extra home {}\n", cwd.display()));
         assert_eq!((status.code(), err.as_str()), (Some(3), "err\n"));
@@ -429,7 +492,7 @@ mod tests {
         cmd.arg(dir.path());
         let Piped {
             mut proc, stdout, ..
-        } = spawn_piped(&cmd, &[], Some(dir.path())).unwrap();
+        } = spawn_piped(&cmd, &[], None, Some(dir.path())).unwrap();
         let pid = proc.id() as libc::pid_t;
         let mut first = String::new();
         std::io::BufReader::new(std::fs::File::from(stdout))
@@ -458,7 +521,7 @@ mod tests {
         );
         let mut cmd = sh("true");
         cmd.env("PATH", "/nonexistent");
-        let e = spawn_piped(&cmd, &[], None).unwrap_err();
+        let e = spawn_piped(&cmd, &[], None, None).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 
@@ -466,7 +529,7 @@ mod tests {
     fn pdeathsig_kills_it_when_the_spawning_thread_ends() {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let p = spawn_piped(&sh("sleep 30"), &[], None).unwrap();
+            let p = spawn_piped(&sh("sleep 30"), &[], None, None).unwrap();
             tx.send(p.proc.id() as libc::pid_t).unwrap();
             std::mem::forget(p);
         })
@@ -480,13 +543,13 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_an_error_and_leaves_no_child() {
-        let e = spawn_piped(&Command::new("no-such-program-svc"), &[], None).unwrap_err();
+        let e = spawn_piped(&Command::new("no-such-program-svc"), &[], None, None).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        let e = spawn_piped(&Command::new("/nonexistent/prog"), &[], None).unwrap_err();
+        let e = spawn_piped(&Command::new("/nonexistent/prog"), &[], None, None).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = sh("true");
         cmd.current_dir(dir.path().join("gone"));
-        assert!(spawn_piped(&cmd, &[], None).is_err());
+        assert!(spawn_piped(&cmd, &[], None, None).is_err());
     }
 }

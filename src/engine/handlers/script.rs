@@ -54,6 +54,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             &cx.scoped_id(),
             cx.goal(),
         ),
+        base_env: w.shared.base_env(),
         timeout,
         isolation: &w.services().isolation,
     };
