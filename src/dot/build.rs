@@ -432,9 +432,15 @@ impl<'a> Builder<'a, '_> {
     /// the enclosing labelled subgraphs to it on every mention.
     fn touch_node(&mut self, id: &str, at: Pos, scope: &Scope) -> usize {
         let nodes = &self.st.graph.nodes;
+        // The node just mentioned and the one declared after it come first: chains like
+        // `a -> b -> c` name nodes in declaration order, and a hash lookup misses the
+        // cache on large graphs.
+        let near = |i: usize| nodes.get(i).is_some_and(|n| n.id == id).then_some(i);
         let found = match self.st.last {
-            Some(l) if nodes[l].id == id => Some(l),
-            _ => self.st.index.get(nodes, id),
+            Some(l) => near(l)
+                .or_else(|| near(l + 1))
+                .or_else(|| self.st.index.get(nodes, id)),
+            None => self.st.index.get(nodes, id),
         };
         let i = match found {
             Some(i) => i,

@@ -132,6 +132,33 @@ fn units_booleans_and_ids_that_start_like_keywords() {
 }
 
 #[test]
+fn edges_find_their_nodes_in_any_order() {
+    // Lookups try the last node and the one declared after it before the index: chains in
+    // declaration order, backwards, skipping, and past the last node must all land right.
+    let g = ok("digraph G { a; b; c; d\n a -> b -> c -> d\n d -> c -> a\n b -> d -> e\n e -> a }");
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    let ends: Vec<(&str, &str)> = g
+        .edges
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            ("a", "b"),
+            ("b", "c"),
+            ("c", "d"),
+            ("d", "c"),
+            ("c", "a"),
+            ("b", "d"),
+            ("d", "e"),
+            ("e", "a")
+        ]
+    );
+}
+
+#[test]
 fn bad_values_are_errors() {
     assert!(parse("digraph G { a [t=1h30m] }").is_err());
     let e = err("digraph G { a [fidelity=summary:high] }");
