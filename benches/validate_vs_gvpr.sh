@@ -10,10 +10,11 @@
 #
 # Needs python3, graphviz (gvpr) and GNU time (/usr/bin/time; Debian package `time`).
 #
-# Latest figures (issue 16, session 6, RUNS=9, load average 1.2-1.8 on 2 cores; README "Benchmarks"):
-#   10,000 nodes: svc 0.060 s / 11 MiB vs gvpr 0.107 s / 12 MiB: 0.56x wall, 0.96x RSS
-#  100,000 nodes: svc 0.638 s / 67 MiB vs gvpr 1.234 s / 101 MiB: 0.52x wall, 0.67x RSS
-# (session 5: 0.59x / 1.33x and 0.49x / 0.99x; before: 0.87x / 1.72x and 0.96x / 1.51x).
+# Latest figures (issue 16, session 7, RUNS=9, load average 0.7-1.0 on 2 cores; README "Benchmarks"):
+#   10,000 nodes: svc 0.048 s / 10 MiB vs gvpr 0.104 s / 12 MiB: 0.46x wall, 0.90x RSS
+#  100,000 nodes: svc 0.509 s / 67 MiB vs gvpr 1.224 s / 101 MiB: 0.42x wall, 0.66x RSS
+# (session 6: 0.56x / 0.96x and 0.52x / 0.67x; session 5: 0.59x / 1.33x and 0.49x / 0.99x).
+# Wall times include starting /usr/bin/time for both tools, which pulls the ratio towards 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
