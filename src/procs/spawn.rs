@@ -26,7 +26,7 @@ use std::process::{Command, ExitStatus};
 /// mmap threshold, so the allocation is reused from one spawn to the next.
 const CHILD_STACK: usize = 64 * 1024;
 
-/// A child started by [`spawn_piped`]: reap it with [`Proc::wait`] (or a successful
+/// A child started by [`spawn_piped`](super::spawn_piped): reap it with [`Proc::wait`] (or a successful
 /// [`Proc::try_wait`]); until then its pid (and so its group id) cannot be reused.
 #[derive(Debug)]
 pub struct Proc {
