@@ -79,12 +79,27 @@ pub fn format_millis(ms: i64) -> String {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
+    let (h, min, sec) = (sod / 3600, sod % 3600 / 60, sod % 60);
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{sec:02}.{millis:03}Z");
+    }
+    // Every event gets a timestamp: written digit by digit, as `format!` with seven
+    // arguments took a visible share of an append.
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut v: i64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, y);
+    put(5, 2, m);
+    put(8, 2, d);
+    put(11, 2, h);
+    put(14, 2, min);
+    put(17, 2, sec);
+    put(20, 3, millis);
+    out.iter().map(|&b| char::from(b)).collect()
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
@@ -112,6 +127,15 @@ mod tests {
         assert_eq!(format_millis(1_795_291_546_123), "2026-11-21T20:05:46.123Z");
         assert_eq!(format_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(format_millis(-1), "1969-12-31T23:59:59.999Z");
+        // Outside four-digit years the text is still the same shape as before.
+        assert_eq!(
+            format_millis(253_402_300_800_000),
+            "10000-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_millis(-62_167_219_200_001),
+            "-001-12-31T23:59:59.999Z"
+        );
     }
 
     #[test]
