@@ -259,7 +259,7 @@ fn new_shared<'s>(options: &'s RunOptions, services: &'s Services, next_stage: u
         stages: AtomicU64::new(next_stage),
         blocked: Mutex::new(0),
         rng: Mutex::new(Prng::new(seed)),
-        command_env: std::sync::OnceLock::new(),
+        inherited_env: std::sync::OnceLock::new(),
     }
 }
 

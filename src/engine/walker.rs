@@ -160,13 +160,13 @@ pub(crate) struct Shared<'s> {
     pub rng: Mutex<Prng>,
     /// The environment commands inherit, read at the run's first command (`None` inside:
     /// it could not be read, and each spawn reads its own).
-    pub command_env: std::sync::OnceLock<Option<crate::procs::EnvSnapshot>>,
+    pub inherited_env: std::sync::OnceLock<Option<crate::procs::EnvSnapshot>>,
 }
 
 impl Shared<'_> {
-    /// The environment commands inherit (see `command_env`).
+    /// The environment commands inherit (see `inherited_env`).
     pub fn base_env(&self) -> Option<&crate::procs::EnvSnapshot> {
-        self.command_env
+        self.inherited_env
             .get_or_init(|| crate::procs::EnvSnapshot::capture().ok())
             .as_ref()
     }
