@@ -174,6 +174,35 @@ pub fn run_command(
     spec: &CommandSpec,
     cancel: &CancelToken,
 ) -> Result<CommandResult, CommandError> {
+    match start_command(spec, cancel)? {
+        Started::Running(running) => running.wait(spec.timeout, cancel),
+        Started::Cancelled(result) => Ok(result),
+    }
+}
+
+/// What [`start_command`] did.
+pub enum Started {
+    /// The script runs; [`Running::wait`] for it.
+    Running(Box<Running>),
+    /// The run was cancelled before the script started: nothing ran.
+    Cancelled(CommandResult),
+}
+
+/// A started script whose output is being captured. Dropped without [`Running::wait`] (the
+/// stage could not record its start), its process group is killed.
+pub struct Running {
+    child: Proc,
+    watch: Option<Watch>,
+    /// Started directly rather than by `sh` (`procs::simple_words`).
+    direct: bool,
+    started: Instant,
+    /// Recorded until the group is empty, so a restarted server can stop what a crash left.
+    _tracked: crate::procs::Tracked,
+}
+
+/// Starts the script and returns at once, so the caller can record the start while the
+/// process is starting up.
+pub fn start_command(spec: &CommandSpec, cancel: &CancelToken) -> Result<Started, CommandError> {
     // On the host the child's own `chdir` reports a missing directory, so it is looked at
     // only when the start fails (one `statx` less per command); bubblewrap would start and
     // then fail inside, so a container checks first.
@@ -183,19 +212,21 @@ pub fn run_command(
     }
     let started = Instant::now();
     if cancel.is_cancelled() {
-        return Ok(not_started(started));
+        return Ok(Started::Cancelled(not_started(started)));
     }
-    let Piped {
-        proc: mut child,
-        stdout,
-        stderr,
-    } = match spawn(spec) {
+    let (
+        Piped {
+            proc: mut child,
+            stdout,
+            stderr,
+        },
+        direct,
+    ) = match spawn(spec) {
         Ok(p) => p,
         Err(_) if local && !spec.workdir.is_dir() => return Err(workdir_error(spec)),
         Err(e) => return Err(e),
     };
-    // Recorded until the group is empty, so a restarted server can stop what a crash left.
-    let _tracked = crate::procs::track_proc(&child);
+    let tracked = crate::procs::track_proc(&child);
     let watch = match Watch::start(&child, stdout, stderr, cancel) {
         Ok(w) => w,
         Err(e) => {
@@ -203,23 +234,68 @@ pub fn run_command(
             return Err(CommandError::Capture(e));
         }
     };
-    let (status, termination, out) = watch
-        .run(&mut child, spec.timeout, cancel, started)
-        .map_err(|e| {
-            kill_group(&mut child);
-            CommandError::Wait(e)
-        })?;
-    Ok(CommandResult {
-        exit_code: status.and_then(|s| s.code()),
-        stdout: out.stdout.text,
-        stderr: out.stderr.text,
-        merged: out.merged.text,
-        stdout_bytes: out.stdout.total,
-        stderr_bytes: out.stderr.total,
-        truncated: out.stdout.truncated || out.stderr.truncated || out.merged.truncated,
-        termination,
-        duration: started.elapsed(),
-    })
+    Ok(Started::Running(Box::new(Running {
+        child,
+        watch: Some(watch),
+        direct,
+        started,
+        _tracked: tracked,
+    })))
+}
+
+impl Running {
+    /// Captures the output until the script has ended (exit, `timeout` or cancel).
+    pub fn wait(
+        mut self,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Result<CommandResult, CommandError> {
+        let watch = self
+            .watch
+            .take()
+            .ok_or_else(|| CommandError::Wait(std::io::Error::other("already waited for")))?;
+        let (status, termination, out) = watch
+            .run(&mut self.child, timeout, cancel, self.started)
+            .map_err(|e| {
+                kill_group(&mut self.child);
+                CommandError::Wait(e)
+            })?;
+        Ok(CommandResult {
+            exit_code: exit_code(status, termination, self.direct),
+            stdout: out.stdout.text,
+            stderr: out.stderr.text,
+            merged: out.merged.text,
+            stdout_bytes: out.stdout.total,
+            stderr_bytes: out.stderr.total,
+            truncated: out.stdout.truncated || out.stderr.truncated || out.merged.truncated,
+            termination,
+            duration: self.started.elapsed(),
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.watch.is_some() {
+            kill_group(&mut self.child);
+        }
+    }
+}
+
+/// The exit code the stage reports. A program started directly that a signal killed on its
+/// own reports `128 + signal`, as `sh` does for the program it ran, so a script means the
+/// same however it was started. (Killed by the stage's timeout or cancel, the code stays
+/// absent either way.)
+fn exit_code(status: Option<ExitStatus>, termination: Termination, direct: bool) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let status = status?;
+    match status.code() {
+        Some(code) => Some(code),
+        None if direct && termination == Termination::Exited => {
+            status.signal().map(|signal| 128 + signal)
+        }
+        None => None,
+    }
 }
 
 fn workdir_error(spec: &CommandSpec) -> CommandError {
@@ -245,17 +321,44 @@ fn not_started(started: Instant) -> CommandResult {
 
 /// Starts the script (in bwrap for a container) through `procs::spawn_piped`: its own
 /// process group, PDEATHSIG tied to this (the stage's) thread, the group's record, and no
-/// `fork()` of the whole server.
-fn spawn(spec: &CommandSpec) -> Result<Piped, CommandError> {
+/// `fork()` of the whole server. Whether it was started directly comes with it.
+fn spawn(spec: &CommandSpec) -> Result<(Piped, bool), CommandError> {
+    if let Some(piped) = spawn_direct(spec) {
+        return Ok((piped, true));
+    }
     let program = spec.language.program();
     let mut cmd = spec.isolation.command(program, spec.workdir);
     cmd.arg("-c").arg(spec.script);
-    crate::procs::spawn_piped(&cmd, &spec.env, spec.base_env).map_err(|source| {
-        CommandError::Spawn {
+    crate::procs::spawn_piped(&cmd, &spec.env, spec.base_env)
+        .map(|piped| (piped, false))
+        .map_err(|source| CommandError::Spawn {
             program: program.to_string(),
             source,
-        }
-    })
+        })
+}
+
+/// A shell script that is one program with literal words, started on the host without
+/// `sh` (`procs::simple_words`), with the `PWD` sh would have exported. `None` when the
+/// script is not one, or the start failed in any way: the script then goes to `sh`, which
+/// reports a missing or unrunnable program in its own words (and runs a file without a
+/// `#!` line as a script), exactly as before.
+fn spawn_direct(spec: &CommandSpec) -> Option<Piped> {
+    let local = matches!(spec.isolation, crate::sandbox::Isolation::Local);
+    if spec.language != Language::Shell || !local {
+        return None;
+    }
+    let words = crate::procs::simple_words(spec.script)?;
+    let inherited_pwd = match spec.base_env {
+        Some(base) => base.get(std::ffi::OsStr::new("PWD")).map(ToOwned::to_owned),
+        None => std::env::var_os("PWD"),
+    };
+    let pwd = crate::procs::shell_pwd(inherited_pwd.as_deref(), spec.workdir)?;
+    let mut env = Vec::with_capacity(spec.env.len() + 1);
+    env.extend(spec.env.iter().cloned());
+    env.push(("PWD".to_string(), pwd.into_string().ok()?));
+    let mut cmd = spec.isolation.command(words[0], spec.workdir);
+    cmd.args(&words[1..]);
+    crate::procs::spawn_piped(&cmd, &env, spec.base_env).ok()
 }
 
 /// How the script ended: its status (`None` only if it could not be collected after
@@ -761,6 +864,90 @@ mod tests {
         exists && !zombie
     }
 
+    /// An executable file in `dir` holding `text`.
+    fn program(dir: &Path, name: &str, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn sorted_lines(text: &str) -> Vec<&str> {
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        lines
+    }
+
+    #[test]
+    fn a_simple_command_starts_without_sh_and_sees_what_sh_would_give_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // The parent's name: `sh` when the shell started the program.
+        program(
+            dir.path(),
+            "parent.sh",
+            "#!/bin/sh
+cat /proc/$PPID/comm
+",
+        );
+        let direct = run(&spec("./parent.sh", dir.path()));
+        let through_sh = run(&spec("./parent.sh;", dir.path()));
+        assert_eq!(through_sh.stdout.trim(), "sh", "{through_sh:?}");
+        assert!(
+            !["sh", "dash"].contains(&direct.stdout.trim()),
+            "{direct:?}"
+        );
+        // The same environment, `PWD` included (`exec` is a built-in: the shell runs it).
+        let mut with_env = spec("env", dir.path());
+        with_env.env = vec![("SVC_NODE_ID".into(), "n1".into())];
+        let mut exec_env = spec("exec env", dir.path());
+        exec_env.env = with_env.env.clone();
+        let (a, b) = (run(&with_env), run(&exec_env));
+        assert_eq!(sorted_lines(&a.stdout), sorted_lines(&b.stdout));
+        assert!(a.stdout.contains("SVC_NODE_ID=n1\n"), "{}", a.stdout);
+        let pwd = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(
+            a.stdout.contains(&format!("PWD={}\n", pwd.display())),
+            "{}",
+            a.stdout
+        );
+    }
+
+    #[test]
+    fn a_simple_command_fails_and_dies_as_it_would_under_sh() {
+        let dir = tempfile::tempdir().unwrap();
+        // Not found: sh's own message and 127.
+        let missing = run(&spec("no-such-program-for-svc --flag", dir.path()));
+        assert_eq!(missing.exit_code, Some(127));
+        assert!(missing.stderr.contains("not found"), "{missing:?}");
+        // No `#!` line: sh runs the file as a script.
+        program(
+            dir.path(),
+            "plain",
+            "echo from-plain
+",
+        );
+        let plain = run(&spec("./plain", dir.path()));
+        assert_eq!(
+            (plain.exit_code, plain.stdout.as_str()),
+            (Some(0), "from-plain\n")
+        );
+        // Killed by a signal of its own: 128 + the signal, as sh reports it.
+        program(
+            dir.path(),
+            "selfkill.sh",
+            "#!/bin/sh
+kill -9 $$
+",
+        );
+        let direct = run(&spec("./selfkill.sh", dir.path()));
+        let through_sh = run(&spec("./selfkill.sh;", dir.path()));
+        assert_eq!(through_sh.exit_code, Some(137));
+        assert_eq!(
+            (direct.exit_code, direct.termination),
+            (Some(137), Termination::Exited)
+        );
+    }
+
     #[test]
     fn exit_codes() {
         let dir = tempfile::tempdir().unwrap();
@@ -961,11 +1148,14 @@ mod tests {
     /// cancel are looked at on a timer instead.
     fn run_without_wakeups(s: &CommandSpec, token: &CancelToken) -> CommandResult {
         let started = Instant::now();
-        let Piped {
-            proc: mut child,
-            stdout,
-            stderr,
-        } = spawn(s).unwrap();
+        let (
+            Piped {
+                proc: mut child,
+                stdout,
+                stderr,
+            },
+            _,
+        ) = spawn(s).unwrap();
         let mut watch = Watch::start(&child, stdout, stderr, token).unwrap();
         watch.pidfd = None;
         watch.wake = None;

@@ -18,7 +18,10 @@
 //! Owns: process-group isolation, the record of live stage process groups and the sweep.
 //! Must not touch: what a process does or means (stages, tools and agents decide that).
 
+mod simple;
 mod spawn;
+
+pub use simple::{shell_pwd, simple_words};
 
 pub use spawn::{EnvSnapshot, Piped, Proc};
 

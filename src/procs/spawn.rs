@@ -116,12 +116,6 @@ pub fn spawn_piped(
     records: Option<&Path>,
 ) -> io::Result<Piped> {
     let program = cmd.get_program();
-    let path = resolve(program, cmd)?;
-    let path = cstring(path.as_os_str())?;
-    let mut argv_owned = vec![cstring(program)?];
-    for a in cmd.get_args() {
-        argv_owned.push(cstring(a)?);
-    }
     let captured;
     let base = match base {
         Some(b) => b,
@@ -130,6 +124,12 @@ pub fn spawn_piped(
             &captured
         }
     };
+    let path = resolve(program, cmd, base)?;
+    let path = cstring(path.as_os_str())?;
+    let mut argv_owned = vec![cstring(program)?];
+    for a in cmd.get_args() {
+        argv_owned.push(cstring(a)?);
+    }
     let (env_owned, envp) = environment(cmd, extra, base)?;
     let cwd = cmd
         .get_current_dir()
@@ -282,15 +282,16 @@ unsafe fn fail(a: &mut ChildArgs) -> libc::c_int {
 
 /// The program's path: as given when it holds a `/`, else the first executable match on the
 /// `PATH` the child gets (the command's own, else this process's), as `execvp` would find it.
-fn resolve(program: &OsStr, cmd: &Command) -> io::Result<PathBuf> {
+fn resolve(program: &OsStr, cmd: &Command, base: &EnvSnapshot) -> io::Result<PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return Ok(PathBuf::from(program));
     }
+    // The `PATH` the child gets: the command's own, else the inherited one.
     let path_var = cmd
         .get_envs()
         .find(|(k, _)| *k == OsStr::new("PATH"))
         .map(|(_, v)| v.map(OsString::from))
-        .unwrap_or_else(|| std::env::var_os("PATH"));
+        .unwrap_or_else(|| base.get(OsStr::new("PATH")).map(OsString::from));
     // Relative entries are relative to the directory the child starts in.
     let base = cmd.get_current_dir().unwrap_or(Path::new("."));
     path_var
@@ -328,6 +329,14 @@ impl EnvSnapshot {
             .map(|(k, v)| Ok((k.len(), pair(&k, &v)?)))
             .collect::<io::Result<_>>()?;
         Ok(EnvSnapshot { vars })
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &OsStr) -> Option<&OsStr> {
+        self.vars.iter().find_map(|(n, kv)| {
+            let bytes = kv.as_bytes();
+            (&bytes[..*n] == key.as_bytes()).then(|| OsStr::from_bytes(&bytes[*n + 1..]))
+        })
     }
 
     fn iter(&self) -> impl Iterator<Item = (&OsStr, &CString)> {

@@ -5,7 +5,9 @@
 //! Must not touch: process management details (see `engine::command`).
 
 use super::{HandlerResult, Interrupt, StageCtx};
-use crate::engine::command::{run_command, CommandResult, CommandSpec, Language, Termination};
+use crate::engine::command::{
+    start_command, CommandResult, CommandSpec, Language, Started, Termination,
+};
 use crate::engine::context::{self, COMMAND_OUTPUT, COMMAND_STDERR, OUTPUT_PREFIX};
 use crate::engine::failure::classify_command;
 use crate::engine::outcome::{Failure, StageOutcome};
@@ -37,11 +39,6 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     } else {
         "shell"
     };
-    cx.emit(
-        "command.started",
-        json!({"script": script, "language": language_name,
-               "timeout_ms": timeout.map(millis)}),
-    )?;
     let w = cx.walker;
     let spec = CommandSpec {
         script: &script,
@@ -58,7 +55,18 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         timeout,
         isolation: &w.services().isolation,
     };
-    let result = match run_command(&spec, cx.cancel) {
+    // `command.started` is committed once the process is on its way, so the commit and
+    // the program's start-up overlap instead of following each other.
+    let started = start_command(&spec, cx.cancel);
+    cx.emit(
+        "command.started",
+        json!({"script": script, "language": language_name,
+               "timeout_ms": timeout.map(millis)}),
+    )?;
+    let result = match started.and_then(|s| match s {
+        Started::Running(running) => running.wait(timeout, cx.cancel),
+        Started::Cancelled(result) => Ok(result),
+    }) {
         Ok(r) => r,
         Err(e) => return deterministic(cx, &format!("could not start: {e}")),
     };
