@@ -79,6 +79,11 @@ struct Dirty {
 impl RunState {
     pub fn set(&mut self, key: impl Into<String>, value: Value) {
         let key = key.into();
+        // A value set again unchanged (the thread and fidelity of most stages) is not a
+        // change: the next delta checkpoint does not repeat it.
+        if self.context.get(&key) == Some(&value) {
+            return;
+        }
         self.dirty.keys.insert(key.clone());
         self.context.insert(key, value);
     }
@@ -432,6 +437,21 @@ mod tests {
             .create_run(NewRun::default())
             .map(|r| r.id)
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_value_set_again_unchanged_is_not_repeated_in_the_next_delta() {
+        let store = MemoryStore::new();
+        let run = new_run(&store);
+        let mut s = RunState::default();
+        s.set("internal.thread_id", json!("main"));
+        s.set("a", json!(1));
+        assert!(commit(&store, &run, &mut s, "n0"));
+        s.set("internal.thread_id", json!("main"));
+        s.set("a", json!(2));
+        let (delta, full) = s.checkpoint_payload("n1", None, 2).unwrap_or_default();
+        assert!(!full);
+        assert_eq!(delta["context_values"], json!({"a": 2}));
     }
 
     #[test]
