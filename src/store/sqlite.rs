@@ -294,8 +294,32 @@ fn assemble(
 }
 
 const ROW_SELECT: &str = "SELECT r.id, r.state, c.payload, k.payload FROM runs r \
-     JOIN events c ON c.run_id = r.id AND c.seq = 1 \
-     LEFT JOIN events k ON k.run_id = r.id AND k.seq = r.checkpoint_seq";
+     JOIN events c ON c.key = (r.num << 32) + 1 \
+     LEFT JOIN events k ON k.key = (r.num << 32) + r.checkpoint_seq";
+
+/// An event's key (`events.key`, its rowid): the run's number (`runs.num`) in the high 32
+/// bits and the event's seq in the low ones, so a run's events are one key range, in seq
+/// order, and a run's appends go to the end of its range (schema migration 2).
+fn event_key(run_num: i64, run_id: &str, seq: u64) -> Result<i64, StoreError> {
+    if !(1..=i64::from(i32::MAX)).contains(&run_num) || seq >= 1 << 32 {
+        return Err(corrupt(
+            run_id,
+            format!("its number {run_num} and seq {seq} make no event key"),
+        ));
+    }
+    Ok((run_num << 32) | seq as i64)
+}
+
+/// `key BETWEEN` the keys of seq `$from` (SQL) and of the last possible seq of run `?1`.
+macro_rules! run_keys_from {
+    ($from:literal) => {
+        concat!(
+            "key BETWEEN ((SELECT num FROM runs WHERE id = ?1) << 32) + ",
+            $from,
+            " AND ((SELECT num FROM runs WHERE id = ?1) << 32) + 4294967295"
+        )
+    };
+}
 
 fn row_from_sql(
     r: &rusqlite::Row<'_>,
@@ -388,36 +412,42 @@ fn sql_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
+/// Inserts the run's row with the next run number, and returns that number.
 fn insert_run_row(
     tx: &Connection,
     row: &RunRow,
     state: &str,
     checkpoint_seq: Option<u64>,
     op: &'static str,
-) -> Result<(), StoreError> {
+) -> Result<i64, StoreError> {
     tx.prepare_cached(
         "INSERT INTO runs (id, status, archived, parent_id, created_at, updated_at, last_seq, \
-         checkpoint_seq, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+         checkpoint_seq, state, num) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
+         (SELECT COALESCE(MAX(num), 0) + 1 FROM runs)) RETURNING num",
     )
     .and_then(|mut st| {
-        st.execute(params![
-            row.id,
-            row.status.name(),
-            row.archived,
-            row.parent_id,
-            row.created_at,
-            row.updated_at,
-            row.last_seq,
-            checkpoint_seq,
-            state
-        ])
+        st.query_row(
+            params![
+                row.id,
+                row.status.name(),
+                row.archived,
+                row.parent_id,
+                row.created_at,
+                row.updated_at,
+                row.last_seq,
+                checkpoint_seq,
+                state
+            ],
+            |r| r.get(0),
+        )
     })
-    .map(|_| ())
     .map_err(StoreError::db(op, &row.id))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn insert_event(
     tx: &Connection,
+    run_num: i64,
     run_id: &str,
     seq: u64,
     kind: &str,
@@ -425,10 +455,11 @@ fn insert_event(
     payload: &str,
     op: &'static str,
 ) -> Result<(), StoreError> {
+    let key = event_key(run_num, run_id, seq)?;
     tx.prepare_cached(
-        "INSERT INTO events (run_id, seq, kind, ts, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO events (key, run_id, seq, kind, ts, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
-    .and_then(|mut st| st.execute(params![run_id, seq, kind, ts, payload]))
+    .and_then(|mut st| st.execute(params![key, run_id, seq, kind, ts, payload]))
     .map(|_| ())
     .map_err(StoreError::db(op, run_id))
 }
@@ -440,28 +471,31 @@ const INSERT_ROWS: usize = 8;
 /// statement per event cost a sixth of a durable no-op stage.
 fn insert_events(
     conn: &Connection,
+    run_num: i64,
     run_id: &str,
     rows: &[(&Event, &String)],
 ) -> Result<(), StoreError> {
-    let mut sql = String::from("INSERT INTO events (run_id, seq, kind, ts, payload) VALUES ");
+    let mut sql = String::from("INSERT INTO events (key, run_id, seq, kind, ts, payload) VALUES ");
     for i in 0..rows.len() {
         sql.push_str(if i == 0 {
-            "(?,?,?,?,?)"
+            "(?,?,?,?,?,?)"
         } else {
-            ",(?,?,?,?,?)"
+            ",(?,?,?,?,?,?)"
         });
     }
     let err = StoreError::db("appending an event", run_id);
     let mut st = conn.prepare_cached(&sql).map_err(&err)?;
     let mut at = 1;
     for (event, payload) in rows {
-        st.raw_bind_parameter(at, run_id).map_err(&err)?;
-        st.raw_bind_parameter(at + 1, event.seq).map_err(&err)?;
-        st.raw_bind_parameter(at + 2, &event.event).map_err(&err)?;
-        st.raw_bind_parameter(at + 3, &event.ts).map_err(&err)?;
-        st.raw_bind_parameter(at + 4, payload.as_str())
+        let key = event_key(run_num, run_id, event.seq)?;
+        st.raw_bind_parameter(at, key).map_err(&err)?;
+        st.raw_bind_parameter(at + 1, run_id).map_err(&err)?;
+        st.raw_bind_parameter(at + 2, event.seq).map_err(&err)?;
+        st.raw_bind_parameter(at + 3, &event.event).map_err(&err)?;
+        st.raw_bind_parameter(at + 4, &event.ts).map_err(&err)?;
+        st.raw_bind_parameter(at + 5, payload.as_str())
             .map_err(&err)?;
-        at += 5;
+        at += 6;
     }
     st.raw_execute().map(|_| ()).map_err(&err)
 }
@@ -675,7 +709,11 @@ impl SqliteStore {
         self.with_reader(|conn| {
             let tx_row = load_row(conn, run_id)?.ok_or_else(|| missing(conn, run_id))?;
             let mut st = conn
-                .prepare_cached("SELECT seq, payload FROM events WHERE run_id = ?1 ORDER BY seq")
+                .prepare_cached(concat!(
+                    "SELECT seq, payload FROM events WHERE ",
+                    run_keys_from!("0"),
+                    " ORDER BY key"
+                ))
                 .map_err(StoreError::db("verifying a run", run_id))?;
             let rows = st
                 .query_map([run_id], |r| {
@@ -729,7 +767,11 @@ impl SqliteStore {
                 ));
             }
             let tail: Vec<u64> = conn
-                .prepare("SELECT seq FROM events WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq")
+                .prepare(concat!(
+                    "SELECT seq FROM events WHERE ",
+                    run_keys_from!("?2"),
+                    " ORDER BY key"
+                ))
                 .and_then(|mut st| {
                     st.query_map(params![run_id, last_seq], |r| r.get(0))?
                         .collect::<rusqlite::Result<Vec<u64>>>()
@@ -826,49 +868,59 @@ impl SqliteStore {
     ) -> Result<bool, StoreError> {
         let err = StoreError::db("appending an event", run_id);
         let row = &batch.row;
-        let updated = if status_changed {
+        // The run's number comes back from the row update (`None`: the guard failed).
+        let num = |r: &rusqlite::Row<'_>| r.get::<_, i64>(0);
+        let updated: Option<i64> = if status_changed {
             conn.prepare_cached(
                 "UPDATE runs SET status = ?2, archived = ?3, updated_at = ?4, last_seq = ?5, \
                  checkpoint_seq = COALESCE(?6, checkpoint_seq), state = ?7 \
-                 WHERE id = ?1 AND last_seq = ?8",
+                 WHERE id = ?1 AND last_seq = ?8 RETURNING num",
             )
             .and_then(|mut st| {
-                st.execute(params![
-                    run_id,
-                    row.status.name(),
-                    row.archived,
-                    row.updated_at,
-                    row.last_seq,
-                    batch.checkpoint_seq,
-                    batch.state,
-                    prev_seq
-                ])
+                st.query_row(
+                    params![
+                        run_id,
+                        row.status.name(),
+                        row.archived,
+                        row.updated_at,
+                        row.last_seq,
+                        batch.checkpoint_seq,
+                        batch.state,
+                        prev_seq
+                    ],
+                    num,
+                )
+                .optional()
             })
         } else {
             // Indexed columns unchanged: leave them out so no index is touched.
             conn.prepare_cached(
                 "UPDATE runs SET updated_at = ?2, last_seq = ?3, \
                  checkpoint_seq = COALESCE(?4, checkpoint_seq), state = ?5 \
-                 WHERE id = ?1 AND last_seq = ?6",
+                 WHERE id = ?1 AND last_seq = ?6 RETURNING num",
             )
             .and_then(|mut st| {
-                st.execute(params![
-                    run_id,
-                    row.updated_at,
-                    row.last_seq,
-                    batch.checkpoint_seq,
-                    batch.state,
-                    prev_seq
-                ])
+                st.query_row(
+                    params![
+                        run_id,
+                        row.updated_at,
+                        row.last_seq,
+                        batch.checkpoint_seq,
+                        batch.state,
+                        prev_seq
+                    ],
+                    num,
+                )
+                .optional()
             })
         }
         .map_err(&err)?;
-        if updated != 1 {
+        let Some(run_num) = updated else {
             return Ok(false);
-        }
+        };
         let rows: Vec<_> = events.iter().zip(&batch.payloads).collect();
         for chunk in rows.chunks(INSERT_ROWS) {
-            insert_events(conn, run_id, chunk)?;
+            insert_events(conn, run_num, run_id, chunk)?;
         }
         Ok(true)
     }
@@ -1009,9 +1061,10 @@ impl RunStore for SqliteStore {
                 run_id: run_id.to_string(),
             });
         }
-        insert_run_row(&tx, &row, &state, None, "creating a run")?;
+        let run_num = insert_run_row(&tx, &row, &state, None, "creating a run")?;
         insert_event(
             &tx,
+            run_num,
             run_id,
             1,
             &event.event,
@@ -1144,10 +1197,11 @@ impl RunStore for SqliteStore {
         self.with_reader(|conn| {
             let err = StoreError::db("reading events", run_id);
             let mut st = conn
-                .prepare_cached(
-                    "SELECT seq, payload FROM events WHERE run_id = ?1 AND seq >= ?2 \
-                     ORDER BY seq LIMIT ?3",
-                )
+                .prepare_cached(concat!(
+                    "SELECT seq, payload FROM events WHERE ",
+                    run_keys_from!("?2"),
+                    " ORDER BY key LIMIT ?3"
+                ))
                 .map_err(&err)?;
             let rows = st
                 .query_map(params![run_id, since_seq, sql_limit(limit)], |r| {
@@ -1177,6 +1231,12 @@ impl RunStore for SqliteStore {
         if tombstone_of(&tx, run_id)?.is_some() {
             return Ok(());
         }
+        // The events first: their keys come from the run's row.
+        tx.execute(
+            concat!("DELETE FROM events WHERE ", run_keys_from!("0")),
+            [run_id],
+        )
+        .map_err(&err)?;
         let removed = tx
             .execute("DELETE FROM runs WHERE id = ?1", [run_id])
             .map_err(&err)?;
@@ -1185,8 +1245,6 @@ impl RunStore for SqliteStore {
                 run_id: run_id.to_string(),
             });
         }
-        tx.execute("DELETE FROM events WHERE run_id = ?1", [run_id])
-            .map_err(&err)?;
         tx.execute(
             "INSERT INTO tombstones (run_id, deleted_at) VALUES (?1, ?2)",
             params![run_id, clock::now()],
@@ -1221,7 +1279,11 @@ impl RunStore for SqliteStore {
         refuse_tombstoned(&tx, run_id)?;
         if run_exists(&tx, run_id)? {
             let stored: Vec<String> = tx
-                .prepare_cached("SELECT payload FROM events WHERE run_id = ?1 ORDER BY seq")
+                .prepare_cached(concat!(
+                    "SELECT payload FROM events WHERE ",
+                    run_keys_from!("0"),
+                    " ORDER BY key"
+                ))
                 .and_then(|mut st| {
                     st.query_map([run_id], |r| r.get(0))?
                         .collect::<rusqlite::Result<Vec<String>>>()
@@ -1239,10 +1301,11 @@ impl RunStore for SqliteStore {
                 })
             };
         }
-        insert_run_row(&tx, &row, &state, checkpoint_seq, "importing a run")?;
+        let run_num = insert_run_row(&tx, &row, &state, checkpoint_seq, "importing a run")?;
         for (event, text) in events.iter().zip(lines) {
             insert_event(
                 &tx,
+                run_num,
                 run_id,
                 event.seq,
                 &event.event,
@@ -1314,6 +1377,118 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = SqliteStore::open(&dir.path().join("svc.db")).unwrap();
         (dir, s)
+    }
+
+    /// Turns a current database back into schema 1 (events keyed by run id and seq, WITHOUT
+    /// ROWID; runs without a number), as an older svc left it.
+    fn downgrade_to_v1(path: &Path) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE events_v1 (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
+                 kind TEXT NOT NULL, ts TEXT NOT NULL, payload TEXT NOT NULL,
+                 PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+             INSERT INTO events_v1 SELECT run_id, seq, kind, ts, payload FROM events;
+             DROP TABLE events;
+             ALTER TABLE events_v1 RENAME TO events;
+             DROP INDEX runs_by_num;
+             ALTER TABLE runs DROP COLUMN num;
+             DELETE FROM schema_version WHERE version = 2;
+             COMMIT;",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_schema_1_database_is_migrated_with_every_run_and_event_and_keeps_working() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("svc.db");
+        let mut before = Vec::new();
+        {
+            let s = SqliteStore::open(&path).unwrap();
+            for title in ["first", "second", "third"] {
+                let row = s
+                    .create_run(NewRun {
+                        title: title.into(),
+                        ..NewRun::default()
+                    })
+                    .unwrap();
+                s.append(&row.id, EventDraft::new("run.queued", json!({})))
+                    .unwrap();
+                s.append(
+                    &row.id,
+                    EventDraft::new("checkpoint.completed", json!({"current_node": title})),
+                )
+                .unwrap();
+                before.push(row.id);
+            }
+            // Deleted before the migration: nothing of it may come back.
+            s.delete_run(&before[1]).unwrap();
+        }
+        // A deleted run reads as an error (tombstoned) and no events.
+        let read = |s: &SqliteStore, id: &str| {
+            let events: Vec<(u64, String)> = s
+                .events(id, 0, 100)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| (e.seq, e.event))
+                .collect();
+            (s.get_run(id).ok().flatten(), events)
+        };
+        let expected: Vec<_> = {
+            let s = SqliteStore::open(&path).unwrap();
+            before.iter().map(|id| read(&s, id)).collect()
+        };
+        downgrade_to_v1(&path);
+        let s = SqliteStore::open(&path).unwrap();
+        let after: Vec<_> = before.iter().map(|id| read(&s, id)).collect();
+        assert_eq!(after, expected);
+        assert!(after[1].0.is_none() && after[1].1.is_empty());
+        assert_eq!(after[2].1.len(), 3);
+        assert_eq!(
+            after[2].0.as_ref().and_then(|r| r.checkpoint.clone()),
+            Some(json!({"current_node": "third"}))
+        );
+        // Appends go on after the migrated events, and a new run gets a number of its own.
+        let e = s
+            .append(&before[0], EventDraft::new("run.started", json!({})))
+            .unwrap();
+        assert_eq!(e.seq, 4);
+        let fresh = s.create_run(NewRun::default()).unwrap();
+        assert_eq!(s.events(&fresh.id, 0, 100).unwrap().len(), 1);
+        assert_eq!(s.events(&before[0], 0, 100).unwrap().len(), 4);
+        s.verify_run(&before[0]).unwrap();
+        s.verify_run(&fresh.id).unwrap();
+    }
+
+    #[test]
+    fn a_runs_events_are_read_as_a_key_range_not_a_scan() {
+        let (_d, s) = store();
+        let row = s.create_run(NewRun::default()).unwrap();
+        let plan: Vec<String> = s
+            .with_reader(|conn| {
+                let mut st = conn
+                    .prepare(concat!(
+                        "EXPLAIN QUERY PLAN SELECT seq, payload FROM events WHERE ",
+                        run_keys_from!("?2"),
+                        " ORDER BY key LIMIT ?3"
+                    ))
+                    .map_err(StoreError::db("planning", &row.id))?;
+                let rows = st
+                    .query_map(params![row.id, 1, 10], |r| r.get::<_, String>(3))
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                    .map_err(StoreError::db("planning", &row.id))?;
+                Ok(rows)
+            })
+            .unwrap();
+        let events_plan: Vec<&String> = plan.iter().filter(|p| p.contains("events")).collect();
+        assert!(
+            events_plan
+                .iter()
+                .all(|p| p.starts_with("SEARCH events USING INTEGER PRIMARY KEY")),
+            "{plan:?}"
+        );
+        assert!(!events_plan.is_empty(), "{plan:?}");
     }
 
     #[test]
