@@ -206,6 +206,16 @@ fn main() -> Res<()> {
         dir.path(),
         runs,
     )?;
+    // An external program behind shell syntax: sh starts, then forks and execs it, which a
+    // program with literal words (`/bin/true` above, as `true`) no longer pays for.
+    let sh_program = chain(commands, "shape=parallelogram, script=\"/bin/true;\"")?;
+    let sh_program_sqlite = measure(
+        "`/bin/true;` scripts (sh), SqliteStore",
+        &sh_program,
+        &sqlite,
+        dir.path(),
+        runs,
+    )?;
     let floor = bare_spawn(commands, &["sh", "-c", "true"])?;
     let floor_direct = bare_spawn(commands, &["true"])?;
     let overhead = cmd_sqlite - noop_sqlite;
@@ -218,6 +228,10 @@ fn main() -> Res<()> {
         "  through sh (`true;`): {:.0} µs ({})",
         sh_sqlite - noop_sqlite,
         verdict(sh_sqlite - noop_sqlite, SPAWN_TARGET_US)
+    );
+    println!(
+        "  an external program through sh (`/bin/true;`): {:.0} µs",
+        sh_program_sqlite - noop_sqlite
     );
     println!(
         "  floor: bare `true` spawned and waited by std::process: {floor_direct:.0} µs; \
