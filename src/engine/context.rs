@@ -35,6 +35,17 @@ pub const OUTPUT_PREFIX: &str = "output.";
 /// kernel refuses single environment strings over 128 KiB).
 pub const ENV_VALUE_LIMIT: usize = 64 * 1024;
 
+/// `key` starts with [`INTERNAL_PREFIX`], compared as one fixed-size array (no `memcmp`
+/// call): a long run holds a retry count per visited node, and every command stage's
+/// environment skips them all.
+fn is_internal(key: &str) -> bool {
+    const PREFIX: [u8; 9] = *b"internal.";
+    const _: () = assert!(INTERNAL_PREFIX.len() == PREFIX.len());
+    key.as_bytes()
+        .first_chunk::<9>()
+        .is_some_and(|head| *head == PREFIX)
+}
+
 /// Keys the engine writes for its own bookkeeping: never propagated out of a child workflow
 /// and never reported as a parallel branch's output.
 pub fn is_engine_key(key: &str) -> bool {
@@ -152,7 +163,7 @@ pub fn command_env(
     let mut env = Vec::with_capacity(ctx.len() + inputs.len() + 3);
     let mut export = |prefix: &str, map: &Context| {
         for (k, v) in map {
-            if k.starts_with(INTERNAL_PREFIX) {
+            if is_internal(k) {
                 continue;
             }
             let text = value_text(v);
@@ -198,13 +209,18 @@ mod tests {
             env_name("SVC_CONTEXT_", "human.gate-label"),
             "SVC_CONTEXT_HUMAN_GATE_LABEL"
         );
-        let ctx = map(json!({"k": {"a": 1}, "internal.retry_count.a": 0, "outcome": "x"}));
+        let ctx = map(
+            json!({"k": {"a": 1}, "internal.retry_count.a": 0, "outcome": "x",
+                             "internal": "kept", "internals.x": "kept", "internal.": 1}),
+        );
         let env = command_env(&ctx, &Context::new(), "R", "n", "g");
+        assert!(env.contains(&("SVC_CONTEXT_INTERNAL".into(), "kept".into())));
+        assert!(env.contains(&("SVC_CONTEXT_INTERNALS_X".into(), "kept".into())));
         assert!(env.contains(&("SVC_CONTEXT_K".into(), "{\"a\":1}".into())));
         assert!(env.contains(&("SVC_CONTEXT_OUTCOME".into(), "x".into())));
         assert!(
             !env.iter()
-                .any(|(k, _)| k.starts_with("SVC_CONTEXT_INTERNAL")),
+                .any(|(k, _)| k.starts_with("SVC_CONTEXT_INTERNAL_")),
             "engine bookkeeping stays out of the environment: {env:?}"
         );
         assert!(env.contains(&("SVC_NODE_ID".into(), "n".into())));
