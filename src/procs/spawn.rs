@@ -281,7 +281,8 @@ unsafe fn fail(a: &mut ChildArgs) -> libc::c_int {
 }
 
 /// The program's path: as given when it holds a `/`, else the first executable match on the
-/// `PATH` the child gets (the command's own, else this process's), as `execvp` would find it.
+/// `PATH` the child gets (the command's own, else the inherited snapshot's), as `execvp`
+/// would find it.
 fn resolve(program: &OsStr, cmd: &Command, base: &EnvSnapshot) -> io::Result<PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return Ok(PathBuf::from(program));
