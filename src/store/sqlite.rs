@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -115,7 +116,15 @@ struct Writer {
     /// The same cache as the store's: the writer takes a row out while it folds an event
     /// onto it and puts the committed result back.
     cache: Arc<RowCache>,
+    /// Run numbers (`runs.num`, fixed for a run's life) of runs this writer wrote, so an
+    /// append keys its events without asking the database (an `UPDATE ... RETURNING num`
+    /// cost 5-9 µs per append). A deleted run's id never comes back, so an entry is never
+    /// wrong, only forgotten.
+    nums: HashMap<String, i64>,
 }
+
+/// Run numbers the writer remembers before it starts over.
+const MAX_NUMS: usize = 65_536;
 
 /// The mutable part of a row, as stored in `runs.state`.
 #[derive(Serialize)]
@@ -552,6 +561,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: db_path.to_path_buf(),
             writer: Mutex::new(Writer {
+                nums: HashMap::new(),
                 conn,
                 cache: Arc::clone(&rows),
             }),
@@ -602,8 +612,10 @@ impl SqliteStore {
                 "appending an event",
                 run_id,
                 |w| {
+                    let run_num = w.run_num(run_id)?;
                     Self::append_statements(
                         &w.conn,
+                        run_num,
                         run_id,
                         &events,
                         &batch,
@@ -860,6 +872,7 @@ impl SqliteStore {
     /// `prev_seq`: `false` when it moved, nothing written) and every event inserted.
     fn append_statements(
         conn: &Connection,
+        run_num: i64,
         run_id: &str,
         events: &[Event],
         batch: &Batch,
@@ -868,56 +881,46 @@ impl SqliteStore {
     ) -> Result<bool, StoreError> {
         let err = StoreError::db("appending an event", run_id);
         let row = &batch.row;
-        // The run's number comes back from the row update (`None`: the guard failed).
-        let num = |r: &rusqlite::Row<'_>| r.get::<_, i64>(0);
-        let updated: Option<i64> = if status_changed {
+        let updated = if status_changed {
             conn.prepare_cached(
                 "UPDATE runs SET status = ?2, archived = ?3, updated_at = ?4, last_seq = ?5, \
                  checkpoint_seq = COALESCE(?6, checkpoint_seq), state = ?7 \
-                 WHERE id = ?1 AND last_seq = ?8 RETURNING num",
+                 WHERE id = ?1 AND last_seq = ?8",
             )
             .and_then(|mut st| {
-                st.query_row(
-                    params![
-                        run_id,
-                        row.status.name(),
-                        row.archived,
-                        row.updated_at,
-                        row.last_seq,
-                        batch.checkpoint_seq,
-                        batch.state,
-                        prev_seq
-                    ],
-                    num,
-                )
-                .optional()
+                st.execute(params![
+                    run_id,
+                    row.status.name(),
+                    row.archived,
+                    row.updated_at,
+                    row.last_seq,
+                    batch.checkpoint_seq,
+                    batch.state,
+                    prev_seq
+                ])
             })
         } else {
             // Indexed columns unchanged: leave them out so no index is touched.
             conn.prepare_cached(
                 "UPDATE runs SET updated_at = ?2, last_seq = ?3, \
                  checkpoint_seq = COALESCE(?4, checkpoint_seq), state = ?5 \
-                 WHERE id = ?1 AND last_seq = ?6 RETURNING num",
+                 WHERE id = ?1 AND last_seq = ?6",
             )
             .and_then(|mut st| {
-                st.query_row(
-                    params![
-                        run_id,
-                        row.updated_at,
-                        row.last_seq,
-                        batch.checkpoint_seq,
-                        batch.state,
-                        prev_seq
-                    ],
-                    num,
-                )
-                .optional()
+                st.execute(params![
+                    run_id,
+                    row.updated_at,
+                    row.last_seq,
+                    batch.checkpoint_seq,
+                    batch.state,
+                    prev_seq
+                ])
             })
         }
         .map_err(&err)?;
-        let Some(run_num) = updated else {
+        if updated != 1 {
             return Ok(false);
-        };
+        }
         let rows: Vec<_> = events.iter().zip(&batch.payloads).collect();
         for chunk in rows.chunks(INSERT_ROWS) {
             insert_events(conn, run_num, run_id, chunk)?;
@@ -957,7 +960,8 @@ impl SqliteStore {
         let batch = Batch::fold(row, &mut events, false)?;
         let changed = first != (batch.row.status.name(), batch.row.archived);
         // The write lock is held since the read above, so the row cannot have moved.
-        if !Self::append_statements(&w.conn, run_id, &events, &batch, prev_seq, changed)? {
+        let run_num = w.run_num(run_id)?;
+        if !Self::append_statements(&w.conn, run_num, run_id, &events, &batch, prev_seq, changed)? {
             return Err(corrupt(
                 run_id,
                 "its row changed inside a write transaction".into(),
@@ -1009,6 +1013,28 @@ impl Writer {
 
     fn keep_row(&mut self, row: RunRow) {
         self.cache.put(row);
+    }
+
+    /// The run's number, remembered or read from its row.
+    fn run_num(&mut self, run_id: &str) -> Result<i64, StoreError> {
+        if let Some(num) = self.nums.get(run_id) {
+            return Ok(*num);
+        }
+        let num: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT num FROM runs WHERE id = ?1")
+            .and_then(|mut st| st.query_row([run_id], |r| r.get(0)).optional())
+            .map_err(StoreError::db("reading a run", run_id))?;
+        let num = num.ok_or_else(|| missing(&self.conn, run_id))?;
+        self.remember_num(run_id, num);
+        Ok(num)
+    }
+
+    fn remember_num(&mut self, run_id: &str, num: i64) {
+        if self.nums.len() >= MAX_NUMS {
+            self.nums.clear();
+        }
+        self.nums.insert(run_id.to_string(), num);
     }
 
     /// Runs `body` in one `BEGIN IMMEDIATE` transaction and commits when `keep` accepts its
@@ -1074,6 +1100,7 @@ impl RunStore for SqliteStore {
         )?;
         tx.commit().map_err(&err)?;
         w.keep_row(kept);
+        w.remember_num(run_id, run_num);
         self.publish(event, payload);
         Ok(row)
     }
@@ -1224,6 +1251,7 @@ impl RunStore for SqliteStore {
         let mut guard = self.writer.lock();
         let w = &mut *guard;
         w.cache.forget(run_id);
+        w.nums.remove(run_id);
         let tx = w
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -1315,6 +1343,7 @@ impl RunStore for SqliteStore {
             )?;
         }
         tx.commit().map_err(&err)?;
+        w.remember_num(run_id, run_num);
         self.queue.lock().note(run_id, Some(row.status.name()));
         Ok(ImportOutcome::Imported)
     }
@@ -1459,6 +1488,41 @@ mod tests {
         assert_eq!(s.events(&before[0], 0, 100).unwrap().len(), 4);
         s.verify_run(&before[0]).unwrap();
         s.verify_run(&fresh.id).unwrap();
+    }
+
+    #[test]
+    fn a_run_number_freed_by_a_delete_elsewhere_never_mixes_two_runs_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("svc.db");
+        let (here, elsewhere) = (
+            SqliteStore::open(&path).unwrap(),
+            SqliteStore::open(&path).unwrap(),
+        );
+        let kept = here.create_run(NewRun::default()).unwrap().id;
+        let gone = here.create_run(NewRun::default()).unwrap().id;
+        here.append(&gone, EventDraft::new("run.queued", json!({})))
+            .unwrap();
+        // Another connection deletes the newest run and creates one, which takes its number.
+        elsewhere.delete_run(&gone).unwrap();
+        let fresh = elsewhere.create_run(NewRun::default()).unwrap().id;
+        // This writer still remembers the deleted run's number: its append must fail, and
+        // the new run's events stay the new run's.
+        assert!(here
+            .append(&gone, EventDraft::new("run.started", json!({})))
+            .is_err());
+        here.append(&fresh, EventDraft::new("run.queued", json!({})))
+            .unwrap();
+        let kinds = |id: &str| -> Vec<String> {
+            here.events(id, 0, 100)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.event)
+                .collect()
+        };
+        assert_eq!(kinds(&fresh), ["run.created", "run.queued"]);
+        assert_eq!(kinds(&kept), ["run.created"]);
+        here.verify_run(&fresh).unwrap();
+        here.verify_run(&kept).unwrap();
     }
 
     #[test]
