@@ -882,13 +882,7 @@ mod tests {
     fn a_simple_command_starts_without_sh_and_sees_what_sh_would_give_it() {
         let dir = tempfile::tempdir().unwrap();
         // The parent's name: `sh` when the shell started the program.
-        program(
-            dir.path(),
-            "parent.sh",
-            "#!/bin/sh
-cat /proc/$PPID/comm
-",
-        );
+        program(dir.path(), "parent.sh", "#!/bin/sh\ncat /proc/$PPID/comm\n");
         let direct = run(&spec("./parent.sh", dir.path()));
         let through_sh = run(&spec("./parent.sh;", dir.path()));
         assert_eq!(through_sh.stdout.trim(), "sh", "{through_sh:?}");
@@ -920,25 +914,14 @@ cat /proc/$PPID/comm
         assert_eq!(missing.exit_code, Some(127));
         assert!(missing.stderr.contains("not found"), "{missing:?}");
         // No `#!` line: sh runs the file as a script.
-        program(
-            dir.path(),
-            "plain",
-            "echo from-plain
-",
-        );
+        program(dir.path(), "plain", "echo from-plain\n");
         let plain = run(&spec("./plain", dir.path()));
         assert_eq!(
             (plain.exit_code, plain.stdout.as_str()),
             (Some(0), "from-plain\n")
         );
         // Killed by a signal of its own: 128 + the signal, as sh reports it.
-        program(
-            dir.path(),
-            "selfkill.sh",
-            "#!/bin/sh
-kill -9 $$
-",
-        );
+        program(dir.path(), "selfkill.sh", "#!/bin/sh\nkill -9 $$\n");
         let direct = run(&spec("./selfkill.sh", dir.path()));
         let through_sh = run(&spec("./selfkill.sh;", dir.path()));
         assert_eq!(through_sh.exit_code, Some(137));
