@@ -13,7 +13,9 @@
 //! without `sh` (`procs::simple_words`); `true;` is shell syntax and shows a stage that
 //! runs `sh`. The floors printed beside them are a bare `true` and a bare `sh -c true`
 //! spawned and waited by `std::process::Command` from this process: what the machine
-//! itself charges.
+//! itself charges. The no-op stage's floor is the same: one commit of a no-op stage's shape
+//! (a row update and four event inserts of its sizes) by a bare rusqlite connection, with
+//! none of svc's encoding, folding or engine around it.
 //! Each measured run starts after a 300 ms pause, so the store's background checkpointer has
 //! caught up (back-to-back 1,000-stage runs never give it the moment it needs).
 //! Wall time is what a run takes; CPU time (this process, all threads; not the commands'
@@ -128,6 +130,59 @@ fn measure(
     Ok(wall)
 }
 
+/// What the machine charges for one durable commit of a no-op stage's shape, with nothing of
+/// svc around it: a plain rusqlite connection (default VFS, WAL, `synchronous=NORMAL`) runs
+/// `BEGIN IMMEDIATE`, one run-row update and four event inserts of the sizes a no-op stage
+/// writes (236, 270, 268 and 539 bytes, the row's state 600), then `COMMIT`. Median µs per
+/// transaction over `runs` runs of `count` transactions, each run on a settled WAL.
+fn bare_commit(dir: &std::path::Path, count: usize, runs: usize) -> Res<f64> {
+    let conn = rusqlite::Connection::open(dir.join("floor.db"))?;
+    conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0;
+         CREATE TABLE runs (id TEXT NOT NULL PRIMARY KEY, updated_at TEXT NOT NULL,
+                            last_seq INTEGER NOT NULL, state TEXT NOT NULL);
+         CREATE TABLE events (key INTEGER PRIMARY KEY, run_id TEXT NOT NULL, seq INTEGER NOT NULL,
+                              kind TEXT NOT NULL, ts TEXT NOT NULL, payload TEXT NOT NULL);",
+    )?;
+    let run_id = "01M8DC9NJNC5JEZ6B45CJ45S8F";
+    let ts = "2026-11-27T02:10:37.271Z";
+    let state = "s".repeat(600);
+    conn.execute(
+        "INSERT INTO runs VALUES (?1, ?2, 0, ?3)",
+        rusqlite::params![run_id, ts, state],
+    )?;
+    let payloads: Vec<String> = [236, 270, 268, 539]
+        .iter()
+        .map(|&n| "p".repeat(n))
+        .collect();
+    let mut seq: i64 = 0;
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        std::thread::sleep(SETTLE);
+        let started = Instant::now();
+        for _ in 0..count {
+            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            seq += 4;
+            conn.prepare_cached(
+                "UPDATE runs SET updated_at = ?2, last_seq = ?3, state = ?4 WHERE id = ?1",
+            )?
+            .execute(rusqlite::params![run_id, ts, seq, state])?;
+            for (i, payload) in payloads.iter().enumerate() {
+                let s = seq - 3 + i as i64;
+                conn.prepare_cached(
+                    "INSERT INTO events (key, run_id, seq, kind, ts, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?
+                .execute(rusqlite::params![(1_i64 << 32) | s, run_id, s, "stage.completed", ts, payload])?;
+            }
+            conn.prepare_cached("COMMIT")?.execute([])?;
+        }
+        samples.push(started.elapsed().as_secs_f64() * 1e6 / count as f64);
+    }
+    Ok(spread(samples).0)
+}
+
 /// Median wall time of spawning and waiting for `argv` with nothing around it.
 fn bare_spawn(count: usize, argv: &[&str]) -> Res<f64> {
     let mut samples = Vec::with_capacity(count);
@@ -176,6 +231,11 @@ fn main() -> Res<()> {
     println!(
         "  durable no-op stage: {noop_sqlite:.1} µs (target <= {NOOP_TARGET_US} µs: {})",
         verdict(noop_sqlite, NOOP_TARGET_US)
+    );
+    let floor_commit = bare_commit(dir.path(), stages, runs)?;
+    println!(
+        "  floor: the same commit (a row update and four event inserts) by bare rusqlite: \
+         {floor_commit:.1} µs"
     );
     if only == "noop" || only == "sqlite-noop" {
         return Ok(());
