@@ -11,6 +11,7 @@
 //! means for the stage (statuses, classes and retries live in `failure`), nor parse output
 //! (`output`).
 
+use crate::base::scratch::Scratch;
 use crate::engine::cancel::{CancelHook, CancelToken};
 use crate::procs::{Piped, Proc};
 use std::fs::File;
@@ -383,7 +384,7 @@ struct Watch {
     /// Registered with the token, which holds it weakly: dropping it unregisters it.
     _hook: Option<CancelHook>,
     buffers: Buffers,
-    chunk: Vec<u8>,
+    chunk: Scratch,
 }
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -415,7 +416,7 @@ impl Watch {
             wake,
             _hook: hook,
             buffers: Buffers::default(),
-            chunk: vec![0; READ_CHUNK],
+            chunk: Scratch::take(READ_CHUNK),
         })
     }
 

@@ -14,6 +14,7 @@
 //!
 //! Must not touch: what the process runs or means (stages decide), other children.
 
+use crate::base::scratch::Scratch;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -177,8 +178,8 @@ pub fn spawn_piped(
 /// around the clone (a parent's handler must never run in the child, which shares its
 /// memory); returns once the child has exec'd or exited.
 fn clone_vfork(args: &mut ChildArgs) -> io::Result<libc::pid_t> {
-    // Never read by us: uninitialized is fine for the child's stack.
-    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
+    // Reused from this thread's earlier spawns: a fresh one page-faults on every command.
+    let mut stack = Scratch::take(CHILD_STACK);
     // The stack grows down from its (16-byte aligned) top.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
     // SAFETY: sigset_t is plain data, filled by sigfillset; pthread_sigmask only changes
