@@ -13,7 +13,10 @@
 //! watchdog per run (stall detection), one per parallel branch, one per manager stage's
 //! child run, and a timer per attempt with a timeout. Command stages start child processes,
 //! each in its own process group, killed with their stage; the stage's thread waits on their
-//! pipes itself (a drain thread only when a process the command left behind keeps them). A SQLite [`Store`] keeps one background thread (WAL checkpoints) until it is
+//! pipes itself (a drain thread only when a process the command left behind keeps them).
+//! A thread that ran a command stage keeps its read buffer and the child's stack (80 KiB)
+//! for the next one, freed when the thread ends. A SQLite [`Store`] keeps one background
+//! thread (WAL checkpoints) until it is
 //! dropped, and registers its write-gathering VFS with SQLite once per process. Nothing
 //! installs signal handlers, reads settings files or the environment, or starts a logger
 //! (the engine logs through the `log` facade, silent unless the host installs a logger).
