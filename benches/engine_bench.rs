@@ -235,7 +235,7 @@ fn main() -> Res<()> {
     let floor_commit = bare_commit(dir.path(), stages, runs)?;
     println!(
         "  floor: the same commit (a row update and four event inserts) by bare rusqlite: \
-         {floor_commit:.1} µs; the stage costs {:.1} µs more",
+         {floor_commit:.1} µs (the stage minus it: {:.1} µs)",
         noop_sqlite - floor_commit
     );
     if only == "noop" || only == "sqlite-noop" {
@@ -296,7 +296,7 @@ fn main() -> Res<()> {
     );
     println!(
         "  floor: bare `true` spawned and waited by std::process: {floor_direct:.0} µs \
-         (the spawn overhead is {:.0} µs more); bare `sh -c true`: {floor:.0} µs",
+         (the spawn overhead minus it: {:.0} µs; measured minutes apart, so noise can make it negative); bare `sh -c true`: {floor:.0} µs",
         overhead - floor_direct
     );
     Ok(())
