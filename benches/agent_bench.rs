@@ -1,7 +1,8 @@
 //! Agent-loop benchmarks (harness = false): per-turn overhead of the loop with an in-process
 //! model that answers instantly, per-turn client-side cost through the real HTTP client
 //! against the scripted provider server (server handling time subtracted), and the memory
-//! held by an idle agent conversation (counted by a global allocator wrapper).
+//! held by an idle agent conversation (counted by a global allocator wrapper); and the
+//! wall time of a shell tool call for a trivial command.
 //!
 //! Run: `cargo bench --bench agent_bench`.
 
@@ -204,6 +205,23 @@ fn idle_memory(dir: &std::path::Path) -> (usize, usize) {
     (fresh_bytes, after)
 }
 
+/// Median wall time of the shell tool running `script` (100 calls after a warm-up).
+fn shell_call(dir: &std::path::Path, script: &str) -> Duration {
+    let sb = Sandbox::new(dir).expect("sandbox");
+    let cancel = CancelToken::new();
+    let call = || {
+        let started = Instant::now();
+        let out = svc::agent::tools::shell::run(&sb, script, Duration::from_secs(10), &cancel)
+            .expect("shell tool");
+        assert!(!out.is_error(), "{out:?}");
+        started.elapsed()
+    };
+    call();
+    let mut samples: Vec<Duration> = (0..100).map(|_| call()).collect();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
 fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
@@ -237,6 +255,12 @@ fn main() {
             total.as_secs_f64() * 1e6,
             client.as_secs_f64() * 1e6,
             cpu.as_secs_f64() * 1e6
+        );
+    }
+    for script in ["true", "sleep 0.005"] {
+        println!(
+            "shell tool, `{script}` (start, wait, capture; no model):          {:>8.0} µs/call",
+            shell_call(dir.path(), script).as_secs_f64() * 1e6
         );
     }
     let (fresh, after) = idle_memory(dir.path());

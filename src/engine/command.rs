@@ -69,6 +69,10 @@ pub struct CommandSpec<'a> {
     pub timeout: Option<Duration>,
     /// How the process is started (host or the run's container).
     pub isolation: &'a crate::sandbox::Isolation,
+    /// After the script exits, how long processes it left behind may keep the output pipes
+    /// open before the result comes back without their later output ([`PIPE_GRACE`] for a
+    /// command stage).
+    pub pipe_grace: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +88,9 @@ pub struct CommandResult {
     pub stderr_bytes: u64,
     /// Some kept text (stdout, stderr or merged) lost its middle to [`OUTPUT_LIMIT`].
     pub truncated: bool,
+    /// The signal that ended the process itself (the program, or the `sh` running the
+    /// script), if one did.
+    pub signal: Option<i32>,
     pub termination: Termination,
     pub duration: Duration,
 }
@@ -197,6 +204,7 @@ pub struct Running {
     /// Started directly rather than by `sh` (`procs::simple_words`).
     direct: bool,
     started: Instant,
+    pipe_grace: Duration,
     /// Recorded until the group is empty, so a restarted server can stop what a crash left.
     _tracked: crate::procs::Tracked,
 }
@@ -240,6 +248,7 @@ pub fn start_command(spec: &CommandSpec, cancel: &CancelToken) -> Result<Started
         watch: Some(watch),
         direct,
         started,
+        pipe_grace: spec.pipe_grace,
         _tracked: tracked,
     })))
 }
@@ -256,13 +265,20 @@ impl Running {
             .take()
             .ok_or_else(|| CommandError::Wait(std::io::Error::other("already waited for")))?;
         let (status, termination, out) = watch
-            .run(&mut self.child, timeout, cancel, self.started)
+            .run(
+                &mut self.child,
+                timeout,
+                cancel,
+                self.started,
+                self.pipe_grace,
+            )
             .map_err(|e| {
                 kill_group(&mut self.child);
                 CommandError::Wait(e)
             })?;
         Ok(CommandResult {
             exit_code: exit_code(status, termination, self.direct),
+            signal: status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
             stdout: out.stdout.text,
             stderr: out.stderr.text,
             merged: out.merged.text,
@@ -315,6 +331,7 @@ fn not_started(started: Instant) -> CommandResult {
         stdout_bytes: 0,
         stderr_bytes: 0,
         truncated: false,
+        signal: None,
         termination: Termination::Cancelled,
         duration: started.elapsed(),
     }
@@ -421,13 +438,14 @@ impl Watch {
     }
 
     /// Reads the output until the script has ended (exit, timeout or cancel: the group is
-    /// killed) and both pipes are closed, or [`PIPE_GRACE`] after the end.
+    /// killed) and both pipes are closed, or `grace` after the end.
     fn run(
         mut self,
         child: &mut Proc,
         timeout: Option<Duration>,
         cancel: &CancelToken,
         started: Instant,
+        grace: Duration,
     ) -> std::io::Result<(Option<ExitStatus>, Termination, Output)> {
         let deadline = timeout.map(|t| started + t);
         let mut ended: Option<Ended> = None;
@@ -439,10 +457,10 @@ impl Watch {
             let now = Instant::now();
             let until = match ended {
                 Some((status, termination, at)) => {
-                    if self.pipes.is_empty() || now >= at + PIPE_GRACE {
+                    if self.pipes.is_empty() || now >= at + grace {
                         break (status, termination);
                     }
-                    Some(at + PIPE_GRACE)
+                    Some(at + grace)
                 }
                 None => deadline,
             };
@@ -844,6 +862,7 @@ mod tests {
             base_env: None,
             timeout: None,
             isolation: &LOCAL,
+            pipe_grace: PIPE_GRACE,
         }
     }
 
@@ -1144,9 +1163,12 @@ mod tests {
         watch.pidfd = None;
         watch.wake = None;
         watch._hook = None;
-        let (status, termination, out) = watch.run(&mut child, s.timeout, token, started).unwrap();
+        let (status, termination, out) = watch
+            .run(&mut child, s.timeout, token, started, s.pipe_grace)
+            .unwrap();
         CommandResult {
             exit_code: status.and_then(|s| s.code()),
+            signal: None,
             stdout: out.stdout.text,
             stderr: out.stderr.text,
             merged: out.merged.text,

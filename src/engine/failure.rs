@@ -530,6 +530,7 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
             truncated: false,
+            signal: None,
             termination,
             duration: Duration::ZERO,
         }

@@ -333,6 +333,15 @@ impl EnvSnapshot {
         Ok(EnvSnapshot { vars })
     }
 
+    /// This process's environment now, without `keys` (credentials its processes must not
+    /// see).
+    pub fn capture_without(keys: &[&str]) -> io::Result<EnvSnapshot> {
+        let mut env = EnvSnapshot::capture()?;
+        env.vars
+            .retain(|(n, kv)| !keys.iter().any(|k| k.as_bytes() == &kv.as_bytes()[..*n]));
+        Ok(env)
+    }
+
     /// The value of `key`, if set.
     pub fn get(&self, key: &OsStr) -> Option<&OsStr> {
         self.vars.iter().find_map(|(n, kv)| {
@@ -433,6 +442,19 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 mod tests {
     use super::*;
     use std::io::Read;
+
+    #[test]
+    fn a_snapshot_without_keys_lacks_exactly_them() -> std::io::Result<()> {
+        let all = EnvSnapshot::capture()?;
+        let Some(path) = all.get(OsStr::new("PATH")) else {
+            return Ok(()); // nothing to remove in an environment without PATH
+        };
+        assert!(!path.is_empty());
+        let without = EnvSnapshot::capture_without(&["PATH", "SVC_NO_SUCH_VARIABLE"])?;
+        assert_eq!(without.get(OsStr::new("PATH")), None);
+        assert_eq!(without.vars.len(), all.vars.len() - 1);
+        Ok(())
+    }
 
     fn sh(script: &str) -> Command {
         let mut cmd = Command::new("sh");

@@ -69,6 +69,11 @@ impl Sandbox {
         &self.root
     }
 
+    /// How the sandbox's processes are started.
+    pub fn isolation(&self) -> &Isolation {
+        &self.isolation
+    }
+
     /// A process in the sandbox's root (see [`Isolation::command`]).
     pub fn command(&self, program: &str) -> std::process::Command {
         self.isolation.command(program, &self.root)

@@ -1,21 +1,16 @@
 //! The `shell` tool: `sh -c <command>` in the sandbox directory, in its own process group,
-//! with a timeout (default 10 s, max 600 s) and cancellation that kill the whole group.
+//! with a timeout (default 10 s, max 600 s) and cancellation that kill the whole group. The
+//! process is started and waited for as a command stage's script is (`engine::command`).
 //! Provider credential variables are removed from the child's environment. Must not touch
 //! files itself.
 
-use std::io::Read;
-use std::process::Stdio;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use parking_lot::Mutex;
+use std::time::Duration;
 
 use crate::base::cancel::CancelToken;
+use crate::engine::command::{self, run_command, CommandSpec, Language};
 use crate::llm::Provider;
+use crate::procs::EnvSnapshot;
 use crate::sandbox::Sandbox;
-
-/// Bytes of each stream kept in memory (the rest is counted and dropped).
-const MAX_CAPTURE: usize = 8 * 1024 * 1024;
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,41 +67,9 @@ impl ShellOutput {
     }
 }
 
-type Buf = Arc<Mutex<(Vec<u8>, usize)>>;
-
-fn reader(mut r: impl Read + Send + 'static, buf: Buf) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 16 * 1024];
-        loop {
-            match r.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut b = buf.lock();
-                    let room = MAX_CAPTURE.saturating_sub(b.0.len());
-                    let take = n.min(room);
-                    b.0.extend_from_slice(&chunk[..take]);
-                    b.1 += n - take;
-                }
-            }
-        }
-    })
-}
-
-fn take(buf: &Buf) -> String {
-    let b = buf.lock();
-    let mut s = String::from_utf8_lossy(&b.0).to_string();
-    if b.1 > 0 {
-        s.push_str(&format!("\n[... {} more bytes not captured ...]", b.1));
-    }
-    s
-}
-
-fn kill_group(pid: i32, sig: i32) {
-    // SAFETY: plain syscall; a negative pid addresses the process group we created.
-    unsafe {
-        libc::kill(-pid, sig);
-    }
-}
+/// After the command exits, how long a background job it started may keep the output pipes
+/// open before the tool answers without that job's later output (the job keeps running).
+const PIPE_GRACE: Duration = Duration::from_millis(250);
 
 /// Runs a command. Returns `Err` only when it cannot be started.
 pub fn run(
@@ -118,7 +81,10 @@ pub fn run(
     run_with_env(sb, command, &[], timeout, cancel)
 }
 
-/// [`run`] with extra environment variables (tool hooks).
+/// [`run`] with extra environment variables (tool hooks). The command runs as a command
+/// stage's script does (`engine::command`): started without a fork of the server, waited
+/// for on its pipes, its exit and the cancel token at once, its whole group killed on
+/// timeout or cancel.
 pub fn run_with_env(
     sb: &Sandbox,
     command: &str,
@@ -126,100 +92,45 @@ pub fn run_with_env(
     timeout: Duration,
     cancel: &CancelToken,
 ) -> Result<ShellOutput, String> {
-    let start = Instant::now();
-    // Through the sandbox: its own process group, inside the run's container if it has one.
-    let mut cmd = sb.command("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for p in Provider::ALL {
-        for k in p.key_names() {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start sh: {e}"))?;
-    let _tracked = crate::procs::track(&child);
-    let pid = child.id() as i32;
-    let out_buf: Buf = Arc::new(Mutex::new((Vec::new(), 0)));
-    let err_buf: Buf = Arc::new(Mutex::new((Vec::new(), 0)));
-    let mut readers = Vec::new();
-    if let Some(o) = child.stdout.take() {
-        readers.push(reader(o, out_buf.clone()));
-    }
-    if let Some(e) = child.stderr.take() {
-        readers.push(reader(e, err_buf.clone()));
-    }
-    let deadline = start + timeout;
-    let mut poll = Duration::from_millis(1);
-    let termination = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                use std::os::unix::process::ExitStatusExt;
-                break match (status.code(), status.signal()) {
-                    (Some(c), _) => Termination::Exited(c),
-                    (None, Some(s)) => Termination::Signaled(s),
-                    (None, None) => Termination::Exited(-1),
-                };
-            }
-            Ok(None) => {}
-            Err(e) => return Err(format!("cannot wait for the command: {e}")),
-        }
-        let now = Instant::now();
-        let stop = if cancel.is_cancelled() {
-            Some(Termination::Cancelled)
-        } else if now >= deadline {
-            Some(Termination::TimedOut)
-        } else {
-            None
-        };
-        if let Some(t) = stop {
-            kill_group(pid, libc::SIGTERM);
-            let grace = Instant::now() + Duration::from_secs(2);
-            loop {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if Instant::now() >= grace {
-                    kill_group(pid, libc::SIGKILL);
-                    let _ = child.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            // Anything left in the group goes too.
-            kill_group(pid, libc::SIGKILL);
-            break t;
-        }
-        // Wake early for a cancel: the token's sleep returns as soon as it is cancelled.
-        let wait = poll.min(deadline.saturating_duration_since(now));
-        cancel.sleep(wait);
-        poll = (poll * 2).min(Duration::from_millis(20));
+    let credentials: Vec<&str> = Provider::ALL
+        .iter()
+        .flat_map(|p| p.key_names().iter().copied())
+        .collect();
+    let base = EnvSnapshot::capture_without(&credentials)
+        .map_err(|e| format!("cannot read the environment: {e}"))?;
+    let spec = CommandSpec {
+        script: command,
+        language: Language::Shell,
+        workdir: sb.root(),
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect(),
+        base_env: Some(&base),
+        timeout: Some(timeout),
+        isolation: sb.isolation(),
+        pipe_grace: PIPE_GRACE,
     };
-    // Wait briefly for the pipes to drain; a background job that keeps them open is left
-    // running and its later output is dropped.
-    let drain_until = Instant::now() + Duration::from_millis(250);
-    for r in readers {
-        while !r.is_finished() && Instant::now() < drain_until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if r.is_finished() {
-            let _ = r.join();
-        }
-    }
+    let result = run_command(&spec, cancel).map_err(|e| format!("cannot start sh: {e}"))?;
+    let termination = match (result.termination, result.exit_code, result.signal) {
+        (command::Termination::TimedOut, ..) => Termination::TimedOut,
+        (command::Termination::Cancelled, ..) => Termination::Cancelled,
+        (command::Termination::Exited, Some(code), _) => Termination::Exited(code),
+        (command::Termination::Exited, None, Some(signal)) => Termination::Signaled(signal),
+        (command::Termination::Exited, None, None) => Termination::Exited(-1),
+    };
     Ok(ShellOutput {
         termination,
-        stdout: take(&out_buf),
-        stderr: take(&err_buf),
-        duration: start.elapsed(),
+        stdout: result.stdout,
+        stderr: result.stderr,
+        duration: result.duration,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn runs_in_root_with_exit_codes_and_timeout() -> Result<(), Box<dyn std::error::Error>> {
@@ -282,6 +193,52 @@ mod tests {
         assert!(!outer.path().join("escaped").exists());
         let o = run(&sb, "sleep 30", Duration::from_millis(300), &c)?;
         assert_eq!(o.termination, Termination::TimedOut);
+        Ok(())
+    }
+
+    #[test]
+    fn a_signal_that_kills_sh_is_reported_and_extra_variables_arrive(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let t = tempfile::tempdir()?;
+        let sb = Sandbox::new(t.path())?;
+        let c = CancelToken::new();
+        let o = run(&sb, "echo before; kill -9 $$", Duration::from_secs(5), &c)?;
+        assert_eq!(o.termination, Termination::Signaled(9), "{o:?}");
+        assert_eq!(o.stdout, "before\n");
+        assert!(o
+            .render(Duration::from_secs(5))
+            .starts_with("killed by signal 9\n"));
+        let o = run_with_env(
+            &sb,
+            "echo \"$HOOK_TOOL\"",
+            &[("HOOK_TOOL", "shell")],
+            Duration::from_secs(5),
+            &c,
+        )?;
+        assert_eq!(
+            (o.termination, o.stdout.as_str()),
+            (Termination::Exited(0), "shell\n")
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_background_job_holding_the_output_does_not_hold_the_answer(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let t = tempfile::tempdir()?;
+        let sb = Sandbox::new(t.path())?;
+        let c = CancelToken::new();
+        let start = Instant::now();
+        let o = run(&sb, "sleep 30 & echo $!", Duration::from_secs(60), &c)?;
+        let answered = start.elapsed();
+        assert_eq!(o.termination, Termination::Exited(0));
+        let job: i32 = o.stdout.trim().parse()?;
+        // The job is left running, as a command stage's are after a normal exit.
+        // SAFETY: plain syscalls on the pid the command printed.
+        let alive = unsafe { libc::kill(job, 0) } == 0;
+        unsafe { libc::kill(job, libc::SIGKILL) };
+        assert!(alive, "the background job was killed");
+        assert!(answered < Duration::from_secs(20), "{answered:?}");
         Ok(())
     }
 

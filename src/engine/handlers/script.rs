@@ -54,6 +54,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         base_env: w.shared.base_env(),
         timeout,
         isolation: &w.services().isolation,
+        pipe_grace: crate::engine::command::PIPE_GRACE,
     };
     // `command.started` is committed once the process is on its way, so the commit and
     // the program's start-up overlap instead of following each other.
