@@ -258,8 +258,9 @@ fn main() {
         );
     }
     for script in ["true", "sleep 0.005"] {
+        let label = format!("shell tool, `{script}` (start, wait, capture; no model):");
         println!(
-            "shell tool, `{script}` (start, wait, capture; no model):          {:>8.0} µs/call",
+            "{label:<67}{:>8.0} µs/call",
             shell_call(dir.path(), script).as_secs_f64() * 1e6
         );
     }
