@@ -166,10 +166,8 @@ impl AcpClient {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for p in Provider::ALL {
-            for k in p.key_names() {
-                cmd.env_remove(k);
-            }
+        for k in Provider::all_key_names() {
+            cmd.env_remove(k);
         }
         for (k, v) in &config.env {
             cmd.env(k, v);

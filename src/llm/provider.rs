@@ -111,6 +111,14 @@ impl Provider {
         }
     }
 
+    /// Every provider's credential names: what the processes a run starts (the shell tool's
+    /// commands, ACP agents) never inherit.
+    pub fn all_key_names() -> impl Iterator<Item = &'static str> {
+        Provider::ALL
+            .into_iter()
+            .flat_map(|p| p.key_names().iter().copied())
+    }
+
     /// The credential name that may carry a base URL override (e.g. a gateway), consulted
     /// when no [`ProviderConfig::base_url`] is set.
     pub fn base_url_name(self) -> &'static str {

@@ -92,10 +92,7 @@ pub fn run_with_env(
     timeout: Duration,
     cancel: &CancelToken,
 ) -> Result<ShellOutput, String> {
-    let credentials: Vec<&str> = Provider::ALL
-        .iter()
-        .flat_map(|p| p.key_names().iter().copied())
-        .collect();
+    let credentials: Vec<&str> = Provider::all_key_names().collect();
     let base = EnvSnapshot::capture_without(&credentials)
         .map_err(|e| format!("cannot read the environment: {e}"))?;
     let spec = CommandSpec {
