@@ -179,6 +179,9 @@ struct LineCursor {
     line_start: usize,
     /// Characters of the current line that were before `line_start` in dropped text.
     carry: usize,
+    /// Characters from `line_start` to `offset`: a column is counted from the previous
+    /// position, not from the line's start (an edge chain asks once per node id).
+    col: usize,
 }
 
 impl LineCursor {
@@ -187,19 +190,21 @@ impl LineCursor {
         if offset < self.offset {
             *self = LineCursor::default();
         }
-        let seen = &src.as_bytes()[self.offset..offset];
-        if let Some(last) = seen.iter().rposition(|&b| b == b'\n') {
-            self.line += 1 + seen[..last].iter().filter(|&&b| b == b'\n').count() as u32;
-            self.line_start = self.offset + last + 1;
+        let bytes = src.as_bytes();
+        let mut from = self.offset;
+        let seen = &bytes[from..offset];
+        if let Some(last) = memchr::memrchr(b'\n', seen) {
+            self.line += 1 + memchr::memchr_iter(b'\n', &seen[..last]).count() as u32;
+            self.line_start = from + last + 1;
             self.carry = 0;
+            self.col = 0;
+            from = self.line_start;
         }
+        self.col += char_count(&bytes[from..offset]);
         self.offset = offset;
-        let col = src
-            .get(self.line_start..offset)
-            .map_or(offset - self.line_start, |s| s.chars().count());
         Pos {
             line: self.line + 1,
-            col: (self.carry + col) as u32 + 1,
+            col: (self.carry + self.col) as u32 + 1,
         }
     }
 
@@ -209,7 +214,14 @@ impl LineCursor {
         self.carry = before.col as usize - 1;
         self.offset = 0;
         self.line_start = 0;
+        self.col = 0;
     }
+}
+
+/// Characters in `bytes`, UTF-8 text cut at character boundaries: the bytes that do not
+/// continue a character.
+fn char_count(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| (b as i8) >= -0x40).count()
 }
 
 impl<'a> Builder<'a, '_> {
@@ -304,6 +316,15 @@ impl<'a> Builder<'a, '_> {
             }
             Rule::node_stmt => self.node_stmt(p, base, scope)?,
             Rule::edge_stmt => self.edge_stmt(p, base, scope)?,
+            Rule::node_or_edge => {
+                // An edge chain has an `edge_op` right after its first id.
+                let second = p.clone().into_inner().nth(1).map(|x| x.as_rule());
+                if second == Some(Rule::edge_op) {
+                    self.edge_stmt(p, base, scope)?
+                } else {
+                    self.node_stmt(p, base, scope)?
+                }
+            }
             Rule::subgraph => self.subgraph(p, base, scope)?,
             _ => return Err(self.internal(base + p.as_span().start())),
         }

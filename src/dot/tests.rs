@@ -297,6 +297,24 @@ fn positions_are_recorded() {
 }
 
 #[test]
+fn columns_count_characters_across_statements_comments_and_spacing() {
+    // Columns are characters, not bytes, counted on from the previous position of the same
+    // line; spacing, comments and `;` between statements (read by the statement before
+    // them) move the next statement's position as they should.
+    let src = "digraph G {\n  a [label=\"héllo ✓\"]; b -> c /* ✓ */ -> d ;e\n  f\t[x=1] // é\ng\n}";
+    let g = ok(src);
+    let col = |id: &str| g.node(id).map(|n| (n.pos.line, n.pos.col));
+    assert_eq!(col("a"), Some((2, 3)));
+    assert_eq!(col("b"), Some((2, 24)));
+    assert_eq!(col("c"), Some((2, 29)));
+    assert_eq!(col("d"), Some((2, 42)));
+    assert_eq!(col("e"), Some((2, 45)));
+    assert_eq!(col("f"), Some((3, 3)));
+    assert_eq!(col("g"), Some((4, 1)));
+    assert_eq!(g.edges[1].pos, Pos { line: 2, col: 29 });
+}
+
+#[test]
 fn printer_round_trips() {
     let src = r#"digraph "Flow x" {
         graph [goal="Ship \"it\"", default_max_retries=2, f=1.0, stall_timeout=0s]

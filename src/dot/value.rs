@@ -30,6 +30,14 @@ impl Value {
         }
     }
 
+    /// The text of any value, numbers included, borrowed unless it is a number.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Value::Int(_) | Value::Float(_) => std::borrow::Cow::Owned(self.to_text()),
+            other => std::borrow::Cow::Borrowed(other.as_text()),
+        }
+    }
+
     /// Owned text of any value, numbers included.
     pub fn to_text(&self) -> String {
         match self {

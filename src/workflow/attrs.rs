@@ -379,14 +379,14 @@ pub enum Typed {
 }
 
 pub fn convert(key: &str, value: &Value, ty: AttrType) -> Result<Typed, AttrError> {
-    let text = value.to_text();
+    let text = value.text();
     let fail = || AttrError {
         key: key.to_string(),
-        value: text.clone(),
+        value: text.to_string(),
         expected: ty.describe(),
     };
     match ty {
-        Text => Ok(Typed::Text(text.clone())),
+        Text => Ok(Typed::Text(text.to_string())),
         Int => match value {
             Value::Int(i) => Ok(Typed::Int(*i)),
             Value::Str(s) => s.trim().parse().map(Typed::Int).map_err(|_| fail()),
@@ -410,15 +410,15 @@ pub fn convert(key: &str, value: &Value, ty: AttrType) -> Result<Typed, AttrErro
                 .ok_or_else(fail)
         }
         OneOf(opts) => {
-            if opts.contains(&text.as_str()) {
-                Ok(Typed::Text(text.clone()))
+            if opts.contains(&&*text) {
+                Ok(Typed::Text(text.to_string()))
             } else {
                 Err(fail())
             }
         }
         AttrType::Fidelity => {
             if Fidelity::parse(&text).is_some() {
-                Ok(Typed::Text(text.clone()))
+                Ok(Typed::Text(text.to_string()))
             } else {
                 Err(fail())
             }
@@ -477,9 +477,10 @@ impl<'a> View<'a> {
 pub fn type_errors(scope: Scope, attrs: &Attrs) -> Vec<AttrError> {
     attrs
         .iter()
-        .filter_map(|(k, v)| {
-            let ty = declared_type(scope, k)?;
-            convert(k, v, ty).err()
+        .filter_map(|(k, v)| match declared_type(scope, k)? {
+            // Any text is valid text: no conversion (and no copy of a long prompt).
+            AttrType::Text => None,
+            ty => convert(k, v, ty).err(),
         })
         .collect()
 }
