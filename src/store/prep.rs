@@ -150,11 +150,23 @@ pub(crate) fn mint(run_id: &str, seq: u64, draft: EventDraft) -> Event {
 }
 
 pub(crate) fn encode(event: &Event) -> Result<String, StoreError> {
-    serde_json::to_string(event).map_err(|source| StoreError::Encode {
+    json_text(event).map_err(|source| StoreError::Encode {
         what: "event",
         run_id: event.run_id.clone(),
         source,
     })
+}
+
+/// Bytes a JSON text buffer starts with: most events and row states fit, where serde_json's
+/// `to_string` starts at 128 and doubles (three reallocations and copies for a 600-byte
+/// text, on every commit).
+const JSON_START: usize = 1024;
+
+/// `serde_json::to_string` into a buffer of [`JSON_START`] bytes.
+pub(crate) fn json_text<T: serde::Serialize + ?Sized>(v: &T) -> Result<String, serde_json::Error> {
+    let mut buf = Vec::with_capacity(JSON_START);
+    serde_json::to_writer(&mut buf, v)?;
+    String::from_utf8(buf).map_err(<serde_json::Error as serde::ser::Error>::custom)
 }
 
 /// Parses and checks the lines of an imported run (one event JSON per line, exact bytes):

@@ -227,7 +227,7 @@ impl Batch {
 }
 
 fn encode_state(row: &RunRow) -> Result<String, StoreError> {
-    serde_json::to_string(&StateRef {
+    prep::json_text(&StateRef {
         status: &row.status,
         pending_control: &row.pending_control,
         archived: row.archived,
