@@ -10,7 +10,10 @@
 #
 # Needs python3, graphviz (gvpr) and GNU time (/usr/bin/time; Debian package `time`).
 #
-# Latest figures (issue 16, session 7, RUNS=9, load average 0.7-1.0 on 2 cores; README "Benchmarks"):
+# Latest figures (issue 16, session 10, RUNS=9, a slower machine than session 7's, two runs):
+#   10,000 nodes: 0.46x and 0.44x wall, 0.91-0.93x RSS; 100,000 nodes: 0.46x and 0.48x wall, 0.67x RSS
+#   (session 9, same machine class, before the session-10 parser changes: 0.66x / 0.51x).
+# Session 7 (RUNS=9, load average 0.7-1.0 on 2 cores; README "Benchmarks"):
 #   10,000 nodes: svc 0.048 s / 10 MiB vs gvpr 0.104 s / 12 MiB: 0.46x wall, 0.90x RSS
 #  100,000 nodes: svc 0.509 s / 67 MiB vs gvpr 1.224 s / 101 MiB: 0.42x wall, 0.66x RSS
 # (session 6: 0.56x / 0.96x and 0.52x / 0.67x; session 5: 0.59x / 1.33x and 0.49x / 0.99x).
