@@ -33,18 +33,15 @@ impl Value {
     /// The text of any value, numbers included, borrowed unless it is a number.
     pub fn text(&self) -> std::borrow::Cow<'_, str> {
         match self {
-            Value::Int(_) | Value::Float(_) => std::borrow::Cow::Owned(self.to_text()),
+            Value::Int(i) => std::borrow::Cow::Owned(i.to_string()),
+            Value::Float(f) => std::borrow::Cow::Owned(format_float(*f)),
             other => std::borrow::Cow::Borrowed(other.as_text()),
         }
     }
 
     /// Owned text of any value, numbers included.
     pub fn to_text(&self) -> String {
-        match self {
-            Value::Int(i) => i.to_string(),
-            Value::Float(f) => format_float(*f),
-            other => other.as_text().to_string(),
-        }
+        self.text().into_owned()
     }
 
     pub fn is_quoted(&self) -> bool {
