@@ -129,11 +129,18 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
+    /// A sandbox on a new temporary directory (kept while the first value lives) and a
+    /// cancel token nobody cancels.
+    fn fresh_sandbox(
+    ) -> Result<(tempfile::TempDir, Sandbox, CancelToken), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let sb = Sandbox::new(dir.path())?;
+        Ok((dir, sb, CancelToken::new()))
+    }
+
     #[test]
     fn runs_in_root_with_exit_codes_and_timeout() -> Result<(), Box<dyn std::error::Error>> {
-        let t = tempfile::tempdir()?;
-        let sb = Sandbox::new(t.path())?;
-        let c = CancelToken::new();
+        let (_dir, sb, c) = fresh_sandbox()?;
         let o = run(&sb, "pwd; echo err >&2; exit 3", Duration::from_secs(5), &c)?;
         assert_eq!(o.termination, Termination::Exited(3));
         assert_eq!(o.stdout.trim(), sb.root().display().to_string());
@@ -196,9 +203,7 @@ mod tests {
     #[test]
     fn a_signal_that_kills_sh_is_reported_and_extra_variables_arrive(
     ) -> Result<(), Box<dyn std::error::Error>> {
-        let t = tempfile::tempdir()?;
-        let sb = Sandbox::new(t.path())?;
-        let c = CancelToken::new();
+        let (_dir, sb, c) = fresh_sandbox()?;
         let o = run(&sb, "echo before; kill -9 $$", Duration::from_secs(5), &c)?;
         assert_eq!(o.termination, Termination::Signaled(9), "{o:?}");
         assert_eq!(o.stdout, "before\n");
@@ -222,9 +227,7 @@ mod tests {
     #[test]
     fn a_background_job_holding_the_output_does_not_hold_the_answer(
     ) -> Result<(), Box<dyn std::error::Error>> {
-        let t = tempfile::tempdir()?;
-        let sb = Sandbox::new(t.path())?;
-        let c = CancelToken::new();
+        let (_dir, sb, c) = fresh_sandbox()?;
         let start = Instant::now();
         let o = run(&sb, "sleep 30 & echo $!", Duration::from_secs(60), &c)?;
         let answered = start.elapsed();
@@ -241,9 +244,7 @@ mod tests {
 
     #[test]
     fn cancel_kills_the_group() -> Result<(), Box<dyn std::error::Error>> {
-        let t = tempfile::tempdir()?;
-        let sb = Sandbox::new(t.path())?;
-        let c = CancelToken::new();
+        let (_dir, sb, c) = fresh_sandbox()?;
         let c2 = c.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
