@@ -4,7 +4,7 @@
 //!
 //! Owns: what a retry copies and when it is allowed. Must not touch: the old run.
 
-use super::{actor_of, check_id, lifecycle, store_error, App};
+use super::{actor_of, check_id, store_error, App};
 use crate::server::error::ApiError;
 use crate::server::http::Reply;
 use crate::server::router::Ctx;
@@ -34,9 +34,7 @@ pub fn retry(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         .store
         .create_run(copy_of(&old, &actor))
         .map_err(store_error)?;
-    let row = app
-        .runs
-        .control(&new.id, &actor, |r, a| lifecycle::start(r, false, a))?;
+    let row = app.runs.start(&new.id, false, &actor)?;
     Ok(app.runs.run_reply(201, &row))
 }
 

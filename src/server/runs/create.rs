@@ -1,0 +1,391 @@
+//! Creating a run: from a workflow version and a [`RunSpec`] (what the API's create body,
+//! an automation or a pull-request trigger asks for), with the `[run]` defaults filled in.
+//!
+//! Owns: the `run.created` payload of server runs. Must not touch: versions' storage or
+//! format (`server::versions`), scheduling (a created run waits for `start`).
+
+use super::{actor_of, exec, store_error, Runs};
+use crate::server::error::ApiError;
+use crate::server::http::{parse_json, Reply};
+use crate::server::router::Ctx;
+use crate::server::versions::{GraphSummary, Package, Version};
+use crate::server::App;
+use crate::store::{NewRun, RunRow, WorkflowMeta};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The model a run asks for (`model` in the create body).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelReq {
+    #[serde(default)]
+    pub provider: Option<String>,
+    pub name: String,
+}
+
+/// The sandbox a run asks for (`sandbox` in the create body).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxReq {
+    /// `local`, `container` or `hosted`.
+    pub provider: String,
+    #[serde(default)]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub snapshot: Option<String>,
+    /// Container processes may use the network (default `[run.sandbox] network`).
+    #[serde(default)]
+    pub network: Option<bool>,
+}
+
+/// The repository a run clones (`repository` in the create body).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepositoryReq {
+    pub origin_url: String,
+    #[serde(default)]
+    pub branch: Option<String>,
+}
+
+/// The API's create body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateRun {
+    #[serde(default)]
+    workflow: Option<Package>,
+    #[serde(default)]
+    workflow_version_id: Option<String>,
+    #[serde(default)]
+    goal: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    inputs: Option<Map<String, Value>>,
+    #[serde(default)]
+    model: Option<ModelReq>,
+    #[serde(default)]
+    sandbox: Option<SandboxReq>,
+    #[serde(default)]
+    repository: Option<RepositoryReq>,
+    #[serde(default)]
+    source_directory: Option<String>,
+    /// Work in `source_directory` itself instead of a copy (explicit opt-in).
+    #[serde(default)]
+    in_place: bool,
+}
+
+/// What a caller asks of a new run besides its workflow version; every `None` or empty
+/// field takes the `[run]` default (goal: the graph's `goal`; title: from the goal).
+///
+/// ```text
+/// let version = app.versions.get(&id)?.ok_or(...)?;
+/// let mut spec = RunSpec::new(principal.to_json(), json!({"kind": "automation", "automation_id": a}));
+/// spec.inputs.insert("ticket".into(), json!("T-1"));
+/// let row = app.runs.create(&version, spec)?;
+/// let row = app.runs.start(&row.id, false, &actor)?;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RunSpec {
+    pub goal: Option<String>,
+    pub title: Option<String>,
+    /// Added to (and overriding) `[run] metadata`.
+    pub labels: BTreeMap<String, String>,
+    /// Added to (and overriding) `[run] inputs`.
+    pub inputs: Map<String, Value>,
+    pub model: Option<ModelReq>,
+    pub sandbox: Option<SandboxReq>,
+    /// At most one of `repository` and `source_directory`; neither: `[run] repository`, else
+    /// a scratch workspace.
+    pub repository: Option<RepositoryReq>,
+    pub source_directory: Option<String>,
+    /// Work in `source_directory` itself instead of a copy.
+    pub in_place: bool,
+    /// The principal creating the run, as JSON (`auth::Principal::to_json`).
+    pub created_by: Value,
+    /// Where the request came from: `{"kind": "api"}` for the API.
+    pub origin: Value,
+}
+
+impl RunSpec {
+    /// A spec with every choice left to the defaults.
+    pub fn new(created_by: Value, origin: Value) -> RunSpec {
+        RunSpec {
+            created_by,
+            origin,
+            ..RunSpec::default()
+        }
+    }
+}
+
+/// The `run.created` keys `workspace` (where the files come from), `repository`
+/// (RepositoryRef) and the source directory, from the request or `[run] repository`.
+fn workspace_request(
+    repository: Option<RepositoryReq>,
+    source_directory: Option<String>,
+    in_place: bool,
+    defaults: &crate::settings::RunDefaults,
+) -> Result<(Value, Value, Option<String>), ApiError> {
+    if in_place && source_directory.is_none() {
+        return Err(ApiError::bad_request(
+            "`in_place` needs a `source_directory` to work in.",
+        ));
+    }
+    let repository = repository.or_else(|| {
+        if source_directory.is_some() {
+            return None;
+        }
+        defaults.repository.as_ref().map(|r| RepositoryReq {
+            origin_url: r.origin_url.clone(),
+            branch: r.branch.clone(),
+        })
+    });
+    match (repository, source_directory) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "Send at most one of `repository` and `source_directory`.",
+        )),
+        (Some(r), None) => {
+            let origin = r.origin_url.trim().to_string();
+            if origin.is_empty() || origin.starts_with('-') {
+                return Err(ApiError::bad_request(
+                    "repository.origin_url is empty or invalid.",
+                ));
+            }
+            if r.branch
+                .as_deref()
+                .is_some_and(|b| b.trim().is_empty() || b.starts_with('-'))
+            {
+                return Err(ApiError::bad_request(
+                    "repository.branch is empty or invalid.",
+                ));
+            }
+            let (name, provider) = crate::workspace::repository_name(&origin);
+            Ok((
+                json!({"kind": "repository", "origin_url": origin, "branch": r.branch}),
+                json!({"name": name, "origin_url": origin, "provider": provider}),
+                None,
+            ))
+        }
+        (None, Some(dir)) => {
+            let path = std::path::Path::new(&dir);
+            if !path.is_absolute() {
+                return Err(ApiError::bad_request(format!(
+                    "source_directory `{dir}` is not an absolute path."
+                )));
+            }
+            if !path.is_dir() {
+                return Err(ApiError::bad_request(format!(
+                    "source_directory `{dir}` is not a directory on the server host."
+                )));
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "unknown".into());
+            let provider = if crate::workspace::Git::is_repository(path) {
+                "git"
+            } else {
+                "unknown"
+            };
+            Ok((
+                json!({"kind": "directory", "path": dir, "in_place": in_place}),
+                json!({"name": name, "origin_url": null, "provider": provider}),
+                Some(dir),
+            ))
+        }
+        (None, None) => Ok((json!({"kind": "scratch"}), Value::Null, None)),
+    }
+}
+
+/// Title from a goal: first line, decoration stripped, at most 100 chars (97 + `...`).
+fn title_from(goal: &str) -> String {
+    let line = goal
+        .lines()
+        .map(|l| {
+            l.trim()
+                .trim_start_matches(['#', '*', '-', '>', ' '])
+                .trim()
+        })
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= 100 {
+        line.to_string()
+    } else {
+        format!("{}...", line.chars().take(97).collect::<String>())
+    }
+}
+
+fn workflow_meta(v: &Arc<Version>) -> Result<(WorkflowMeta, String), ApiError> {
+    let summary = match v.summary.get() {
+        Some(s) => s.clone(),
+        None => {
+            let s = summarize(v)?;
+            let _ = v.summary.set(s.clone());
+            s
+        }
+    };
+    let entry = &v.package.entrypoint;
+    let slug = std::path::Path::new(entry)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned());
+    Ok((
+        WorkflowMeta {
+            name: Some(summary.name.clone()),
+            slug,
+            graph_name: Some(summary.name),
+            node_count: summary.node_count,
+            edge_count: summary.edge_count,
+            source: v.source().to_string(),
+            path: Some(entry.clone()),
+            version_id: Some(v.id.clone()),
+        },
+        summary.goal,
+    ))
+}
+
+/// Parses a version's entry graph for its name, goal and size.
+fn summarize(v: &Arc<Version>) -> Result<GraphSummary, ApiError> {
+    let files = exec::VersionFiles {
+        version: Arc::clone(v),
+        deps: Vec::new(),
+    };
+    let loaded = crate::workflow::load(v.source(), &files).map_err(|e| {
+        ApiError::unprocessable(format!("The workflow does not parse: {}", e.message))
+    })?;
+    let wf = &loaded.workflow;
+    Ok(GraphSummary {
+        name: wf.name().to_string(),
+        goal: wf.goal().to_string(),
+        node_count: wf.graph.nodes.len() as i64,
+        edge_count: wf.graph.edges.len() as i64,
+    })
+}
+
+/// `POST /api/v1/runs`: registers or finds the version, then [`Runs::create`].
+pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let body: CreateRun = parse_json(ctx.inc.body()?)?;
+    let version = match (body.workflow, body.workflow_version_id) {
+        (Some(pkg), None) => app.versions.register(pkg)?.0,
+        (None, Some(id)) => app
+            .versions
+            .get(&id)?
+            .ok_or_else(|| ApiError::not_found(format!("No workflow version with id `{id}`.")))?,
+        _ => {
+            return Err(ApiError::bad_request(
+                "Send exactly one of `workflow` (a package) or `workflow_version_id`.",
+            ))
+        }
+    };
+    let spec = RunSpec {
+        goal: body.goal,
+        title: body.title,
+        labels: body.labels.unwrap_or_default(),
+        inputs: body.inputs.unwrap_or_default(),
+        model: body.model,
+        sandbox: body.sandbox,
+        repository: body.repository,
+        source_directory: body.source_directory,
+        in_place: body.in_place,
+        created_by: actor_of(ctx),
+        origin: json!({"kind": "api"}),
+    };
+    let row = app.runs.create(&version, spec)?;
+    Ok(app.runs.run_reply(201, &row))
+}
+
+impl Runs {
+    /// Creates a run (status `submitted`) of `version` as `spec` asks, with the `[run]`
+    /// defaults filled in; [`Runs::start`] queues it. Errors are the API's: 400 for a bad
+    /// choice, 422 for a workflow that does not parse.
+    pub fn create(&self, version: &Arc<Version>, spec: RunSpec) -> Result<RunRow, ApiError> {
+        if let Some(sb) = &spec.sandbox {
+            if !matches!(sb.provider.as_str(), "local" | "container" | "hosted") {
+                return Err(ApiError::bad_request(format!(
+                    "sandbox.provider `{}` is not local, container or hosted.",
+                    sb.provider
+                )));
+            }
+        }
+        if spec
+            .model
+            .as_ref()
+            .is_some_and(|m| m.name.trim().is_empty())
+        {
+            return Err(ApiError::bad_request("model.name is empty."));
+        }
+        let settings = self.settings.get();
+        let defaults = &settings.run;
+        let (workflow, graph_goal) = workflow_meta(version)?;
+        let goal = spec
+            .goal
+            .or_else(|| defaults.goal.clone())
+            .unwrap_or(graph_goal);
+        let title = spec
+            .title
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| {
+                let t = title_from(&goal);
+                if t.is_empty() {
+                    workflow.name.clone().unwrap_or_else(|| "unnamed".into())
+                } else {
+                    t
+                }
+            });
+        let mut labels = defaults.metadata.clone();
+        labels.extend(spec.labels);
+        let mut inputs: Map<String, Value> = defaults
+            .inputs
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), serde_json::to_value(v).ok()?)))
+            .collect();
+        inputs.extend(spec.inputs);
+        let model = spec
+            .model
+            .map(|m| json!({"provider": m.provider, "name": m.name}))
+            .or_else(|| {
+                defaults
+                    .model
+                    .as_ref()
+                    .map(|m| json!({"provider": m.provider, "name": m.name}))
+            });
+        let (workspace, repository, source_directory) = workspace_request(
+            spec.repository,
+            spec.source_directory,
+            spec.in_place,
+            defaults,
+        )?;
+        let sandbox_defaults = defaults
+            .sandbox
+            .clone()
+            .unwrap_or_else(crate::settings::SandboxDefault::defaults);
+        // Every server run has a sandbox: the request's, else `[run.sandbox]`, else local.
+        let sandbox = Some(match spec.sandbox {
+            Some(s) => json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot,
+                              "network": s.network.unwrap_or(sandbox_defaults.network)}),
+            None => json!({"provider": sandbox_defaults.provider, "image": sandbox_defaults.image,
+                           "snapshot": sandbox_defaults.snapshot, "network": sandbox_defaults.network}),
+        });
+        let new = NewRun {
+            id: None,
+            title,
+            goal,
+            labels,
+            workflow,
+            working_dir: source_directory,
+            inputs: Value::Object(inputs),
+            parent_id: None,
+            extra: json!({
+                "created_by": spec.created_by,
+                "origin": spec.origin,
+                "models": model.map(|m| vec![m]).unwrap_or_default(),
+                "sandbox": sandbox,
+                "workspace": workspace,
+                "repository": repository,
+            }),
+        };
+        self.store.create_run(new).map_err(store_error)
+    }
+}
