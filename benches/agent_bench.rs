@@ -6,7 +6,9 @@
 //!
 //! Run: `cargo bench --bench agent_bench`.
 
-#[path = "../tests/llm_common/mod.rs"]
+// The integration tests' scripted provider (each bench uses a part of it).
+#[path = "../tests/support/llm.rs"]
+#[allow(dead_code)]
 mod llm_common;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -9,7 +9,7 @@
 //!
 //! Durability: WAL with `synchronous=NORMAL` for both the store and the raw baseline. A
 //! commit is in the WAL (OS page cache) when it returns: durable against a process crash
-//! (what `tests/store_crash.rs` checks with SIGKILL), not against power loss.
+//! (what `tests/store/crash.rs` checks with SIGKILL), not against power loss.
 
 use serde_json::json;
 use std::path::{Path, PathBuf};

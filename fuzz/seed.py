@@ -8,7 +8,7 @@ fuzz/corpus/parse_condition/ (every condition="..." value), eval_condition/ (eac
 a newline, then a few bytes choosing the context) and fuzz/corpus/parse_stylesheet/ (every
 model_stylesheet value), plus a few hand-written cases for paths the corpus does not cover.
 fuzz/corpus is committed: `fuzz/run.sh` merges what each campaign finds into it, so
-campaigns accumulate across machines, and `tests/fuzz_replay.rs` replays it on stable.
+campaigns accumulate across machines, and `tests/language/fuzz_replay.rs` replays it on stable.
 """
 import hashlib, os, re, sys
 

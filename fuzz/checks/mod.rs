@@ -1,5 +1,5 @@
 //! The properties each fuzz target checks, one function per target. Shared by the libFuzzer
-//! targets in `fuzz/fuzz_targets/` (nightly, `cargo fuzz`) and by `tests/fuzz_replay.rs`,
+//! targets in `fuzz/fuzz_targets/` (nightly, `cargo fuzz`) and by `tests/language/fuzz_replay.rs`,
 //! which replays the committed corpora on the stable toolchain in every `cargo test`.
 //! A violated property panics; anything the parser refuses is simply skipped.
 #![allow(dead_code)] // each fuzz target uses one of these

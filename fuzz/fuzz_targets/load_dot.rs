@@ -1,5 +1,5 @@
 //! Fuzz target `load_dot`: the properties are in `fuzz/checks/mod.rs` (`checks::load_dot`), shared
-//! with the stable replay test `tests/fuzz_replay.rs`.
+//! with the stable replay test `tests/language/fuzz_replay.rs`.
 #![no_main]
 
 #[path = "../checks/mod.rs"]

@@ -1,0 +1,29 @@
+//! Integration tests of the HTTP service through the real `svc server start` binary over real
+//! sockets (needs the `cli` feature: `required-features` in Cargo.toml). One test binary;
+//! one module per area; helpers only in `tests/support/`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+// Listeners, error bodies, limits, discovery, OpenAPI, settings reload, versions, secrets.
+mod http;
+// Oversize bodies, huge headers, slowloris, descriptor exhaustion at the edge.
+mod edge_attacks;
+// Sign-in, session cookies, the Authorization header, the Origin check.
+mod auth;
+// The install wizard driven over HTTP, then the configured second start.
+mod install_mode;
+// The runs API: create, start, SSE, questions, FIFO, cancel, pause, restart, paging.
+mod runs;
+// Run semantics: goal and model, recorded prompts, resume/retry/children rules.
+mod run_semantics;
+// Prompt and agent stages against a scripted provider; steering.
+mod llm;
+// Workspaces (git) and sandboxes (bubblewrap) for runs.
+mod workspace;
+// SIGKILL under load, many times, on one state directory: nothing acknowledged is lost.
+mod crash;
+// The web UI's pages, assets and SVG graph over HTTP.
+mod web_pages;
+// The web UI in headless Chromium (Selenium).
+mod web_browser;
