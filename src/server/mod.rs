@@ -239,12 +239,9 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         None
     };
     let authenticator = authenticator(&initial, &opts.state_dir, &dev_token)?;
-    let store: Arc<dyn crate::store::RunStore> =
-        Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
-    let versions = Arc::new(
-        versions::VersionStore::open(&opts.state_dir.join(crate::store::DB_FILE))
-            .map_err(|e| state_err(&e))?,
-    );
+    let sqlite = Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
+    let versions = Arc::new(versions::VersionStore::new(Arc::clone(&sqlite) as _));
+    let store: Arc<dyn crate::store::RunStore> = sqlite;
 
     let listen = opts
         .listen

@@ -1,6 +1,6 @@
 //! Immutable workflow versions (SPEC 2.12 "workflow version package", SPEC 8 limits):
-//! validating a package, deriving its content identifier, and keeping it in the
-//! `workflow_versions` table of `<state-dir>/svc.db`.
+//! validating a package and deriving its content identifier; the store keeps them
+//! (`store::VersionTable`, the `workflow_versions` table of `<state-dir>/svc.db`).
 //!
 //! A package is `{"entrypoint": path, "files": {path: text}, "dependencies": [version ids]}`.
 //!
@@ -32,17 +32,18 @@
 //! cleanly), a listed dependency id, or a listed dependency's entrypoint path; every
 //! dependency is a registered version.
 //!
-//! Owns: the package format, its validation and the `workflow_versions` table. Must not
-//! touch: runs, the run store's tables, or HTTP details beyond building [`ApiError`]s.
+//! Owns: the package format, its validation and the cache of recent versions. Must not
+//! touch: SQL (the table is the store's), runs, or HTTP details beyond building
+//! [`ApiError`]s.
 
 use super::error::ApiError;
+use crate::store::{MemoryVersions, StoreError, VersionRecord, VersionTable};
 use crate::workflow::{self, Diagnostic, FileSource, HandlerKind, Severity};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
 use std::sync::Arc;
 
 pub const MAX_FILES: usize = 512;
@@ -405,70 +406,43 @@ pub fn validate(
     Ok((package, id))
 }
 
-/// The `workflow_versions` table, with a small cache of recently used versions.
+/// Registered versions: validation here, storage in the store's `workflow_versions` table
+/// ([`VersionTable`]), with a small cache of recently used versions.
 pub struct VersionStore {
-    conn: Mutex<rusqlite::Connection>,
+    table: Arc<dyn VersionTable>,
     cache: Mutex<HashMap<String, Arc<Version>>>,
 }
 
 const CACHE_MAX: usize = 256;
 
 impl VersionStore {
-    /// Opens (creating if needed) the table in the SQLite file at `db`.
-    pub fn open(db: &Path) -> rusqlite::Result<VersionStore> {
-        VersionStore::from_conn(rusqlite::Connection::open(db)?)
-    }
-
-    /// A private in-memory table (tests, embedding).
-    pub fn in_memory() -> rusqlite::Result<VersionStore> {
-        VersionStore::from_conn(rusqlite::Connection::open_in_memory()?)
-    }
-
-    fn from_conn(conn: rusqlite::Connection) -> rusqlite::Result<VersionStore> {
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        // No re-prepare per bound id (see `store::schema::stable_plans`).
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-            true,
-        )?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS workflow_versions (
-                id TEXT PRIMARY KEY NOT NULL,
-                package TEXT NOT NULL,
-                created_at TEXT NOT NULL
-            ) STRICT;",
-        )?;
-        Ok(VersionStore {
-            conn: Mutex::new(conn),
+    /// Versions kept in `table` (the server's: its `SqliteStore`).
+    pub fn new(table: Arc<dyn VersionTable>) -> VersionStore {
+        VersionStore {
+            table,
             cache: Mutex::new(HashMap::new()),
-        })
+        }
+    }
+
+    /// Versions kept in memory (tests, embedding).
+    pub fn in_memory() -> VersionStore {
+        VersionStore::new(Arc::new(MemoryVersions::default()))
     }
 
     pub fn get(&self, id: &str) -> Result<Option<Arc<Version>>, ApiError> {
         if let Some(v) = self.cache.lock().get(id) {
             return Ok(Some(Arc::clone(v)));
         }
-        let row: Option<(String, String)> = {
-            let conn = self.conn.lock();
-            let mut stmt = conn
-                .prepare_cached("SELECT package, created_at FROM workflow_versions WHERE id = ?1")
-                .map_err(db_err)?;
-            let mut rows = stmt.query([id]).map_err(db_err)?;
-            match rows.next().map_err(db_err)? {
-                Some(r) => Some((r.get(0).map_err(db_err)?, r.get(1).map_err(db_err)?)),
-                None => None,
-            }
-        };
-        let Some((text, created_at)) = row else {
+        let Some(record) = self.table.get_version(id).map_err(db_err)? else {
             return Ok(None);
         };
-        let package: Package = serde_json::from_str(&text).map_err(|e| {
+        let package: Package = serde_json::from_str(&record.package).map_err(|e| {
             ApiError::internal(format!("stored workflow version {id} is unreadable: {e}"))
         })?;
         let v = Arc::new(Version {
             id: id.to_string(),
             package,
-            created_at,
+            created_at: record.created_at,
             summary: Default::default(),
         });
         self.remember(&v);
@@ -493,24 +467,22 @@ impl VersionStore {
         let created_at = crate::store::now();
         let text = serde_json::to_string(&package)
             .map_err(|e| ApiError::internal(format!("cannot encode the package: {e}")))?;
-        let inserted = self
-            .conn
-            .lock()
-            .execute(
-                "INSERT OR IGNORE INTO workflow_versions (id, package, created_at) VALUES (?1, ?2, ?3)",
-                rusqlite::params![id, text, created_at],
-            )
-            .map_err(db_err)?;
-        if inserted == 0 {
+        let record = VersionRecord {
+            id,
+            package: text,
+            created_at,
+        };
+        let inserted = self.table.insert_version(&record).map_err(db_err)?;
+        if !inserted {
             // Registered concurrently by another request: answer with the stored one.
-            if let Some(v) = self.get(&id)? {
+            if let Some(v) = self.get(&record.id)? {
                 return Ok((v, false));
             }
         }
         let v = Arc::new(Version {
-            id,
+            id: record.id,
             package,
-            created_at,
+            created_at: record.created_at,
             summary: Default::default(),
         });
         self.remember(&v);
@@ -518,7 +490,7 @@ impl VersionStore {
     }
 }
 
-fn db_err(e: rusqlite::Error) -> ApiError {
+fn db_err(e: StoreError) -> ApiError {
     ApiError::internal(format!("workflow version storage failed: {e}"))
 }
 
@@ -542,7 +514,7 @@ mod tests {
 
     #[test]
     fn same_package_same_id() {
-        let s = VersionStore::in_memory().unwrap();
+        let s = VersionStore::in_memory();
         let (a, new_a) = s.register(pkg(&[("main.dot", HELLO)], "main.dot")).unwrap();
         let (b, new_b) = s.register(pkg(&[("main.dot", HELLO)], "main.dot")).unwrap();
         assert!(new_a && !new_b);
@@ -586,7 +558,7 @@ mod tests {
 
     #[test]
     fn file_refs_resolve_inside_the_package() {
-        let s = VersionStore::in_memory().unwrap();
+        let s = VersionStore::in_memory();
         let src = r#"digraph g { start [shape=Mdiamond]; a [prompt="@prompts/a.md"]; exit [shape=Msquare]; start -> a -> exit }"#;
         let err = s
             .register(pkg(&[("main.dot", src)], "main.dot"))

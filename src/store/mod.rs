@@ -5,7 +5,9 @@
 //! (`fold`), the [`RunStore`] trait with its two implementations ([`MemoryStore`] and
 //! [`SqliteStore`], one SQLite file `<state-dir>/svc.db`), post-commit notification
 //! ([`Hub`]), startup activation ([`SqliteStore::activate`]: open, migrate, check, import
-//! legacy data, keep its backup) and the portable export/import format ([`portable`]).
+//! legacy data, keep its backup), the portable export/import format ([`portable`]) and the
+//! `workflow_versions` table ([`VersionTable`]; other modules' tables go beside it, see
+//! `schema.rs`).
 //! Must not touch: workflow parsing or execution, HTTP, settings, or files other than the
 //! state directory it is handed and the export/import directories named by its callers.
 //!
@@ -32,6 +34,7 @@ mod queue;
 mod rowcache;
 mod schema;
 mod sqlite;
+mod versions;
 mod walbuf;
 
 pub use activation::{
@@ -51,6 +54,7 @@ pub use model::{
 pub use prep::{blob_refs, hex, is_blob_id, sha256_hex};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
+pub use versions::{MemoryVersions, VersionRecord, VersionTable};
 
 use std::path::PathBuf;
 

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -24,6 +24,12 @@ pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Migrations in order; entry `i` takes the schema from version `i` to `i + 1`.
+///
+/// Adding a table (another module's, e.g. a catalog): append one entry here with its
+/// `CREATE TABLE` and indexes, raise [`SCHEMA_VERSION`] by one (the array's length must match
+/// it), then put the table's SQL in its own file beside `versions.rs` (`store/<table>.rs`:
+/// methods on `SqliteStore` through `read` and `write`, and a trait the caller holds, with an
+/// in-memory twin for tests). Never edit an entry that has shipped.
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // 1: the initial schema.
     "
@@ -102,6 +108,15 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         ORDER BY 1;
     DROP TABLE events;
     ALTER TABLE events_v2 RENAME TO events;
+    ",
+    // 3: workflow versions (`versions.rs`). The server created this table itself before it
+    // came under migrations, so a database may have it already.
+    "
+    CREATE TABLE IF NOT EXISTS workflow_versions (
+        id         TEXT NOT NULL PRIMARY KEY,
+        package    TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;
     ",
 ];
 

@@ -462,7 +462,7 @@ mod tests {
             Arc::new(Idle),
             SettingsHandle::new(Settings::default()),
             dir.path().to_path_buf(),
-            Arc::new(VersionStore::in_memory().unwrap()),
+            Arc::new(VersionStore::in_memory()),
         );
         let mut ids = Vec::new();
         for i in 0..37 {

@@ -108,7 +108,7 @@ mod tests {
             crate::server::executor(dir.path(), settings.clone()),
             settings,
             dir.path().to_path_buf(),
-            Arc::new(VersionStore::in_memory().unwrap()),
+            Arc::new(VersionStore::in_memory()),
         );
         let row = store
             .create_run(NewRun {

@@ -20,7 +20,7 @@ impl SqliteStore {
         } else {
             "PRAGMA quick_check"
         };
-        self.with_reader(|conn| {
+        self.read(|conn| {
             let mut st = conn
                 .prepare(sql)
                 .map_err(StoreError::db_global("checking integrity"))?;
@@ -35,7 +35,7 @@ impl SqliteStore {
     /// Checks that the stored row of `run_id` equals the fold of its stored events and that
     /// its seqs run 1..=last_seq without a gap. Reads the whole run.
     pub fn verify_run(&self, run_id: &str) -> Result<(), StoreError> {
-        self.with_reader(|conn| {
+        self.read(|conn| {
             let tx_row = load_row(conn, run_id)?.ok_or_else(|| missing(conn, run_id))?;
             let mut st = conn
                 .prepare_cached(concat!(
@@ -75,7 +75,7 @@ impl SqliteStore {
     /// Cheap consistency checks that read a few pages whatever the database size: the newest
     /// run's row, its first and last events, and that nothing follows its last event.
     pub(crate) fn cheap_check(&self) -> Result<(), StoreError> {
-        self.with_reader(|conn| {
+        self.read(|conn| {
             let newest: Option<(String, u64)> = conn
                 .query_row(
                     "SELECT id, last_seq FROM runs ORDER BY id DESC LIMIT 1",
@@ -118,7 +118,7 @@ impl SqliteStore {
 
     /// The recorded one-time legacy import, if any.
     pub(crate) fn legacy_record(&self) -> Result<Option<LegacyRecord>, StoreError> {
-        self.with_reader(|conn| {
+        self.read(|conn| {
             conn.query_row(
                 "SELECT source, backup_file, backup_sha256, backup_size, runs, events, blobs, \
                  completed_at FROM legacy_import WHERE id = 1",
@@ -164,7 +164,7 @@ impl SqliteStore {
 
     /// Number of runs and of events, counted through the indexes (a full scan: for tools).
     pub fn counts(&self) -> Result<(u64, u64), StoreError> {
-        self.with_reader(|conn| {
+        self.read(|conn| {
             conn.query_row(
                 "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM events)",
                 [],

@@ -15,7 +15,7 @@
 //! Files: this one (the store, its connections and the `RunStore` methods), `rows` (a row's
 //! stored form and the SQL that reads and writes rows and events), `check` (integrity checks,
 //! the legacy-import record, counts). Tables of other modules live beside it (`store/versions.rs`),
-//! through [`SqliteStore::read`] and [`SqliteStore::write`].
+//! through `SqliteStore::read` and `SqliteStore::write`.
 
 mod check;
 mod rows;
@@ -304,7 +304,9 @@ impl SqliteStore {
         Ok(self.queue.lock().count(statuses, below))
     }
 
-    fn with_reader<T>(
+    /// `f` on a pooled read-only connection: how this store and the table modules beside
+    /// it (`store/versions.rs`) read.
+    pub(in crate::store) fn read<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -318,6 +320,24 @@ impl SqliteStore {
         let mut pool = self.readers.lock();
         if pool.len() < READER_POOL {
             pool.push(conn);
+        }
+        result
+    }
+
+    /// `f` on the writer connection in one `BEGIN IMMEDIATE` transaction, committed when
+    /// `f` succeeds (nothing of it remains otherwise): how table modules write. `op` names
+    /// the write in errors.
+    pub(in crate::store) fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let w = self.writer.lock();
+        let sql = |sql: &str| w.conn.execute_batch(sql).map_err(StoreError::db_global(op));
+        sql("BEGIN IMMEDIATE")?;
+        let result = f(&w.conn).and_then(|v| sql("COMMIT").map(|_| v));
+        if !w.conn.is_autocommit() {
+            let _ = w.conn.execute_batch("ROLLBACK");
         }
         result
     }
@@ -604,7 +624,7 @@ impl RunStore for SqliteStore {
     }
 
     fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
-        self.with_reader(|conn| {
+        self.read(|conn| {
             let Some(last_seq) = last_seq_on_file(conn, run_id)? else {
                 return Ok(None);
             };
@@ -630,7 +650,7 @@ impl RunStore for SqliteStore {
         sql.push_str(" LIMIT ? OFFSET ?");
         args.push(sql_limit(query.limit).into());
         args.push(sql_limit(query.offset).into());
-        self.with_reader(|conn| {
+        self.read(|conn| {
             let err = StoreError::db_global("listing runs");
             let mut st = conn.prepare_cached(&sql).map_err(&err)?;
             let rows = st
@@ -650,7 +670,7 @@ impl RunStore for SqliteStore {
         }
         let (filter, args) = run_filter(query);
         let sql = format!("SELECT COUNT(*) FROM runs r WHERE {filter}");
-        self.with_reader(|conn| {
+        self.read(|conn| {
             let err = StoreError::db_global("counting runs");
             let mut st = conn.prepare_cached(&sql).map_err(&err)?;
             let n: i64 = st
@@ -673,7 +693,7 @@ impl RunStore for SqliteStore {
         since_seq: u64,
         limit: usize,
     ) -> Result<Vec<RawEvent>, StoreError> {
-        self.with_reader(|conn| {
+        self.read(|conn| {
             let err = StoreError::db("reading events", run_id);
             let mut st = conn
                 .prepare_cached(concat!(
@@ -737,7 +757,7 @@ impl RunStore for SqliteStore {
     }
 
     fn tombstone(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        self.with_reader(|conn| tombstone_of(conn, run_id))
+        self.read(|conn| tombstone_of(conn, run_id))
     }
 
     fn import_run(&self, run_id: &str, lines: &[String]) -> Result<ImportOutcome, StoreError> {
@@ -814,7 +834,7 @@ impl RunStore for SqliteStore {
         if !prep::is_blob_id(id) {
             return Err(StoreError::InvalidBlobId { id: id.to_string() });
         }
-        let found: Option<(i64, Vec<u8>)> = self.with_reader(|conn| {
+        let found: Option<(i64, Vec<u8>)> = self.read(|conn| {
             conn.prepare_cached("SELECT size, bytes FROM blobs WHERE id = ?1")
                 .and_then(|mut st| {
                     st.query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -837,7 +857,7 @@ impl RunStore for SqliteStore {
     }
 
     fn has_blob(&self, id: &str) -> Result<bool, StoreError> {
-        self.with_reader(|conn| {
+        self.read(|conn| {
             conn.prepare_cached("SELECT 1 FROM blobs WHERE id = ?1")
                 .and_then(|mut st| st.exists([id]))
                 .map_err(StoreError::db_global("reading a blob"))

@@ -25,7 +25,7 @@ fn downgrade_to_v1(path: &Path) {
          ALTER TABLE events_v1 RENAME TO events;
          DROP INDEX runs_by_num;
          ALTER TABLE runs DROP COLUMN num;
-         DELETE FROM schema_version WHERE version = 2;
+         DELETE FROM schema_version WHERE version >= 2;
          COMMIT;",
     )
     .unwrap();
@@ -133,7 +133,7 @@ fn a_runs_events_are_read_as_a_key_range_not_a_scan() {
     let (_d, s) = store();
     let row = s.create_run(NewRun::default()).unwrap();
     let plan: Vec<String> = s
-        .with_reader(|conn| {
+        .read(|conn| {
             let mut st = conn
                 .prepare(concat!(
                     "EXPLAIN QUERY PLAN SELECT seq, payload FROM events WHERE ",
