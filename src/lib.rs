@@ -81,6 +81,8 @@ pub mod install;
 #[doc(hidden)]
 pub mod llm;
 #[doc(hidden)]
+pub mod mcp;
+#[doc(hidden)]
 pub mod perms;
 #[doc(hidden)]
 pub mod procs;
