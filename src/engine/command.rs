@@ -1,26 +1,14 @@
-//! Runs a command stage's script as a real process: its own process group, captured and
-//! bounded output, timeout and cancellation that kill the whole group.
+//! A command stage's script: its language, what it is started with ([`CommandSpec`]), and
+//! what the stage reports about it ([`CommandResult`]: the summary line and the failure
+//! message). Starting, capturing and killing the process are `procs`'s.
 //!
-//! The calling thread waits in one `poll(2)` on the output pipes, a pidfd of the script
-//! (readable when it exits) and an eventfd the cancel token writes: no sleeping, no
-//! polling of the exit, no reader threads. Where the kernel has no pidfd (before 5.3) the
-//! exit is checked at 1 ms doubling to 20 ms instead. Only a process the script left behind
-//! holding the pipes past [`PIPE_GRACE`] gets a thread, which drains them to their end.
-//!
-//! Owns process spawning, output capture and signalling. Must not decide what an exit code
-//! means for the stage (statuses, classes and retries live in `failure`), nor parse output
-//! (`output`).
+//! Must not decide what an exit code means for the stage (statuses, classes and retries live
+//! in `failure`), nor parse output (`output`), nor manage processes (`procs`).
 
-use crate::base::scratch::Scratch;
-use crate::engine::cancel::{CancelHook, CancelToken};
-use crate::procs::{Piped, Proc};
-use std::fs::File;
-use std::io::{ErrorKind, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use crate::base::cancel::CancelToken;
+use crate::procs::{CommandError, Finished, Script, Started, Termination};
 use std::path::Path;
-use std::process::ExitStatus;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The interpreter of a script: `sh -c` or `python3 -c`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,21 +29,10 @@ impl Language {
 
     pub fn program(self) -> &'static str {
         match self {
-            // An absolute path, as system(3) uses: no PATH search per spawn, and no other
-            // `sh` earlier on the PATH.
-            Language::Shell => "/bin/sh",
+            Language::Shell => crate::procs::SH,
             Language::Python => "python3",
         }
     }
-}
-
-/// How the process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Termination {
-    Exited,
-    TimedOut,
-    Cancelled,
 }
 
 pub struct CommandSpec<'a> {
@@ -86,7 +63,7 @@ pub struct CommandResult {
     /// Every byte the stream produced, including the ones cut from the kept text.
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
-    /// Some kept text (stdout, stderr or merged) lost its middle to [`OUTPUT_LIMIT`].
+    /// Some kept text (stdout, stderr or merged) lost its middle to [`crate::procs::OUTPUT_LIMIT`].
     pub truncated: bool,
     /// The signal that ended the process itself (the program, or the `sh` running the
     /// script), if one did.
@@ -149,709 +126,66 @@ fn tail_at_boundary(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error("cannot start `{program}`: {source}")]
-    Spawn {
-        program: String,
-        source: std::io::Error,
-    },
-    #[error("working directory `{path}` is not a directory")]
-    Workdir { path: String },
-    #[error("cannot watch the command's output: {0}")]
-    Capture(std::io::Error),
-    #[error("cannot wait for the command: {0}")]
-    Wait(std::io::Error),
-}
-
-/// Bytes of each stream (and of the merged text) kept in memory; beyond it the head and
-/// the tail are kept around a marker, and every byte is still counted.
-pub const OUTPUT_LIMIT: usize = 4 * 1024 * 1024;
-
-/// After SIGTERM, how long the group gets before SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
-
 /// After the script exits, how long to wait for processes it left behind to close the
 /// output pipes before returning without their output.
 pub const PIPE_GRACE: Duration = Duration::from_secs(2);
 
-const MAX_POLL: Duration = Duration::from_millis(20);
+impl<'a> CommandSpec<'a> {
+    /// The script as `procs` starts it, its commands built by `command`.
+    fn script(&'a self, command: crate::procs::CommandBuilder<'a>) -> Script<'a> {
+        Script {
+            program: self.language.program(),
+            script: self.script,
+            workdir: self.workdir,
+            env: &self.env,
+            base_env: self.base_env,
+            shell: self.language == Language::Shell,
+            on_host: matches!(self.isolation, crate::sandbox::Isolation::Local),
+            pipe_grace: self.pipe_grace,
+            command,
+        }
+    }
+}
+
+impl From<Finished> for CommandResult {
+    fn from(f: Finished) -> CommandResult {
+        CommandResult {
+            exit_code: f.exit_code,
+            truncated: f.stdout.truncated || f.stderr.truncated || f.merged.truncated,
+            stdout: f.stdout.text,
+            stderr: f.stderr.text,
+            merged: f.merged.text,
+            stdout_bytes: f.stdout.total,
+            stderr_bytes: f.stderr.total,
+            signal: f.signal,
+            termination: f.termination,
+            duration: f.duration,
+        }
+    }
+}
 
 /// Runs the script to completion, timeout or cancellation.
 pub fn run_command(
     spec: &CommandSpec,
     cancel: &CancelToken,
 ) -> Result<CommandResult, CommandError> {
-    match start_command(spec, cancel)? {
-        Started::Running(running) => running.wait(spec.timeout, cancel),
-        Started::Cancelled(result) => Ok(result),
-    }
+    start_command(spec, cancel)?
+        .wait(spec.timeout, cancel)
+        .map(CommandResult::from)
 }
 
-/// What [`start_command`] did.
-pub enum Started {
-    /// The script runs; [`Running::wait`] for it.
-    Running(Box<Running>),
-    /// The run was cancelled before the script started: nothing ran.
-    Cancelled(CommandResult),
-}
-
-/// A started script whose output is being captured. Dropped without [`Running::wait`] (the
-/// stage could not record its start), its process group is killed.
-pub struct Running {
-    child: Proc,
-    watch: Option<Watch>,
-    /// Started directly rather than by `sh` (`procs::simple_words`).
-    direct: bool,
-    started: Instant,
-    pipe_grace: Duration,
-    /// Recorded until the group is empty, so a restarted server can stop what a crash left.
-    _tracked: crate::procs::Tracked,
-}
-
-/// Starts the script and returns at once, so the caller can record the start while the
-/// process is starting up.
+/// Starts the script (`procs::start_script`, in the run's isolation) and returns at once, so
+/// the caller can record the start while the process is starting up.
 pub fn start_command(spec: &CommandSpec, cancel: &CancelToken) -> Result<Started, CommandError> {
-    // On the host the child's own `chdir` reports a missing directory, so it is looked at
-    // only when the start fails (one `statx` less per command); bubblewrap would start and
-    // then fail inside, so a container checks first.
-    let local = matches!(spec.isolation, crate::sandbox::Isolation::Local);
-    if !local && !spec.workdir.is_dir() {
-        return Err(workdir_error(spec));
-    }
-    let started = Instant::now();
-    if cancel.is_cancelled() {
-        return Ok(Started::Cancelled(not_started(started)));
-    }
-    let (
-        Piped {
-            proc: mut child,
-            stdout,
-            stderr,
-        },
-        direct,
-    ) = match spawn(spec) {
-        Ok(p) => p,
-        Err(_) if local && !spec.workdir.is_dir() => return Err(workdir_error(spec)),
-        Err(e) => return Err(e),
-    };
-    let tracked = crate::procs::track_proc(&child);
-    let watch = match Watch::start(&child, stdout, stderr, cancel) {
-        Ok(w) => w,
-        Err(e) => {
-            kill_group(&mut child);
-            return Err(CommandError::Capture(e));
-        }
-    };
-    Ok(Started::Running(Box::new(Running {
-        child,
-        watch: Some(watch),
-        direct,
-        started,
-        pipe_grace: spec.pipe_grace,
-        _tracked: tracked,
-    })))
-}
-
-impl Running {
-    /// Captures the output until the script has ended (exit, `timeout` or cancel).
-    pub fn wait(
-        mut self,
-        timeout: Option<Duration>,
-        cancel: &CancelToken,
-    ) -> Result<CommandResult, CommandError> {
-        let watch = self
-            .watch
-            .take()
-            .ok_or_else(|| CommandError::Wait(std::io::Error::other("already waited for")))?;
-        let (status, termination, out) = watch
-            .run(
-                &mut self.child,
-                timeout,
-                cancel,
-                self.started,
-                self.pipe_grace,
-            )
-            .map_err(|e| {
-                kill_group(&mut self.child);
-                CommandError::Wait(e)
-            })?;
-        Ok(CommandResult {
-            exit_code: exit_code(status, termination, self.direct),
-            signal: status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
-            stdout: out.stdout.text,
-            stderr: out.stderr.text,
-            merged: out.merged.text,
-            stdout_bytes: out.stdout.total,
-            stderr_bytes: out.stderr.total,
-            truncated: out.stdout.truncated || out.stderr.truncated || out.merged.truncated,
-            termination,
-            duration: self.started.elapsed(),
-        })
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.watch.is_some() {
-            kill_group(&mut self.child);
-        }
-    }
-}
-
-/// The exit code the stage reports. A program started directly that a signal killed on its
-/// own reports `128 + signal`, as `sh` does for the program it ran, so a script means the
-/// same however it was started. (Killed by the stage's timeout or cancel, the code stays
-/// absent either way.)
-fn exit_code(status: Option<ExitStatus>, termination: Termination, direct: bool) -> Option<i32> {
-    use std::os::unix::process::ExitStatusExt;
-    let status = status?;
-    match status.code() {
-        Some(code) => Some(code),
-        None if direct && termination == Termination::Exited => {
-            status.signal().map(|signal| 128 + signal)
-        }
-        None => None,
-    }
-}
-
-fn workdir_error(spec: &CommandSpec) -> CommandError {
-    CommandError::Workdir {
-        path: spec.workdir.display().to_string(),
-    }
-}
-
-/// The result for a run cancelled before the script started: nothing ran.
-fn not_started(started: Instant) -> CommandResult {
-    CommandResult {
-        exit_code: None,
-        stdout: String::new(),
-        stderr: String::new(),
-        merged: String::new(),
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        truncated: false,
-        signal: None,
-        termination: Termination::Cancelled,
-        duration: started.elapsed(),
-    }
-}
-
-/// Starts the script (in bwrap for a container) through `procs::spawn_piped`: its own
-/// process group, PDEATHSIG tied to this (the stage's) thread, the group's record, and no
-/// `fork()` of the whole server. Whether it was started directly comes with it.
-fn spawn(spec: &CommandSpec) -> Result<(Piped, bool), CommandError> {
-    if let Some(piped) = spawn_direct(spec) {
-        return Ok((piped, true));
-    }
-    let program = spec.language.program();
-    let mut cmd = spec.isolation.command(program, spec.workdir);
-    cmd.arg("-c").arg(spec.script);
-    crate::procs::spawn_piped(&cmd, &spec.env, spec.base_env)
-        .map(|piped| (piped, false))
-        .map_err(|source| CommandError::Spawn {
-            program: program.to_string(),
-            source,
-        })
-}
-
-/// A shell script that is one program with literal words, started on the host without
-/// `sh` (`procs::simple_words`), with the `PWD` sh would have exported. `None` when the
-/// script is not one, or the start failed in any way: the script then goes to `sh`, which
-/// reports a missing or unrunnable program in its own words (and runs a file without a
-/// `#!` line as a script), exactly as before.
-fn spawn_direct(spec: &CommandSpec) -> Option<Piped> {
-    let local = matches!(spec.isolation, crate::sandbox::Isolation::Local);
-    if spec.language != Language::Shell || !local {
-        return None;
-    }
-    let words = crate::procs::simple_words(spec.script)?;
-    let inherited_pwd = match spec.base_env {
-        Some(base) => base.get(std::ffi::OsStr::new("PWD")).map(ToOwned::to_owned),
-        None => std::env::var_os("PWD"),
-    };
-    let pwd = crate::procs::shell_pwd(inherited_pwd.as_deref(), spec.workdir)?;
-    let mut env = Vec::with_capacity(spec.env.len() + 1);
-    env.extend(spec.env.iter().cloned());
-    env.push(("PWD".to_string(), pwd.into_string().ok()?));
-    let mut cmd = spec.isolation.command(words[0], spec.workdir);
-    cmd.args(&words[1..]);
-    crate::procs::spawn_piped(&cmd, &env, spec.base_env).ok()
-}
-
-/// How the script ended: its status (`None` only if it could not be collected after
-/// killing), why, and when.
-type Ended = (Option<ExitStatus>, Termination, Instant);
-
-/// One output pipe's read end (non-blocking) and the bytes of a character its last read cut.
-struct Pipe {
-    file: File,
-    stream: Stream,
-    carry: Vec<u8>,
-}
-
-/// What the waiting thread polls: the output pipes, the script's exit and the cancel token.
-struct Watch {
-    pipes: Vec<Pipe>,
-    /// Readable once the script has exited; `None` where the kernel has no pidfd.
-    pidfd: Option<OwnedFd>,
-    /// Readable once the token is cancelled (the hook writes it); shared with the hook so
-    /// it stays open while a canceller may still write it.
-    wake: Option<Arc<OwnedFd>>,
-    /// Registered with the token, which holds it weakly: dropping it unregisters it.
-    _hook: Option<CancelHook>,
-    buffers: Buffers,
-    chunk: Scratch,
-}
-
-const READ_CHUNK: usize = 16 * 1024;
-/// Reads of one pipe per wake-up before the other pipe gets its turn.
-const READS_PER_TURN: usize = 64;
-
-impl Watch {
-    fn start(
-        child: &Proc,
-        stdout: OwnedFd,
-        stderr: OwnedFd,
-        cancel: &CancelToken,
-    ) -> std::io::Result<Watch> {
-        let pipes = vec![
-            Pipe::new(stdout, Stream::Stdout)?,
-            Pipe::new(stderr, Stream::Stderr)?,
-        ];
-        let pidfd = pidfd_open(child.id());
-        let wake = eventfd().map(Arc::new);
-        let hook = wake.as_ref().map(|fd| {
-            let fd = Arc::clone(fd);
-            let hook: CancelHook = Arc::new(move || signal_eventfd(fd.as_raw_fd()));
-            cancel.on_cancel(&hook);
-            hook
-        });
-        Ok(Watch {
-            pipes,
-            pidfd,
-            wake,
-            _hook: hook,
-            buffers: Buffers::default(),
-            chunk: Scratch::take(READ_CHUNK),
-        })
-    }
-
-    /// Reads the output until the script has ended (exit, timeout or cancel: the group is
-    /// killed) and both pipes are closed, or `grace` after the end.
-    fn run(
-        mut self,
-        child: &mut Proc,
-        timeout: Option<Duration>,
-        cancel: &CancelToken,
-        started: Instant,
-        grace: Duration,
-    ) -> std::io::Result<(Option<ExitStatus>, Termination, Output)> {
-        let deadline = timeout.map(|t| started + t);
-        let mut ended: Option<Ended> = None;
-        let mut tick = Duration::from_millis(1);
-        let (status, termination) = loop {
-            if ended.is_none() {
-                ended = check_end(child, deadline, cancel)?;
-            }
-            let now = Instant::now();
-            let until = match ended {
-                Some((status, termination, at)) => {
-                    if self.pipes.is_empty() || now >= at + grace {
-                        break (status, termination);
-                    }
-                    Some(at + grace)
-                }
-                None => deadline,
-            };
-            let mut wait = until.map(|u| u.saturating_duration_since(now));
-            let running = ended.is_none();
-            if running && (self.pidfd.is_none() || self.wake.is_none()) {
-                // Nothing would wake us on the exit or the cancel: look again soon.
-                wait = Some(wait.map_or(tick, |w| w.min(tick)));
-                tick = (tick * 2).min(MAX_POLL);
-            }
-            self.poll(wait, running)?;
-        };
-        let out = Output {
-            stdout: self.buffers.stdout.take(),
-            stderr: self.buffers.stderr.take(),
-            merged: self.buffers.merged.take(),
-        };
-        drain_in_background(std::mem::take(&mut self.pipes));
-        Ok((status, termination, out))
-    }
-
-    /// One `poll(2)` (the exit and the cancel only while the script runs), then reads what
-    /// is ready.
-    fn poll(&mut self, wait: Option<Duration>, running: bool) -> std::io::Result<()> {
-        let mut fds: Vec<libc::pollfd> = self.pipes.iter().map(|p| pollin(p.fd())).collect();
-        if running {
-            fds.extend(self.pidfd.as_ref().map(|fd| pollin(fd.as_raw_fd())));
-            fds.extend(self.wake.as_ref().map(|fd| pollin(fd.as_raw_fd())));
-        }
-        if !poll_fds(&mut fds, wait)? {
-            return Ok(());
-        }
-        let ready: Vec<bool> = fds[..self.pipes.len()]
-            .iter()
-            .map(|f| f.revents != 0)
-            .collect();
-        let mut i = 0;
-        let mut ready = ready.into_iter();
-        while i < self.pipes.len() {
-            let open = match ready.next() {
-                Some(true) => self.pipes[i].read(&mut self.chunk, &mut self.buffers),
-                _ => true,
-            };
-            if open {
-                i += 1;
-            } else {
-                self.pipes.remove(i);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Pipe {
-    fn new(fd: OwnedFd, stream: Stream) -> std::io::Result<Pipe> {
-        set_nonblocking(fd.as_raw_fd())?;
-        Ok(Pipe {
-            file: File::from(fd),
-            stream,
-            carry: Vec::new(),
-        })
-    }
-
-    fn fd(&self) -> RawFd {
-        self.file.as_raw_fd()
-    }
-
-    /// Reads what is there, pushing whole UTF-8 characters so that the merged text never
-    /// splits a character between the two streams. `false` at the end of the stream.
-    fn read(&mut self, chunk: &mut [u8], buffers: &mut Buffers) -> bool {
-        for _ in 0..READS_PER_TURN {
-            let n = match self.file.read(chunk) {
-                Ok(0) => return self.end(buffers),
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
-                Err(_) => return self.end(buffers),
-            };
-            self.carry.extend_from_slice(&chunk[..n]);
-            let complete = complete_prefix_len(&self.carry);
-            buffers.push(self.stream, &self.carry[..complete]);
-            self.carry.drain(..complete);
-            if n < chunk.len() {
-                // Probably all there was; the next poll says.
-                return true;
-            }
-        }
-        true
-    }
-
-    /// The stream ended: what is left of a cut character goes in as it is.
-    fn end(&mut self, buffers: &mut Buffers) -> bool {
-        buffers.push(self.stream, &std::mem::take(&mut self.carry));
-        false
-    }
-}
-
-/// Whether the script has ended now: exited, or killed (with its group) because the token
-/// was cancelled or the deadline passed.
-fn check_end(
-    child: &mut Proc,
-    deadline: Option<Instant>,
-    cancel: &CancelToken,
-) -> std::io::Result<Option<Ended>> {
-    if let Some(status) = child.try_wait()? {
-        return Ok(Some((Some(status), Termination::Exited, Instant::now())));
-    }
-    let end = if cancel.is_cancelled() {
-        Termination::Cancelled
-    } else if deadline.is_some_and(|d| Instant::now() >= d) {
-        Termination::TimedOut
-    } else {
-        return Ok(None);
-    };
-    let status = kill_group(child);
-    Ok(Some((status, end, Instant::now())))
-}
-
-/// Pipes still held open by processes the script left behind are read to their end (and
-/// the bytes dropped) by a thread of their own, so those processes never block on a full
-/// pipe or die of SIGPIPE because the stage ended.
-fn drain_in_background(pipes: Vec<Pipe>) {
-    if pipes.is_empty() {
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("svc-cmd-drain".into())
-        .spawn(move || {
-            let mut pipes = pipes;
-            let mut chunk = vec![0u8; READ_CHUNK];
-            let mut sink = Buffers::default();
-            sink.close();
-            while !pipes.is_empty() {
-                let mut fds: Vec<libc::pollfd> = pipes.iter().map(|p| pollin(p.fd())).collect();
-                if poll_fds(&mut fds, None).is_err() {
-                    return;
-                }
-                let ready: Vec<bool> = fds.iter().map(|f| f.revents != 0).collect();
-                let mut ready = ready.into_iter();
-                pipes.retain_mut(|p| {
-                    !ready.next().unwrap_or(false) || p.read(&mut chunk, &mut sink)
-                });
-            }
-        });
-    // Without a thread the pipes close here: a leftover writer then gets EPIPE.
-    drop(spawned);
-}
-
-fn pollin(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
-}
-
-/// `poll(2)` for at most `wait` (rounded up to whole milliseconds; `None`: no limit).
-/// `false` when nothing is ready (timeout or a signal).
-fn poll_fds(fds: &mut [libc::pollfd], wait: Option<Duration>) -> std::io::Result<bool> {
-    let ms = wait.map_or(-1, |w| {
-        let ms = w.as_nanos().div_ceil(1_000_000);
-        libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
-    });
-    // SAFETY: `fds` is a valid, exclusively borrowed slice of pollfd for the whole call.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.kind() {
-            ErrorKind::Interrupted => Ok(false),
-            _ => Err(e),
-        };
-    }
-    Ok(rc > 0)
-}
-
-/// Makes the read end of a pipe `spawn_piped` just made non-blocking. A fresh pipe end has
-/// none of the flags F_SETFL can change (`O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME`; the
-/// access mode is left alone), so they are set without reading them first: one `fcntl`
-/// instead of two per pipe.
-fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own; F_SETFL only sets its status flags.
-    let ok = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) >= 0 };
-    if ok {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// A pidfd of our unreaped child (it cannot be another process: an unreaped pid is never
-/// reused); `None` where the kernel has none (before 5.3, or refused by a seccomp filter).
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = RawFd::try_from(fd).ok().filter(|&fd| fd >= 0)?;
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// A non-blocking, close-on-exec eventfd, or `None` if none can be made.
-fn eventfd() -> Option<OwnedFd> {
-    // SAFETY: eventfd returns a new descriptor or -1.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    // SAFETY: a descriptor just returned to us; nothing else owns it.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn signal_eventfd(fd: RawFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64 to an eventfd the caller keeps open. A full
-    // counter (EAGAIN) already means "readable", which is all the waiter needs.
-    unsafe {
-        libc::write(fd, (&one as *const u64).cast(), std::mem::size_of::<u64>());
-    }
-}
-
-/// SIGTERM to the whole group; SIGKILL once the script has exited or after [`KILL_GRACE`];
-/// then reaps the script. The script is not reaped before the SIGKILL, so its process group
-/// id cannot be reused by an unrelated group in between.
-fn kill_group(child: &mut Proc) -> Option<ExitStatus> {
-    let Ok(pgid) = libc::pid_t::try_from(child.id()) else {
-        return child.wait().ok();
-    };
-    signal_group(pgid, libc::SIGTERM);
-    let deadline = Instant::now() + KILL_GRACE;
-    while Instant::now() < deadline && !has_exited(pgid) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    signal_group(pgid, libc::SIGKILL);
-    child.wait().ok()
-}
-
-fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; pgid is the id of our unreaped child, which leads
-    // its own process group (process_group(0)), so the group cannot belong to anyone else.
-    unsafe {
-        libc::killpg(pgid, signal);
-    }
-}
-
-/// Whether the (unreaped) child has exited, without reaping it.
-fn has_exited(pid: libc::pid_t) -> bool {
-    // SAFETY: siginfo_t is plain data; waitid writes into it. WNOWAIT leaves the child
-    // waitable, so std's Child::wait still collects its status.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        rc == 0 && info.si_pid() != 0
-    }
-}
-
-/// Kept text of one stream: everything up to [`OUTPUT_LIMIT`], else head + marker + tail.
-#[derive(Debug, Default)]
-struct Buffer {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    total: u64,
-    closed: bool,
-}
-
-#[derive(Debug, Default)]
-struct Kept {
-    text: String,
-    total: u64,
-    truncated: bool,
-}
-
-const HALF: usize = OUTPUT_LIMIT / 2;
-
-impl Buffer {
-    fn push(&mut self, mut bytes: &[u8]) {
-        if self.closed {
-            return;
-        }
-        self.total += bytes.len() as u64;
-        let room = HALF.saturating_sub(self.head.len());
-        let take = room.min(bytes.len());
-        self.head.extend_from_slice(&bytes[..take]);
-        bytes = &bytes[take..];
-        self.tail.extend_from_slice(bytes);
-        if self.tail.len() >= 2 * HALF {
-            let excess = self.tail.len() - HALF;
-            self.tail.drain(..excess);
-        }
-    }
-
-    /// Takes the kept text; later pushes are dropped.
-    fn take(&mut self) -> Kept {
-        self.closed = true;
-        let head = std::mem::take(&mut self.head);
-        let mut tail = std::mem::take(&mut self.tail);
-        let kept = (head.len() + tail.len()) as u64;
-        let omitted = self.total - kept.min(self.total);
-        let tail_cut = tail.len().saturating_sub(HALF);
-        tail.drain(..tail_cut);
-        let omitted = omitted + tail_cut as u64;
-        if omitted == 0 {
-            let mut all = head;
-            all.extend_from_slice(&tail);
-            return Kept {
-                text: String::from_utf8_lossy(&all).into_owned(),
-                total: self.total,
-                truncated: false,
-            };
-        }
-        let head_text = String::from_utf8_lossy(trim_partial_end(&head));
-        let tail_text = String::from_utf8_lossy(trim_partial_start(&tail));
-        Kept {
-            text: format!("{head_text}\n[... {omitted} bytes omitted ...]\n{tail_text}"),
-            total: self.total,
-            truncated: true,
-        }
-    }
-}
-
-/// Drops an incomplete UTF-8 sequence at the end (a cut in the middle of a character).
-fn trim_partial_end(bytes: &[u8]) -> &[u8] {
-    match std::str::from_utf8(bytes) {
-        Err(e) if e.error_len().is_none() => &bytes[..e.valid_up_to()],
-        _ => bytes,
-    }
-}
-
-/// Drops continuation bytes at the start (a cut in the middle of a character).
-fn trim_partial_start(bytes: &[u8]) -> &[u8] {
-    let skip = bytes
-        .iter()
-        .take(3)
-        .take_while(|b| (**b & 0xC0) == 0x80)
-        .count();
-    &bytes[skip..]
-}
-
-/// The three buffers the output fills.
-#[derive(Debug, Default)]
-struct Buffers {
-    stdout: Buffer,
-    stderr: Buffer,
-    merged: Buffer,
-}
-
-#[derive(Debug, Default)]
-struct Output {
-    stdout: Kept,
-    stderr: Kept,
-    merged: Kept,
-}
-
-#[derive(Clone, Copy)]
-enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// Length of the prefix that does not end inside a UTF-8 character.
-fn complete_prefix_len(bytes: &[u8]) -> usize {
-    match std::str::from_utf8(bytes) {
-        Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        _ => bytes.len(),
-    }
-}
-
-impl Buffers {
-    fn push(&mut self, stream: Stream, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
-        }
-        match stream {
-            Stream::Stdout => self.stdout.push(bytes),
-            Stream::Stderr => self.stderr.push(bytes),
-        }
-        self.merged.push(bytes);
-    }
-
-    /// Later pushes are dropped (a drain that keeps nothing).
-    fn close(&mut self) {
-        for b in [&mut self.stdout, &mut self.stderr, &mut self.merged] {
-            b.closed = true;
-        }
-    }
+    let command = |program: &str, dir: &Path| spec.isolation.command(program, dir);
+    crate::procs::start_script(&spec.script(&command), cancel)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::procs::{KILL_GRACE, OUTPUT_LIMIT};
+    use std::time::Instant;
 
     fn spec<'a>(script: &'a str, dir: &'a Path) -> CommandSpec<'a> {
         CommandSpec {
@@ -1145,83 +479,6 @@ mod tests {
             .unwrap();
         // SAFETY: test cleanup of the process this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
-
-    /// The wait as on a kernel without pidfd (and without an eventfd): the exit and the
-    /// cancel are looked at on a timer instead.
-    fn run_without_wakeups(s: &CommandSpec, token: &CancelToken) -> CommandResult {
-        let started = Instant::now();
-        let (
-            Piped {
-                proc: mut child,
-                stdout,
-                stderr,
-            },
-            _,
-        ) = spawn(s).unwrap();
-        let mut watch = Watch::start(&child, stdout, stderr, token).unwrap();
-        watch.pidfd = None;
-        watch.wake = None;
-        watch._hook = None;
-        let (status, termination, out) = watch
-            .run(&mut child, s.timeout, token, started, s.pipe_grace)
-            .unwrap();
-        CommandResult {
-            exit_code: status.and_then(|s| s.code()),
-            signal: None,
-            stdout: out.stdout.text,
-            stderr: out.stderr.text,
-            merged: out.merged.text,
-            stdout_bytes: out.stdout.total,
-            stderr_bytes: out.stderr.total,
-            truncated: false,
-            termination,
-            duration: started.elapsed(),
-        }
-    }
-
-    #[test]
-    fn without_pidfd_the_exit_timeout_and_cancel_are_still_seen() {
-        let dir = tempfile::tempdir().unwrap();
-        let token = CancelToken::new();
-        let r = run_without_wakeups(&spec("echo out; echo err >&2; exit 4", dir.path()), &token);
-        assert_eq!((r.exit_code, r.termination), (Some(4), Termination::Exited));
-        assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("out\n", "err\n"));
-        let mut slow = spec("sleep 30", dir.path());
-        slow.timeout = Some(Duration::from_millis(100));
-        let r = run_without_wakeups(&slow, &token);
-        assert_eq!(r.termination, Termination::TimedOut);
-        let t2 = token.clone();
-        let canceller = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            t2.cancel("user");
-        });
-        let r = run_without_wakeups(&spec("sleep 30", dir.path()), &token);
-        let _ = canceller.join();
-        assert_eq!(r.termination, Termination::Cancelled);
-    }
-
-    #[test]
-    fn buffer_keeps_head_and_tail_on_char_boundaries() {
-        let mut b = Buffer::default();
-        let chunk = "é".repeat(1000);
-        for _ in 0..(OUTPUT_LIMIT / chunk.len() + 700) {
-            b.push(chunk.as_bytes());
-            b.push(b"x");
-        }
-        let total = b.total;
-        let kept = b.take();
-        assert!(kept.truncated && kept.total == total);
-        assert!(!kept.text.contains('\u{FFFD}'));
-        b.push(b"late");
-        assert_eq!(b.total, total);
-    }
-
-    #[test]
-    fn reader_never_splits_a_character() {
-        assert_eq!(complete_prefix_len("aé".as_bytes()), 3);
-        assert_eq!(complete_prefix_len(&"aé".as_bytes()[..2]), 1);
-        assert_eq!(complete_prefix_len(b"a\xff"), 2);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! whether the engine retries (that depends on where the failure came from) and never sleeps.
 //! Must not touch processes, the store or the workflow model.
 
-use crate::engine::command::{CommandResult, Termination};
+use crate::engine::command::CommandResult;
+use crate::procs::Termination;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;

@@ -15,15 +15,34 @@
 //!   process and is left alone; a group whose leader is gone still holds its id (Linux never
 //!   reuses a pid still used as a process group id), so its members are ours.
 //!
-//! Owns: process-group isolation, the record of live stage process groups and the sweep.
+//! Running a process to its end (`script`, `wait`, `capture`): [`start_script`] /
+//! [`run_script`] start a script (`sh -c`, `python3 -c`, or one simple program directly)
+//! through a [`CommandBuilder`] (the sandbox's `Isolation::command`), and [`Running::wait`]
+//! captures its output ([`Kept`], bounded by [`OUTPUT_LIMIT`]) until it exits, times out or
+//! is cancelled, then kills its group ([`kill_group`]). The command stage and the agent's
+//! shell tool both run through them.
+//!
+//! A long-lived process that talks over its stdio (an ACP agent, an MCP stdio server, a
+//! hook) starts from `Isolation::command` (which applies [`isolate`]: the run's sandbox and
+//! its own process group) with `Stdio::piped()` for stdin, stdout and stderr, is [`track`]ed,
+//! and is stopped with [`signal_group`] on its id (its group's). Spawn it from the thread
+//! that owns it for its whole life: PDEATHSIG is tied to that thread.
+//!
+//! Owns: process-group isolation, starting, waiting for and signalling processes, their
+//! captured output, the record of live stage process groups and the sweep.
 //! Must not touch: what a process does or means (stages, tools and agents decide that).
 
+mod capture;
+mod script;
 mod simple;
 mod spawn;
+mod wait;
 
+pub use capture::{Kept, OUTPUT_LIMIT};
+pub use script::{run_script, start_script, CommandBuilder, CommandError, Script, Started, SH};
 pub use simple::{shell_pwd, simple_words};
-
 pub use spawn::{EnvSnapshot, Piped, Proc};
+pub use wait::{kill_group, signal_group, Finished, Running, Termination, KILL_GRACE};
 
 use std::io;
 use std::os::unix::process::CommandExt;

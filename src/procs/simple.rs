@@ -12,7 +12,7 @@
 //! programs do exactly what the built-ins do.
 //!
 //! Owns: deciding that a script is such a command and splitting it into its words.
-//! Must not touch: starting the process or what its exit means (`engine::command`).
+//! Must not touch: starting the process or what its exit means (`script`, `wait`).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

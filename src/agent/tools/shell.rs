@@ -1,16 +1,15 @@
 //! The `shell` tool: `sh -c <command>` in the sandbox directory, in its own process group,
 //! with a timeout (default 10 s, max 600 s) and cancellation that kill the whole group. The
-//! process is started and waited for as a command stage's script is (`engine::command`).
+//! process is started and waited for as a command stage's script is (`procs::run_script`).
 //! Provider credential variables are removed from the child's environment. Must not touch
 //! files itself.
 
 use std::time::Duration;
 
 use crate::base::cancel::CancelToken;
-use crate::engine::command::{self, run_command, CommandSpec, Language};
 use crate::llm::Provider;
-use crate::procs::EnvSnapshot;
-use crate::sandbox::Sandbox;
+use crate::procs::{self, EnvSnapshot, Script};
+use crate::sandbox::{Isolation, Sandbox};
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +81,7 @@ pub fn run(
 }
 
 /// [`run`] with extra environment variables (tool hooks). The command runs as a command
-/// stage's script does (`engine::command`): started without a fork of the server, waited
+/// stage's script does (`procs::run_script`): started without a fork of the server, waited
 /// for on its pipes, its exit and the cancel token at once, its whole group killed on
 /// timeout or cancel.
 pub fn run_with_env(
@@ -95,31 +94,35 @@ pub fn run_with_env(
     let credentials: Vec<&str> = Provider::all_key_names().collect();
     let base = EnvSnapshot::capture_without(&credentials)
         .map_err(|e| format!("cannot read the environment: {e}"))?;
-    let spec = CommandSpec {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    let build = |program: &str, dir: &std::path::Path| sb.isolation().command(program, dir);
+    let script = Script {
+        program: procs::SH,
         script: command,
-        language: Language::Shell,
         workdir: sb.root(),
-        env: env
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect(),
+        env: &env,
         base_env: Some(&base),
-        timeout: Some(timeout),
-        isolation: sb.isolation(),
+        shell: true,
+        on_host: matches!(sb.isolation(), Isolation::Local),
         pipe_grace: PIPE_GRACE,
+        command: &build,
     };
-    let result = run_command(&spec, cancel).map_err(|e| format!("cannot start sh: {e}"))?;
+    let result = procs::run_script(&script, Some(timeout), cancel)
+        .map_err(|e| format!("cannot start sh: {e}"))?;
     let termination = match (result.termination, result.exit_code, result.signal) {
-        (command::Termination::TimedOut, ..) => Termination::TimedOut,
-        (command::Termination::Cancelled, ..) => Termination::Cancelled,
-        (command::Termination::Exited, Some(code), _) => Termination::Exited(code),
-        (command::Termination::Exited, None, Some(signal)) => Termination::Signaled(signal),
-        (command::Termination::Exited, None, None) => Termination::Exited(-1),
+        (procs::Termination::TimedOut, ..) => Termination::TimedOut,
+        (procs::Termination::Cancelled, ..) => Termination::Cancelled,
+        (procs::Termination::Exited, Some(code), _) => Termination::Exited(code),
+        (procs::Termination::Exited, None, Some(signal)) => Termination::Signaled(signal),
+        (procs::Termination::Exited, None, None) => Termination::Exited(-1),
     };
     Ok(ShellOutput {
         termination,
-        stdout: result.stdout,
-        stderr: result.stderr,
+        stdout: result.stdout.text,
+        stderr: result.stderr.text,
         duration: result.duration,
     })
 }

@@ -2,17 +2,16 @@
 //! directory with the `SVC_*` environment, kills its process group at the node `timeout`,
 //! maps the exit code to an outcome, and applies the `output_schema` (routing directive or
 //! custom JSON stored at `output.<node_id>`).
-//! Must not touch: process management details (see `engine::command`).
+//! Must not touch: process management details (see `procs`).
 
 use super::{HandlerResult, Interrupt, StageCtx};
-use crate::engine::command::{
-    start_command, CommandResult, CommandSpec, Language, Started, Termination,
-};
+use crate::engine::command::{start_command, CommandResult, CommandSpec, Language};
 use crate::engine::context::{self, COMMAND_OUTPUT, COMMAND_STDERR, OUTPUT_PREFIX};
 use crate::engine::failure::classify_command;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, OutputSchema, StructuredOutput};
 use crate::engine::walker::millis;
+use crate::procs::Termination;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -64,11 +63,8 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         json!({"script": script, "language": language_name,
                "timeout_ms": timeout.map(millis)}),
     )?;
-    let result = match started.and_then(|s| match s {
-        Started::Running(running) => running.wait(timeout, cx.cancel),
-        Started::Cancelled(result) => Ok(result),
-    }) {
-        Ok(r) => r,
+    let result = match started.and_then(|s| s.wait(timeout, cx.cancel)) {
+        Ok(r) => CommandResult::from(r),
         Err(e) => return deterministic(cx, &format!("could not start: {e}")),
     };
     emit_completed(cx, &result)?;
