@@ -20,3 +20,5 @@ mod llm_run;
 // The ACP backend against a scripted ACP agent, in `svc run` and in the server.
 #[cfg(feature = "cli")]
 mod acp;
+// The MCP client against real servers (PyPI, npm) and scripted misbehaving ones.
+mod mcp_client;

@@ -11,6 +11,8 @@
 //!   `cli`).
 //! - [`llm`]: a scripted LLM provider speaking each provider's real wire format (needs
 //!   `llm`; `benches/agent_bench.rs` includes it too).
+//! - [`mcp`]: real MCP servers installed by `.ci/mcp-servers.sh`, the scripted ones in
+//!   `tests/mcp/`, HTTP server processes, leak checks (needs `llm`).
 //!
 //! Must not: hold tests, or assert anything a test should state itself beyond "this step
 //! worked" (a helper that creates a run checks the 201; the test checks the run).
@@ -22,6 +24,8 @@
 pub mod cli;
 #[cfg(feature = "llm")]
 pub mod llm;
+#[cfg(feature = "llm")]
+pub mod mcp;
 #[cfg(feature = "cli")]
 pub mod server;
 pub mod store;

@@ -1,14 +1,10 @@
 //! The MCP client (`svc::mcp`) against real servers from PyPI and npm (stdio, Streamable
 //! HTTP, legacy SSE) and against scripted servers that misbehave in every way the issue
 //! names. Every test ends by checking that the client left no process and no thread.
-#![cfg(feature = "agent")]
-
-mod mcp_common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mcp_common::*;
+use crate::support::mcp::*;
 use serde_json::{json, Value};
 use svc::base::cancel::CancelToken;
 use svc::mcp::{self, Client, McpError};

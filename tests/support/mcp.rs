@@ -5,8 +5,6 @@
 //!
 //! A test whose servers are missing prints why and passes, unless `SVC_REQUIRE_MCP=1`
 //! (set by `.ci/run` after installing them) makes that a failure.
-#![allow(dead_code)]
-
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
