@@ -6,10 +6,7 @@
 //!
 //! Run: `cargo bench --bench agent_bench`.
 
-// The integration tests' scripted provider (each bench uses a part of it).
-#[path = "../tests/support/llm.rs"]
-#[allow(dead_code)]
-mod llm_common;
+mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -143,7 +140,7 @@ fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Durati
     let sessions = 10u64;
     let server_ns = Arc::new(AtomicU64::new(0));
     let sn = server_ns.clone();
-    let server = llm_common::ScriptedServer::start_with(move |n, _| {
+    let server = support::llm::ScriptedServer::start_with(move |n, _| {
         let t = Instant::now();
         let u = Usage {
             input: 1200,
@@ -151,26 +148,26 @@ fn per_turn_http(dir: &std::path::Path, provider: Provider) -> (Duration, Durati
             ..Default::default()
         };
         let turn = if (n as u64) % turns == turns - 1 {
-            llm_common::text("Done.")
+            support::llm::text("Done.")
         } else {
-            llm_common::tools(&[(
+            support::llm::tools(&[(
                 &format!("call_{n}"),
                 "read_file",
                 json!({"file_path": "small.txt"}),
             )])
         };
-        let r = llm_common::reply(provider, &turn, u, true);
+        let r = support::llm::reply(provider, &turn, u, true);
         sn.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         r
     });
-    let client = llm_common::client(provider, &server);
+    let client = support::llm::client(provider, &server);
     let cancel = CancelToken::new();
     let start = Instant::now();
     let cpu0 = thread_cpu();
     for _ in 0..sessions {
         let cfg = AgentConfig {
             provider: Some(provider),
-            ..AgentConfig::new(&llm_common::model_for(provider))
+            ..AgentConfig::new(&support::llm::model_for(provider))
         };
         let mut s = Session::new(cfg, Sandbox::new(dir).expect("sb")).expect("session");
         let out = s

@@ -10,71 +10,15 @@ use base64::Engine as _;
 use ed25519_dalek::pkcs8::EncodePublicKey;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
+use support::Client;
 use svc::server::{self, http::Listen, ServerOptions};
 
-fn env_num(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod support;
 
-/// One keep-alive connection sending the same credential header each time.
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-    header: String,
-}
-
-impl Client {
-    fn new(addr: &str, header: &str) -> Client {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_nodelay(true).ok();
-        Client {
-            r: BufReader::new(s.try_clone().expect("clone")),
-            w: s,
-            header: header.to_string(),
-        }
-    }
-
-    fn call(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: b\r\nOrigin: http://bench.test\r\n{}\r\nContent-Length: {}\r\n\r\n{body}",
-            self.header,
-            body.len()
-        );
-        self.w.write_all(req.as_bytes()).expect("write");
-        let mut line = String::new();
-        self.r.read_line(&mut line).expect("status");
-        let status: u16 = line[9..12].parse().expect("status code");
-        let mut len = 0usize;
-        let mut cookie = None;
-        loop {
-            let mut h = String::new();
-            self.r.read_line(&mut h).expect("header");
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                if k.eq_ignore_ascii_case("set-cookie") && v.trim().starts_with("__svc_session=") {
-                    cookie = Some(v.trim().split(';').next().unwrap_or("").to_string());
-                }
-            }
-        }
-        let mut body = vec![0; len];
-        self.r.read_exact(&mut body).expect("body");
-        if let Some(c) = cookie {
-            return (status, c.into_bytes());
-        }
-        (status, body)
-    }
+/// A keep-alive client sending `header` and a same-origin `Origin` with every request.
+fn client(addr: &str, header: &str) -> Client {
+    Client::new(addr, &format!("Origin: http://bench.test\r\n{header}"))
 }
 
 fn rps(addr: &str, header: &str, path: &str, conns: usize, secs: f64) -> f64 {
@@ -83,10 +27,10 @@ fn rps(addr: &str, header: &str, path: &str, conns: usize, secs: f64) -> f64 {
         .map(|_| {
             let (addr, header, path) = (addr.to_string(), header.to_string(), path.to_string());
             std::thread::spawn(move || {
-                let mut c = Client::new(&addr, &header);
+                let mut c = client(&addr, &header);
                 let mut n = 0u64;
                 while Instant::now() < stop {
-                    let (st, _) = c.call("GET", &path, "");
+                    let st = c.call("GET", &path, "").status;
                     assert_eq!(st, 200);
                     n += 1;
                 }
@@ -99,9 +43,9 @@ fn rps(addr: &str, header: &str, path: &str, conns: usize, secs: f64) -> f64 {
 }
 
 fn main() {
-    let secs = env_num("SVC_BENCH_SECS", 0.25);
-    let rounds = env_num("SVC_BENCH_ROUNDS", 16.0) as usize;
-    let conns = env_num("SVC_BENCH_CONNS", 4.0) as usize;
+    let secs = support::env_or("SVC_BENCH_SECS", 0.25);
+    let rounds = support::env_or("SVC_BENCH_ROUNDS", 16.0) as usize;
+    let conns = support::env_or("SVC_BENCH_CONNS", 4.0) as usize;
     let key = SigningKey::from_bytes(&[42u8; 32]);
     let pem = key
         .verifying_key()
@@ -127,18 +71,18 @@ fn main() {
     let token = running.dev_token.clone().map(|t| t.0).unwrap_or_default();
     let dev = format!("Authorization: Bearer {token}");
 
-    let mut c = Client::new(&addr, &dev);
+    let mut c = client(&addr, &dev);
     let body = json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": "digraph h { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"}}}).to_string();
-    let (st, b) = c.call("POST", "/api/v1/runs", &body);
-    assert_eq!(st, 201);
-    let text = String::from_utf8(b).expect("utf-8");
+    let created = c.call("POST", "/api/v1/runs", &body);
+    assert_eq!(created.status, 201);
+    let text = String::from_utf8(created.body).expect("utf-8");
     let start = text.find("\"id\":\"").expect("id") + 6;
     let path = format!("/api/v1/runs/{}", &text[start..start + 26]);
 
-    let mut f = Client::new(&addr, "Content-Type: application/x-www-form-urlencoded");
-    let (st, cookie) = f.call("POST", "/auth/dev-token", &format!("token={token}"));
-    assert_eq!(st, 303, "dev-token sign-in");
-    let cookie = String::from_utf8(cookie).expect("cookie");
+    let mut f = client(&addr, "Content-Type: application/x-www-form-urlencoded");
+    let signed_in = f.call("POST", "/auth/dev-token", &format!("token={token}"));
+    assert_eq!(signed_in.status, 303, "dev-token sign-in");
+    let cookie = signed_in.session_cookie.expect("a session cookie");
     let cookie = format!("Cookie: {cookie}");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

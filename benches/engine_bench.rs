@@ -23,9 +23,12 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{env_or, rusage};
 use svc::engine::{Engine, RunOptions, RunResult, Services};
 use svc::store::{MemoryStore, NewRun, RunStore, SqliteStore};
 use svc::workflow::{self, NoFiles, Workflow};
+
+mod support;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -33,13 +36,6 @@ const NOOP_TARGET_US: f64 = 50.0;
 const SPAWN_TARGET_US: f64 = 1000.0;
 /// Pause before each measured run (see `measure`).
 const SETTLE: Duration = Duration::from_millis(300);
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// start -> n0 -> ... -> n(count-1) -> exit, every middle node of the given attributes.
 fn chain(count: usize, node_attrs: &str) -> Res<Workflow> {
@@ -61,18 +57,6 @@ fn chain(count: usize, node_attrs: &str) -> Res<Workflow> {
     Ok(loaded.workflow)
 }
 
-/// CPU time (user + system) of this process so far, all threads.
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage only writes into the struct we pass.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
-
 /// Per-stage figures of one run, in µs.
 #[derive(Clone, Copy)]
 struct PerStage {
@@ -85,9 +69,12 @@ fn run_once(wf: &Workflow, store: &Arc<dyn RunStore>, workdir: &std::path::Path)
     let row = store.create_run(NewRun::default())?;
     let options = RunOptions::new(&row.id, workdir.to_path_buf());
     let services = Services::new(store.clone());
-    let (started, cpu0) = (Instant::now(), cpu_time());
+    let (started, cpu0) = (Instant::now(), rusage(libc::RUSAGE_SELF));
     let outcome = Engine::run(wf, &options, &services);
-    let (wall, cpu) = (started.elapsed(), cpu_time().saturating_sub(cpu0));
+    let (wall, cpu) = (
+        started.elapsed(),
+        rusage(libc::RUSAGE_SELF).saturating_sub(cpu0),
+    );
     if outcome.status != RunResult::Succeeded {
         return Err(format!("bench run failed: {:?}", outcome.error).into());
     }
@@ -208,9 +195,9 @@ fn verdict(value: f64, target: f64) -> &'static str {
 }
 
 fn main() -> Res<()> {
-    let stages = env_usize("ENGINE_BENCH_STAGES", 1000);
-    let commands = env_usize("ENGINE_BENCH_COMMANDS", 200);
-    let runs = env_usize("ENGINE_BENCH_RUNS", 5).max(1);
+    let stages = env_or("ENGINE_BENCH_STAGES", 1000);
+    let commands = env_or("ENGINE_BENCH_COMMANDS", 200);
+    let runs = env_or("ENGINE_BENCH_RUNS", 5).max(1);
     let only = std::env::var("ENGINE_BENCH_ONLY").unwrap_or_default();
     let dir = tempfile::tempdir()?;
     let memory: Arc<dyn RunStore> = Arc::new(MemoryStore::new());

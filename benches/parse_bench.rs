@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use support::median;
 use svc::workflow::{self, NoFiles};
+
+mod support;
 
 const SIZES: &[(usize, usize)] = &[(1_000, 21), (10_000, 11), (100_000, 7)];
 
@@ -46,11 +49,6 @@ fn status_kib(field: &str) -> Option<u64> {
 /// Resets the peak-RSS counter (VmHWM) to the current RSS. Returns false where unsupported.
 fn reset_peak() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
-fn median(times: &mut [Duration]) -> Duration {
-    times.sort();
-    times[times.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {

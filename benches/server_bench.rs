@@ -14,58 +14,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
+use support::{env_or, percentile, Client};
 use svc::server::{self, http::Listen, ServerOptions};
 use svc::store::{EventDraft, NewRun};
 
+mod support;
+
 const GATED: &str = "digraph gated { start [shape=Mdiamond]; exit [shape=Msquare]; ask [shape=hexagon, label=\"Go?\"]; start -> ask; ask -> exit [label=\"Yes\"] }";
 const HELLO: &str = "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }";
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-    auth: String,
-}
-
-impl Client {
-    fn new(addr: &str, token: &str) -> Client {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_nodelay(true).ok();
-        Client {
-            r: BufReader::new(s.try_clone().expect("clone")),
-            w: s,
-            auth: format!("Bearer {token}"),
-        }
-    }
-
-    fn call(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: b\r\nAuthorization: {}\r\nContent-Length: {}\r\n\r\n{body}",
-            self.auth,
-            body.len()
-        );
-        self.w.write_all(req.as_bytes()).expect("write");
-        let mut line = String::new();
-        self.r.read_line(&mut line).expect("status");
-        let status: u16 = line[9..12].parse().expect("status code");
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            self.r.read_line(&mut h).expect("header");
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0; len];
-        self.r.read_exact(&mut body).expect("body");
-        (status, body)
-    }
-}
 
 fn health_rps(addr: &str, token: &str, threads: usize, secs: f64) -> f64 {
     let stop = Instant::now() + Duration::from_secs_f64(secs);
@@ -74,10 +30,10 @@ fn health_rps(addr: &str, token: &str, threads: usize, secs: f64) -> f64 {
             let addr = addr.to_string();
             let token = token.to_string();
             std::thread::spawn(move || {
-                let mut c = Client::new(&addr, &token);
+                let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
                 let mut n = 0u64;
                 while Instant::now() < stop {
-                    let (st, _) = c.call("GET", "/health", "");
+                    let st = c.call("GET", "/health", "").status;
                     assert_eq!(st, 200);
                     n += 1;
                 }
@@ -99,10 +55,11 @@ fn create_start(addr: &str, token: &str, dot: &str, n: usize) -> (f64, f64) {
         .map(|_| {
             let (addr, token, body) = (addr.to_string(), token.to_string(), body.clone());
             std::thread::spawn(move || {
-                let mut c = Client::new(&addr, &token);
+                let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
                 let mut ids = Vec::new();
                 for _ in 0..per_thread {
-                    let (st, b) = c.call("POST", "/api/v1/runs", &body);
+                    let created = c.call("POST", "/api/v1/runs", &body);
+                    let (st, b) = (created.status, created.body);
                     assert_eq!(st, 201);
                     ids.push(run_id(&b));
                 }
@@ -121,9 +78,11 @@ fn create_start(addr: &str, token: &str, dot: &str, n: usize) -> (f64, f64) {
         .map(|ids| {
             let (addr, token) = (addr.to_string(), token.to_string());
             std::thread::spawn(move || {
-                let mut c = Client::new(&addr, &token);
+                let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
                 for id in ids {
-                    let (st, _) = c.call("POST", &format!("/api/v1/runs/{id}/start"), "");
+                    let st = c
+                        .call("POST", &format!("/api/v1/runs/{id}/start"), "")
+                        .status;
                     assert_eq!(st, 200);
                 }
             })
@@ -146,19 +105,13 @@ fn run_id(body: &[u8]) -> String {
 /// Client connections for /health and the create-then-start pairs (`SVC_BENCH_CONNS`,
 /// default 4), so both are measured at the same concurrency.
 fn bench_conns() -> usize {
-    std::env::var("SVC_BENCH_CONNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+    env_or("SVC_BENCH_CONNS", 4)
 }
 
 /// Runs created by the `pairs` section (`SVC_BENCH_RUNS`, default 8,000: about two seconds,
 /// so the figure is the steady state rather than the first half second of a fresh server).
 fn bench_runs() -> usize {
-    std::env::var("SVC_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8000)
+    env_or("SVC_BENCH_RUNS", 8000)
 }
 
 fn boot() -> (tempfile::TempDir, server::RunningServer, String, String) {
@@ -333,13 +286,6 @@ fn latencies(got: &[(u64, Instant)], committed: &[(u64, Instant)]) -> Vec<f64> {
     lat
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 fn main() {
     let _ = env_logger::Builder::from_env(
         env_logger::Env::default().default_filter_or("error,tiny_http=off"),
@@ -354,10 +300,7 @@ fn main() {
     // 1. /health
     let rps = if want("health") || want("start") || want("api") {
         // `SVC_BENCH_HEALTH_SECS=0` skips it (for syscall counts of the other sections).
-        let secs = std::env::var("SVC_BENCH_HEALTH_SECS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(3.0);
+        let secs = env_or("SVC_BENCH_HEALTH_SECS", 3.0);
         if secs > 0.0 {
             health_rps(&addr, &token, bench_conns(), secs)
         } else {
@@ -522,12 +465,15 @@ fn main() {
             .map(|_| {
                 let (addr, token, body) = (addr.clone(), token.clone(), body.clone());
                 std::thread::spawn(move || {
-                    let mut c = Client::new(&addr, &token);
+                    let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
                     for _ in 0..n / conns {
-                        let (st, b) = c.call("POST", "/api/v1/runs", &body);
+                        let created = c.call("POST", "/api/v1/runs", &body);
+                        let (st, b) = (created.status, created.body);
                         assert_eq!(st, 201);
                         let id = run_id(&b);
-                        let (st, _) = c.call("POST", &format!("/api/v1/runs/{id}/start"), "");
+                        let st = c
+                            .call("POST", &format!("/api/v1/runs/{id}/start"), "")
+                            .status;
                         assert_eq!(st, 200);
                     }
                 })

@@ -15,18 +15,14 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{env_or, median};
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 use svc::store::{
     ActivationOptions, EventDraft, IntegrityMode, NewRun, RunStore, SqliteStore, DB_FILE,
 };
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod support;
 
 fn props(i: usize) -> serde_json::Value {
     json!({
@@ -228,9 +224,9 @@ fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize, max_bytes: u6
 }
 
 fn main() -> Res<()> {
-    let n = env_usize("STORE_BENCH_APPENDS", 20_000);
-    let runs = env_usize("STORE_BENCH_RUNS", 10_000);
-    let per_run = env_usize("STORE_BENCH_EVENTS_PER_RUN", 100);
+    let n = env_or("STORE_BENCH_APPENDS", 20_000);
+    let runs = env_or("STORE_BENCH_RUNS", 10_000);
+    let per_run = env_or("STORE_BENCH_EVENTS_PER_RUN", 100);
     let _tmp;
     let base: PathBuf = match std::env::var_os("STORE_BENCH_DIR") {
         Some(d) => PathBuf::from(d),
@@ -251,7 +247,7 @@ fn main() -> Res<()> {
         payload_of_typical_size(1).len()
     );
 
-    let rounds = env_usize("STORE_BENCH_ROUNDS", 3).max(1);
+    let rounds = env_or("STORE_BENCH_ROUNDS", 3).max(1);
     let (mut inline, mut bg, mut one, mut four) = (vec![], vec![], vec![], vec![]);
     for round in 1..=rounds {
         println!("round {round}/{rounds}");
@@ -271,10 +267,6 @@ fn main() -> Res<()> {
         four.push(s.rate());
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
     let (inline, bg, one, four) = (
         median(&mut inline),
         median(&mut bg),

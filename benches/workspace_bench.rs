@@ -20,39 +20,22 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::{env_or, median, rusage};
 use svc::engine::Workspace as _;
 use svc::sandbox::{isolation, ProviderKind, SandboxPlan};
 use svc::workspace::{self, diff, Source};
 
+mod support;
+
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 /// CPU time (user + system) of this process and its waited-for children so far: the cost
 /// of an operation on a busy machine, where wall time mostly measures the queue.
 fn cpu() -> Duration {
     if std::env::var("WS_BENCH_SELF").is_ok() {
-        return cpu_of(libc::RUSAGE_SELF);
+        return rusage(libc::RUSAGE_SELF);
     }
-    cpu_of(libc::RUSAGE_SELF) + cpu_of(libc::RUSAGE_CHILDREN)
-}
-
-fn cpu_of(who: i32) -> Duration {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(who, &mut u) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
+    rusage(libc::RUSAGE_SELF) + rusage(libc::RUSAGE_CHILDREN)
 }
 
 /// Writes everything dirty on `dir`'s file system to disk (`syncfs`).
@@ -129,8 +112,8 @@ fn ready_time(
 }
 
 fn main() -> Res<()> {
-    let files = env_usize("WS_BENCH_FILES", 10_000);
-    let rounds = env_usize("WS_BENCH_ROUNDS", 5);
+    let files = env_or("WS_BENCH_FILES", 10_000);
+    let rounds = env_or("WS_BENCH_ROUNDS", 5);
     let tmp = tempfile::tempdir()?;
     let root = tmp.path();
     let url = make_origin(root, files)?;
@@ -156,7 +139,7 @@ fn main() -> Res<()> {
             total.push(t);
             start.push(s);
         }
-        let (t, s) = (median(total), median(start));
+        let (t, s) = (median(&mut total), median(&mut start));
         println!(
             "sandbox ready ({}): median {} (clone + run branch), of which provider start {}",
             p.as_str(),
@@ -202,7 +185,7 @@ fn main() -> Res<()> {
     // run had changed in the current second "racily clean" for git (timestamps are compared
     // in whole seconds), and each index write re-checked them all: write-tree grew from 3
     // to 10-12 ms over 20 stages. `WS_BENCH_STAGE_MS=0` measures that tight loop.
-    let stage_time = Duration::from_millis(env_usize("WS_BENCH_STAGE_MS", 1100) as u64);
+    let stage_time = Duration::from_millis(env_or("WS_BENCH_STAGE_MS", 1100) as u64);
     for round in 0..rounds * 4 {
         std::thread::sleep(stage_time);
         for k in 0..10 {
@@ -226,8 +209,8 @@ fn main() -> Res<()> {
     println!(
         "checkpoint, 10 changed files: median {} wall, {} CPU over {} stages, {} of them \
          staging only the watched paths (target <= 30 ms)",
-        ms(median(times)),
-        ms(median(cpus)),
+        ms(median(&mut times)),
+        ms(median(&mut cpus)),
         rounds * 4,
         watched
     );
@@ -267,9 +250,9 @@ fn main() -> Res<()> {
     }
     println!(
         "/files, 1,000-file diff: one 100-file page median {} wall, {} CPU; all 1,000 files' contents {} wall (target <= 100 ms)",
-        ms(median(page_times)),
-        ms(median(page_cpu)),
-        ms(median(all_times))
+        ms(median(&mut page_times)),
+        ms(median(&mut page_cpu)),
+        ms(median(&mut all_times))
     );
     Ok(())
 }

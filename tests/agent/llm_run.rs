@@ -6,7 +6,7 @@
 
 use crate::support;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::support::llm::{
     reply, streamed, text, tools, Recorded, ScriptedServer, Turn, PROVIDERS,
@@ -15,13 +15,14 @@ use serde_json::{json, Value};
 use svc::llm::{Provider, Usage};
 
 fn svc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_svc"))
-        .args(args)
-        // Keys must come from the vault only: a key in the environment must not be used.
-        .env("ANTHROPIC_API_KEY", "env-key-must-not-be-used")
-        .env("OPENAI_API_KEY", "env-key-must-not-be-used")
-        .output()
-        .expect("run svc")
+    // Keys must come from the vault only: a key in the environment must not be used.
+    crate::support::cli::svc_with_env(
+        args,
+        &[
+            ("ANTHROPIC_API_KEY", "env-key-must-not-be-used"),
+            ("OPENAI_API_KEY", "env-key-must-not-be-used"),
+        ],
+    )
 }
 
 struct Env {

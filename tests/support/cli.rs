@@ -10,8 +10,14 @@ use std::time::{Duration, Instant};
 /// `svc <args>` on the real binary, as a user types it (no state directory set up); its
 /// output. Panics only when the binary cannot be started.
 pub fn svc(args: &[&str]) -> Output {
+    svc_with_env(args, &[])
+}
+
+/// Like [`svc`], with these variables added to its environment.
+pub fn svc_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_svc"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run the svc binary")
 }
