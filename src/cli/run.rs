@@ -215,22 +215,24 @@ fn start_sandbox(
     store: &dyn RunStore,
     run_id: &str,
     flags: &Shared,
-) -> Result<crate::server::runs::sandbox::Ready, Usage> {
+) -> Result<crate::sandbox::lifecycle::Ready, Usage> {
     let dir = state_dir(flags.state_dir.as_deref());
     let settings = crate::settings::Settings::load(&dir.join("settings.toml")).unwrap_or_default();
     let row = store
         .get_run(run_id)
         .map_err(|e| Usage(format!("cannot read run {run_id}: {e}")))?
         .ok_or_else(|| Usage(format!("run {run_id} not found")))?;
-    crate::server::runs::sandbox::start(store, &row, &dir, &settings).ok_or_else(|| {
-        let why = store
-            .get_run(run_id)
-            .ok()
-            .flatten()
-            .and_then(|r| r.error)
-            .unwrap_or_else(|| "the workspace could not be prepared".into());
-        Usage(format!("run {run_id}: {why}"))
-    })
+    crate::sandbox::lifecycle::start(store, &row, &dir, &settings.sandbox_defaults()).ok_or_else(
+        || {
+            let why = store
+                .get_run(run_id)
+                .ok()
+                .flatten()
+                .and_then(|r| r.error)
+                .unwrap_or_else(|| "the workspace could not be prepared".into());
+            Usage(format!("run {run_id}: {why}"))
+        },
+    )
 }
 
 /// Parses and validates; diagnostics print like `svc validate`, errors refuse the run.
@@ -343,7 +345,7 @@ fn execute(
     store: Arc<dyn RunStore>,
     flags: &Shared,
     resuming: bool,
-    sandbox: Option<crate::server::runs::sandbox::Ready>,
+    sandbox: Option<crate::sandbox::lifecycle::Ready>,
 ) -> Result<i32, Usage> {
     let answers = parse_answers(&flags.answers)?;
     let dir = state_dir(flags.state_dir.as_deref());

@@ -2,12 +2,14 @@
 //! and ([`isolation`]) how the run's processes are started (on the host or in bubblewrap).
 //! A path is refused when it is absolute outside the root, climbs out with `..`, or reaches
 //! outside through a symlink (existing prefixes are canonicalised, dangling links followed).
-//! Must not know about agents, runs or the store. The file tools are confined by
+//! [`lifecycle`] starts, reopens and removes a run's sandbox (the server's and `svc run`'s).
+//! Must not know about agents, or (outside `lifecycle`) runs or the store. The file tools are confined by
 //! [`Sandbox::resolve`]; processes by the [`Isolation`] the sandbox carries (a `local`
 //! one reaches anything the user can).
 
 pub mod inventory;
 pub mod isolation;
+pub mod lifecycle;
 
 pub use isolation::{Isolation, ProviderKind, SandboxPlan, StartError};
 

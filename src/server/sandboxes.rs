@@ -4,14 +4,14 @@
 //! others still list; `hosted` is not configured, so it is not asked.
 //!
 //! Owns: the inventory item's wire shape. Must not touch: starting or removing sandboxes
-//! (`runs::sandbox`).
+//! (`sandbox::lifecycle`).
 
 use super::error::ApiError;
 use super::http::Reply;
 use super::router::Ctx;
-use super::runs::sandbox::inventory;
 use super::App;
 use crate::sandbox::inventory::Record;
+use crate::sandbox::lifecycle::inventory;
 use crate::sandbox::ProviderKind;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};

@@ -384,6 +384,25 @@ impl SandboxDefault {
 }
 
 impl Settings {
+    /// `[run.sandbox]` as the sandbox lifecycle needs it (its defaults when absent).
+    pub fn sandbox_defaults(&self) -> crate::sandbox::lifecycle::Defaults {
+        let d = self
+            .run
+            .sandbox
+            .clone()
+            .unwrap_or_else(SandboxDefault::defaults);
+        crate::sandbox::lifecycle::Defaults {
+            network: d.network,
+            bwrap: d.bwrap,
+            retention_hours: self
+                .run
+                .sandbox
+                .as_ref()
+                .and_then(|s| s.retention_hours)
+                .unwrap_or(DEFAULT_RETENTION_HOURS),
+        }
+    }
+
     /// Parses and validates settings text.
     pub fn parse(text: &str) -> Result<Settings, SettingsError> {
         let s: Settings = toml::from_str(text).map_err(|e| SettingsError::Parse(e.to_string()))?;

@@ -102,6 +102,32 @@ pub fn format_millis(ms: i64) -> String {
     out.iter().map(|&b| char::from(b)).collect()
 }
 
+/// Milliseconds since the epoch of `2026-11-21T20:58:57.242Z`-style timestamps.
+pub fn parse_ts(ts: &str) -> Option<i64> {
+    let b = ts.as_bytes();
+    if b.len() < 20 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| ts.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let ms = if b.get(19) == Some(&b'.') {
+        let frac: String = ts[20..].chars().take_while(char::is_ascii_digit).collect();
+        let f3: String = format!("{frac:0<3}").chars().take(3).collect();
+        f3.parse::<i64>().ok()?
+    } else {
+        0
+    };
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
+}
+
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
 /// (H. Hinnant's algorithm).
 pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
@@ -158,5 +184,13 @@ mod tests {
         );
         let first: Ulid = ids[0].parse().unwrap_or_default();
         assert!(first.timestamp_ms() >= before && first.timestamp_ms() <= unix_millis() + 1);
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_ts("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(parse_ts("1970-01-02T00:00:01.5Z"), Some(86_401_500));
+        assert_eq!(parse_ts("2000-03-01T00:00:00Z"), Some(951_868_800_000));
+        assert_eq!(parse_ts("nope"), None);
     }
 }

@@ -41,7 +41,7 @@ pub use activation::{
     unpack_backup, ActivationOptions, ActivationReport, IntegrityMode, LegacyReport, BACKUP_FILE,
     LEGACY_DIR, QUICK_CHECK_MAX_BYTES,
 };
-pub use clock::{civil_from_days, format_millis, is_canonical_ulid, new_ulid, now};
+pub use clock::{civil_from_days, format_millis, is_canonical_ulid, new_ulid, now, parse_ts};
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
 pub use hooked::{HookedStore, Observer};

@@ -10,6 +10,7 @@ use crate::base::cancel::CancelToken;
 use crate::engine::human::Question;
 use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
+use crate::sandbox::lifecycle;
 use crate::settings::ChildApprovalPolicy;
 use crate::store::{EventDraft, RunRow, RunStore};
 use serde_json::{json, Map, Value};
@@ -145,8 +146,9 @@ impl Executor for EngineExecutor {
             _ => Map::new(),
         };
         let settings = self.settings.get();
+        let defaults = settings.sandbox_defaults();
         let Some(ready) =
-            super::sandbox::start(job.store.as_ref(), &job.row, &self.state_dir, &settings)
+            lifecycle::start(job.store.as_ref(), &job.row, &self.state_dir, &defaults)
         else {
             return;
         };

@@ -22,7 +22,8 @@ pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         }
         return Ok(page_reply(Vec::new(), false));
     }
-    let Some((git, base)) = super::sandbox::workspace_git(&row, &app.runs.state_dir) else {
+    let Some((git, base)) = crate::sandbox::lifecycle::workspace_git(&row, &app.runs.state_dir)
+    else {
         return Err(ApiError::not_found(format!(
             "The workspace of run {} was removed; its file changes are gone.",
             row.id

@@ -36,7 +36,6 @@ pub mod interviewer;
 pub mod lifecycle;
 mod recovery;
 pub mod retry;
-pub mod sandbox;
 mod scheduler;
 pub mod sse;
 pub mod stages;

@@ -6,7 +6,8 @@
 //! ([`super::lifecycle`]) or what a worker does with a job ([`super::exec`]).
 
 use super::exec::Job;
-use super::{lifecycle, sandbox, system_actor, view, RunHandle, Runs};
+use super::{lifecycle, system_actor, RunHandle, Runs};
+use crate::sandbox::lifecycle as sandbox;
 use crate::store::{EventDraft, RunQuery, RunRow, StoreError};
 use serde_json::json;
 use std::sync::atomic::Ordering;
@@ -65,10 +66,10 @@ impl Runs {
             }
             if last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
                 last_sweep = Some(std::time::Instant::now());
-                let settings = self.settings.get();
-                let now = view::parse_ts(&crate::store::now()).unwrap_or(0);
+                let defaults = self.settings.get().sandbox_defaults();
+                let now = crate::store::parse_ts(&crate::store::now()).unwrap_or(0);
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    sandbox::sweep(self.gated.as_ref(), &self.state_dir, &settings, now)
+                    sandbox::sweep(self.gated.as_ref(), &self.state_dir, &defaults, now)
                 }));
             }
         }

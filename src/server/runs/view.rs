@@ -14,32 +14,6 @@ use std::collections::BTreeMap;
 /// Above this elapsed time a board item gets `elapsed_warning: true`.
 pub const ELAPSED_WARNING_SECS: u64 = 3600;
 
-/// Milliseconds since the epoch of `2026-11-21T20:58:57.242Z`-style timestamps.
-pub fn parse_ts(ts: &str) -> Option<i64> {
-    let b = ts.as_bytes();
-    if b.len() < 20 {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| ts.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let ms = if b.get(19) == Some(&b'.') {
-        let frac: String = ts[20..].chars().take_while(char::is_ascii_digit).collect();
-        let f3: String = format!("{frac:0<3}").chars().take(3).collect();
-        f3.parse::<i64>().ok()?
-    } else {
-        0
-    };
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -49,11 +23,11 @@ fn now_ms() -> i64 {
 
 /// Wall time from start to completion (or now), in ms.
 fn wall_ms(row: &RunRow) -> Option<u64> {
-    let start = parse_ts(row.started_at.as_deref()?)?;
+    let start = crate::store::parse_ts(row.started_at.as_deref()?)?;
     let end = row
         .completed_at
         .as_deref()
-        .and_then(parse_ts)
+        .and_then(crate::store::parse_ts)
         .unwrap_or_else(now_ms);
     Some(end.saturating_sub(start).max(0) as u64)
 }
@@ -389,13 +363,5 @@ mod tests {
         let u = run_json(&row_with(unpriced, true), &Map::new(), None, 0, &settings);
         assert_eq!(u["billing"], json!({"total_usd_micros": null}));
         assert_eq!(u["size"], "XS");
-    }
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(parse_ts("1970-01-01T00:00:00.000Z"), Some(0));
-        assert_eq!(parse_ts("1970-01-02T00:00:01.5Z"), Some(86_401_500));
-        assert_eq!(parse_ts("2000-03-01T00:00:00Z"), Some(951_868_800_000));
-        assert_eq!(parse_ts("nope"), None);
     }
 }

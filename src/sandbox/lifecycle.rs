@@ -1,20 +1,33 @@
-//! A run's sandbox on the server: making its workspace and starting its provider before the
+//! A run's sandbox lifecycle: making its workspace and starting its provider before the
 //! engine runs (`sandbox.initializing` → `sandbox.initialized` | `sandbox.failed`), reopening
-//! both on resume, and removing them when the run is deleted or its retention ends.
+//! both on resume, and removing them when the run is deleted or its retention ends. The
+//! server and `svc run` both start their runs' sandboxes here.
 //!
 //! Owns: the glue between a run (its `run.created` workspace/sandbox requests, its events)
-//! and the `workspace` and `sandbox` modules; where workspaces live
+//! and the `workspace` module and the providers; where workspaces live
 //! (`<state-dir>/workspaces/<run-id>`) and the inventory (`<state-dir>/sandboxes`).
-//! Must not touch: git or bwrap details (their modules), scheduling, HTTP.
+//! The one part of `sandbox` that knows runs and the store.
+//! Must not touch: git or bwrap details (their modules), scheduling, HTTP, settings (callers
+//! hand it [`Defaults`]).
 
-use crate::sandbox::inventory::{Inventory, Record};
-use crate::sandbox::{Isolation, ProviderKind, SandboxPlan};
-use crate::settings::{SandboxDefault, Settings};
+use super::inventory::{Inventory, Record};
+use super::{Isolation, ProviderKind, SandboxPlan};
 use crate::store::{EventDraft, RunRow, RunStore, StoreError};
 use crate::workspace::{self, Git, Source};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// `[run.sandbox]` as the lifecycle needs it (`settings::Settings::sandbox_defaults`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Defaults {
+    /// Container processes may use the network, when the run does not say.
+    pub network: bool,
+    /// The bubblewrap binary (`bwrap` on PATH when `None`).
+    pub bwrap: Option<String>,
+    /// Hours a finished run's sandbox and workspace are kept.
+    pub retention_hours: u64,
+}
 
 /// A run's ready sandbox, as the engine needs it.
 pub struct Ready {
@@ -53,12 +66,7 @@ pub fn source_of(row: &RunRow) -> Source {
 }
 
 /// The sandbox plan of a run (`run.created` property `sandbox`, else `[run.sandbox]`).
-pub fn plan_of(row: &RunRow, settings: &Settings) -> SandboxPlan {
-    let defaults = settings
-        .run
-        .sandbox
-        .clone()
-        .unwrap_or_else(SandboxDefault::defaults);
+pub fn plan_of(row: &RunRow, defaults: &Defaults) -> SandboxPlan {
     let requested = row.created_meta.get("sandbox");
     let s = |k: &str| {
         requested
@@ -76,7 +84,7 @@ pub fn plan_of(row: &RunRow, settings: &Settings) -> SandboxPlan {
             .and_then(|r| r.get("network"))
             .and_then(Value::as_bool)
             .unwrap_or(defaults.network),
-        bwrap: PathBuf::from(defaults.bwrap.unwrap_or_else(|| "bwrap".into())),
+        bwrap: PathBuf::from(defaults.bwrap.as_deref().unwrap_or("bwrap")),
     }
 }
 
@@ -94,9 +102,9 @@ pub fn start(
     store: &dyn RunStore,
     row: &RunRow,
     state_dir: &Path,
-    settings: &Settings,
+    defaults: &Defaults,
 ) -> Option<Ready> {
-    let plan = plan_of(row, settings);
+    let plan = plan_of(row, defaults);
     let began = Instant::now();
     let provider = plan.provider.as_str();
     let initializing =
@@ -174,9 +182,9 @@ fn make(
                 )
             })?;
             // A leftover from an attempt that never became ready.
-            let _ = crate::sandbox::inventory::remove_dir(&dest);
+            let _ = super::inventory::remove_dir(&dest);
             workspace::prepare(&source, &row.id, &dest).map_err(|e| {
-                let _ = crate::sandbox::inventory::remove_dir(&dest);
+                let _ = super::inventory::remove_dir(&dest);
                 (e.error, e.causes)
             })?
         }
@@ -186,9 +194,9 @@ fn make(
         .work_tree
         .canonicalize()
         .unwrap_or_else(|_| ws.git.work_tree.clone());
-    let started = crate::sandbox::isolation::start(plan, &workdir).map_err(|e| {
+    let started = super::isolation::start(plan, &workdir).map_err(|e| {
         if ws.owned && row.sandbox.instance.is_none() {
-            let _ = crate::sandbox::inventory::remove_dir(&dest);
+            let _ = super::inventory::remove_dir(&dest);
         }
         (e.error, e.causes)
     })?;
@@ -266,27 +274,21 @@ pub fn workspace_git(row: &RunRow, state_dir: &Path) -> Option<(Git, String)> {
 pub fn remove(state_dir: &Path, run_id: &str) -> std::io::Result<()> {
     inventory(state_dir).remove(&Inventory::id_for(run_id))?;
     let dest = workspaces_dir(state_dir).join(run_id);
-    crate::sandbox::inventory::remove_dir(&dest)?;
-    crate::sandbox::inventory::remove_dir(&dest.with_file_name(format!("{run_id}.git")))
+    super::inventory::remove_dir(&dest)?;
+    super::inventory::remove_dir(&dest.with_file_name(format!("{run_id}.git")))
 }
 
 /// How long a finished run's sandbox is kept (`[run.sandbox] retention_hours`).
-pub fn retention_ms(settings: &Settings) -> i64 {
-    let hours = settings
-        .run
-        .sandbox
-        .as_ref()
-        .and_then(|s| s.retention_hours)
-        .unwrap_or(crate::settings::DEFAULT_RETENTION_HOURS);
-    i64::try_from(hours)
+pub fn retention_ms(defaults: &Defaults) -> i64 {
+    i64::try_from(defaults.retention_hours)
         .unwrap_or(i64::MAX / 3_600_000)
         .saturating_mul(3_600_000)
 }
 
 /// Removes the sandboxes whose run is gone, or ended longer than the retention ago
 /// (recording `sandbox.cleanup.completed` on the run). Returns how many were removed.
-pub fn sweep(store: &dyn RunStore, state_dir: &Path, settings: &Settings, now_ms: i64) -> usize {
-    let keep = retention_ms(settings);
+pub fn sweep(store: &dyn RunStore, state_dir: &Path, defaults: &Defaults, now_ms: i64) -> usize {
+    let keep = retention_ms(defaults);
     let inv = inventory(state_dir);
     let mut removed = 0;
     for provider in ProviderKind::ALL {
@@ -304,7 +306,7 @@ pub fn sweep(store: &dyn RunStore, state_dir: &Path, settings: &Settings, now_ms
                     r.status.is_terminal()
                         && r.completed_at
                             .as_deref()
-                            .and_then(super::view::parse_ts)
+                            .and_then(crate::store::parse_ts)
                             .is_some_and(|done| now_ms.saturating_sub(done) >= keep)
                 }
             };
