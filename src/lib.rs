@@ -66,8 +66,13 @@ pub mod agent;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod auth;
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub mod automations;
 #[doc(hidden)]
 pub mod base;
+#[doc(hidden)]
+pub mod catalog;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;

@@ -420,8 +420,31 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             {"provider": "anthropic", "model_id": "claude-haiku-4-5", "status": "ok", "error_message": null, "latency_ms": 412},
             {"provider": "openai", "model_id": "gpt-5.4-mini", "status": "skip", "error_message": null, "latency_ms": 0}
         ]})),
+        ("GET", "/api/v1/automations") => {
+            j(json!({"data": [demo_automation()], "meta": {"total": 1}}))
+        }
+        ("POST", "/api/v1/automations") => Ok(Reply::json(201, &demo_automation())),
+        ("GET", "/api/v1/automations/{id}") | ("PUT", "/api/v1/automations/{id}") => {
+            match ctx.param("id") {
+                "nightly-deps" => j(demo_automation()),
+                id => Err(ApiError::not_found(format!("No demo automation {id}."))),
+            }
+        }
+        ("DELETE", "/api/v1/automations/{id}") => Ok(Reply::empty(204)),
         _ => Err(ApiError::not_implemented()),
     }
+}
+
+fn demo_automation() -> Value {
+    json!({
+        "id": "nightly-deps", "revision": "0".repeat(64), "name": "Dependency update",
+        "description": "Every Tuesday at 02:00", "target": {"workflow_version_id": "0".repeat(64)},
+        "triggers": [{"id": "manual", "kind": "api", "enabled": true},
+                     {"id": "tuesday", "kind": "schedule", "enabled": true, "expression": "0 2 * * 2", "timezone": "Europe/Berlin"}],
+        "inputs": {}, "goal": null, "title": null, "labels": {}, "sandbox": null,
+        "policies": {"misfire": "fire_once", "overlap": "allow"},
+        "created_at": "2026-03-01T09:00:00.000Z", "updated_at": "2026-03-01T09:00:00.000Z"
+    })
 }
 
 #[cfg(test)]

@@ -20,6 +20,9 @@ pub struct ApiError {
     pub extra: Option<Box<Value>>,
     /// Headers to add to the error response (e.g. `Allow` on 405).
     pub headers: Vec<(&'static str, String)>,
+    /// Further entries of the same status after the first, each `(detail, extra members)`
+    /// (e.g. one per invalid field of a catalog body).
+    pub more: Vec<(String, Value)>,
 }
 
 impl ApiError {
@@ -30,7 +33,14 @@ impl ApiError {
             code: None,
             extra: None,
             headers: Vec::new(),
+            more: Vec::new(),
         }
+    }
+
+    /// Adds an entry after the first (same status, title and code).
+    pub fn with_entry(mut self, detail: impl Into<String>, extra: Value) -> ApiError {
+        self.more.push((detail.into(), extra));
+        self
     }
 
     pub fn with_code(mut self, code: &'static str) -> ApiError {
@@ -109,7 +119,25 @@ impl ApiError {
             }
         }
         entry["request_id"] = json!(request_id);
-        json!({ "errors": [entry], "request_id": request_id })
+        let mut entries = vec![entry];
+        for (detail, extra) in &self.more {
+            let mut e = json!({
+                "status": self.status.to_string(),
+                "title": self.title(),
+                "detail": detail,
+            });
+            if let Some(code) = self.code {
+                e["code"] = json!(code);
+            }
+            if let Value::Object(extra) = extra {
+                for (k, v) in extra {
+                    e[k.as_str()] = v.clone();
+                }
+            }
+            e["request_id"] = json!(request_id);
+            entries.push(e);
+        }
+        json!({ "errors": entries, "request_id": request_id })
     }
 }
 

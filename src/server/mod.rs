@@ -16,6 +16,8 @@
 //! `workflow::load`), SQL of the run store (it goes through `RunStore`), or engine internals.
 
 pub mod auth;
+pub mod automations;
+pub mod catalog;
 pub mod demo;
 pub mod error;
 pub mod fdlimit;
@@ -47,6 +49,8 @@ pub struct App {
     pub auth: crate::auth::Authenticator,
     pub versions: Arc<versions::VersionStore>,
     pub runs: Arc<runs::Runs>,
+    /// The automations catalog (`crate::automations`).
+    pub automations: Arc<crate::catalog::Catalog<crate::automations::Automations>>,
     pub router: Router,
     pub started: Instant,
 }
@@ -59,6 +63,7 @@ impl App {
         auth: crate::auth::Authenticator,
         versions: Arc<versions::VersionStore>,
         runs: Arc<runs::Runs>,
+        automations: Arc<crate::catalog::Catalog<crate::automations::Automations>>,
     ) -> App {
         App {
             settings,
@@ -66,6 +71,7 @@ impl App {
             auth,
             versions,
             runs,
+            automations,
             router: Router::new(routes::all()),
             started: Instant::now(),
         }
@@ -241,6 +247,10 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     let authenticator = authenticator(&initial, &opts.state_dir, &dev_token)?;
     let sqlite = Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
     let versions = Arc::new(versions::VersionStore::new(Arc::clone(&sqlite) as _));
+    let automations = Arc::new(
+        crate::catalog::Catalog::open(automations_kind(&versions), Arc::clone(&sqlite) as _)
+            .map_err(|e| state_err(&e))?,
+    );
     let store: Arc<dyn crate::store::RunStore> = sqlite;
 
     let listen = opts
@@ -291,6 +301,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         authenticator,
         versions,
         runs,
+        automations,
     ));
     let http = HttpServer::bind(&listen, &http_opts).map_err(|source| StartError::Bind {
         listen: listen.clone(),
@@ -332,6 +343,12 @@ fn http_options(h: &settings::HttpSettings) -> HttpOptions {
         idle_timeout: Duration::from_secs(h.idle_timeout_secs),
         max_connections,
     }
+}
+
+/// The automations catalog's rules, asking `versions` whether a target version exists.
+fn automations_kind(versions: &Arc<versions::VersionStore>) -> crate::automations::Automations {
+    let versions = Arc::clone(versions);
+    crate::automations::Automations::new(move |id| matches!(versions.get(id), Ok(Some(_))))
 }
 
 /// Records of live stage process groups, under the state directory (see `procs`).

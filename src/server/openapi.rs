@@ -8,6 +8,8 @@
 use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
 
+mod automations;
+
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
     DOC.get_or_init(build)
@@ -423,6 +425,7 @@ fn schemas() -> Value {
                         "title": {"type": "string"},
                         "detail": {"type": "string"},
                         "code": {"type": "string"},
+                        "field": {"type": "string", "description": "422 of a catalog: the invalid field, e.g. triggers[1].expression (empty: the whole body)."},
                         "request_id": {"type": "string", "format": "uuid"},
                         "diagnostics": {"type": "array", "items": {"type": "object"}}
                     }
@@ -789,7 +792,7 @@ fn schemas() -> Value {
 
 fn build() -> Value {
     let mut paths = Map::new();
-    for o in operations() {
+    for o in operations().into_iter().chain(automations::operations()) {
         let mut responses = Map::new();
         for (code, v) in o.responses {
             responses.insert(code, v);
@@ -840,11 +843,12 @@ fn build() -> Value {
         "tags": [
             {"name": "Discovery"}, {"name": "System"}, {"name": "Auth"}, {"name": "Workflows"},
             {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
-            {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"}
+            {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"},
+            {"name": "Automations"}
         ],
         "paths": paths,
         "components": {
-            "schemas": schemas(),
+            "schemas": merged(schemas(), automations::schemas()),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},
                 "SessionCookie": {"type": "apiKey", "in": "cookie", "name": "__svc_session", "description": "Private session cookie set by /auth/dev-token or /auth/callback."}
@@ -852,6 +856,14 @@ fn build() -> Value {
         },
         "security": [{"BearerAuth": []}, {"SessionCookie": []}]
     })
+}
+
+/// `a` with `b`'s members added.
+fn merged(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! Must not touch: handler logic.
 
 use super::auth;
+use super::catalog;
 use super::models;
 use super::pages;
 use super::preview;
@@ -12,6 +13,7 @@ use super::router::{Access, Route};
 use super::runs;
 use super::sandboxes;
 use super::system;
+use crate::automations::Automations;
 
 const fn public(
     method: &'static str,
@@ -92,6 +94,27 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/sandboxes", sandboxes::list),
         user("GET", "/api/v1/sandboxes/{id}", sandboxes::get),
         user("POST", "/api/v1/runs/{id}/preview", preview::create),
+        user("GET", "/api/v1/automations", catalog::list::<Automations>),
+        user(
+            "POST",
+            "/api/v1/automations",
+            catalog::create::<Automations>,
+        ),
+        user(
+            "GET",
+            "/api/v1/automations/{id}",
+            catalog::get::<Automations>,
+        ),
+        user(
+            "PUT",
+            "/api/v1/automations/{id}",
+            catalog::replace::<Automations>,
+        ),
+        user(
+            "DELETE",
+            "/api/v1/automations/{id}",
+            catalog::delete::<Automations>,
+        ),
     ]
 }
 

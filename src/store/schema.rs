@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -116,6 +116,28 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         id         TEXT NOT NULL PRIMARY KEY,
         package    TEXT NOT NULL,
         created_at TEXT NOT NULL
+    ) STRICT;
+    ",
+    // 4: the automations catalog (`catalog.rs`): a catalog table's generic shape and CHECKs
+    // (slug id, hex revision and salt, the definition a JSON object), plus the automation's
+    // own (name, target, triggers, policies).
+    "
+    CREATE TABLE IF NOT EXISTS automations (
+        id         TEXT NOT NULL PRIMARY KEY
+                   CHECK (length(id) BETWEEN 1 AND 63 AND id NOT GLOB '*[^a-z0-9-]*'
+                          AND substr(id, 1, 1) <> '-'),
+        revision   TEXT NOT NULL
+                   CHECK (length(revision) = 64 AND revision NOT GLOB '*[^0-9a-f]*'),
+        definition TEXT NOT NULL
+                   CHECK (json_valid(definition) AND json_type(definition) = 'object'),
+        salt       TEXT NOT NULL CHECK (length(salt) = 32 AND salt NOT GLOB '*[^0-9a-f]*'),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (json_type(definition, '$.name') = 'text'
+               AND json_type(definition, '$.target') = 'object'
+               AND json_type(definition, '$.triggers') = 'array'
+               AND json_extract(definition, '$.policies.misfire') IN ('skip', 'fire_once')
+               AND json_extract(definition, '$.policies.overlap') IN ('allow', 'skip', 'queue_one'))
     ) STRICT;
     ",
 ];

@@ -23,6 +23,8 @@ mod llm;
 mod workspace;
 // SIGKILL under load, many times, on one state directory: nothing acknowledged is lost.
 mod crash;
+// Automations: the catalog rules over HTTP, fires, hooks, the scheduler across restarts.
+mod automations;
 // The web UI's pages, assets and SVG graph over HTTP.
 mod web_pages;
 // The web UI in headless Chromium (Selenium).
