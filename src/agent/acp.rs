@@ -19,7 +19,6 @@ use serde_json::{json, Value};
 
 use super::{AgentEvent, Steered, Steering};
 use crate::base::cancel::CancelToken;
-use crate::llm::Provider;
 use crate::sandbox::Sandbox;
 
 /// The ACP protocol version we speak.
@@ -166,8 +165,13 @@ impl AcpClient {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for k in Provider::all_key_names() {
-            cmd.env_remove(k);
+        // Never the server's environment: the run's clean one (`procs::env`).
+        match sandbox.env() {
+            Some(env) => env.apply_to(&mut cmd),
+            None => crate::procs::clean_command_env(&mut cmd).map_err(|e| AcpError::Spawn {
+                command: config.command.clone(),
+                reason: format!("cannot read the environment: {e}"),
+            })?,
         }
         for (k, v) in &config.env {
             cmd.env(k, v);

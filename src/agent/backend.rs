@@ -198,6 +198,7 @@ impl LlmBackend for ProviderBackend {
             max_turns: req.max_turns,
             workdir: req.workdir.clone(),
             isolation: req.isolation.clone(),
+            env: req.env.clone(),
             feedback: req.feedback.clone(),
             project_memory: req.project_memory,
             preamble: req.preamble.clone(),
@@ -262,7 +263,8 @@ impl ProviderBackend {
                 message: format!("stage `{}`: {e}", req.node_id),
                 retryable: false,
             })?
-            .with_isolation(req.isolation.clone());
+            .with_isolation(req.isolation.clone())
+            .with_env(req.env.clone());
         let config = super::acp::AcpConfig {
             env: launch.env.clone(),
             ..super::acp::AcpConfig::new(&launch.command)

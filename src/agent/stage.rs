@@ -50,6 +50,8 @@ pub struct StageRequest {
     pub workdir: PathBuf,
     /// How the shell tool starts processes (host or the run's container).
     pub isolation: crate::sandbox::Isolation,
+    /// The environment they start from (`None`: the clean allowlist, `procs::env`).
+    pub env: Option<std::sync::Arc<crate::procs::EnvSnapshot>>,
     /// Validation errors of earlier replies in this stage, oldest first; empty on the
     /// first call. A call with one more entry than the last continues that conversation.
     pub feedback: Vec<String>,
@@ -347,7 +349,8 @@ impl StageBackend {
                                 failure_class: "deterministic",
                                 not_configured: None,
                             })?
-                            .with_isolation(req.isolation.clone());
+                            .with_isolation(req.isolation.clone())
+                            .with_env(req.env.clone());
                         let cfg = AgentConfig {
                             provider: Some(provider),
                             max_tokens,

@@ -298,6 +298,33 @@ pub fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
+/// The server's own secret values that live outside the vault, for redaction (a vault
+/// value is hidden by the vault's redactor already): the dev token of `state_dir` (when
+/// one was made) and `SESSION_SECRET` from the environment. Never given to a run
+/// (`procs::env`), and hidden wherever run data is shown should a workflow find them.
+pub fn server_secret_values(state_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(t) = std::fs::read_to_string(state_dir.join(DEV_TOKEN_FILE)) {
+        let t = t.trim();
+        if is_dev_token(t) {
+            out.push(t.to_string());
+        }
+    }
+    if let Ok(s) = std::env::var("SESSION_SECRET") {
+        out.push(s);
+    }
+    out
+}
+
+/// The redactor for everything a run records or a user reads of it: every vault value,
+/// the dev token and the session secret (`settings::vault::VaultRedactor`).
+pub fn redactor(state_dir: &Path) -> crate::settings::vault::VaultRedactor {
+    crate::settings::vault::VaultRedactor::with_fixed(
+        crate::settings::vault::Vault::in_state_dir(state_dir),
+        server_secret_values(state_dir),
+    )
+}
+
 /// Reads `SESSION_SECRET` from the environment, else the vault entry of the same name
 /// (install writes it there). `None` when absent.
 pub fn session_secret(state_dir: &Path) -> Option<String> {

@@ -14,7 +14,7 @@ use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{
     DryRunBackend, Engine, LlmBackend, Redact, RunOptions, RunOutcome, RunResult, Services,
 };
-use crate::settings::vault::{Vault, VaultRedactor};
+use crate::settings::vault::Vault;
 use crate::store::{self, NewRun, RunStore, WorkflowMeta};
 use crate::workflow::{self, DirFiles, Severity, Workflow};
 use serde_json::{json, Map, Value};
@@ -349,7 +349,7 @@ fn execute(
 ) -> Result<i32, Usage> {
     let answers = parse_answers(&flags.answers)?;
     let dir = state_dir(flags.state_dir.as_deref());
-    let redactor: Arc<dyn Redact> = Arc::new(VaultRedactor::new(Vault::in_state_dir(&dir)));
+    let redactor: Arc<dyn Redact> = Arc::new(crate::auth::redactor(&dir));
     let llm: Arc<dyn LlmBackend> = if flags.dry_run {
         Arc::new(DryRunBackend)
     } else {
@@ -365,6 +365,13 @@ fn execute(
     };
     eprintln!("run {}", options.run_id);
     let mut services = Services::new(store.clone());
+    // The same clean environment as the server's runs (`procs::env`), with the settings'
+    // `[run] pass_env` and `secrets`.
+    let stage_env = load_settings(&dir)
+        .run
+        .stage_env(&Vault::in_state_dir(&dir))
+        .map_err(Usage)?;
+    services.stage_env = Some(Arc::new(stage_env));
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
     services.llm = llm;
     services.redactor = Arc::clone(&redactor);

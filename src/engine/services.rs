@@ -30,6 +30,10 @@ pub struct Services {
     pub isolation: crate::sandbox::Isolation,
     /// The run's files as checkpoints ([`NoWorkspace`] by default: nothing is versioned).
     pub workspace: Arc<dyn Workspace>,
+    /// The environment the run's processes start from (`procs::EnvSnapshot::for_stages`:
+    /// an allowlist of this process's variables plus what the run is given, never the
+    /// server's secrets). `None`: the allowlist alone, read at the run's first command.
+    pub stage_env: Option<Arc<crate::procs::EnvSnapshot>>,
 }
 
 impl Services {
@@ -45,6 +49,7 @@ impl Services {
             cancel: CancelToken::new(),
             isolation: crate::sandbox::Isolation::Local,
             workspace: Arc::new(NoWorkspace),
+            stage_env: None,
         }
     }
 }
@@ -162,6 +167,8 @@ pub struct LlmRequest {
     pub workdir: std::path::PathBuf,
     /// How the agent's shell tool and an ACP agent start processes.
     pub isolation: crate::sandbox::Isolation,
+    /// The environment they start from ([`Services::stage_env`]).
+    pub env: Option<Arc<crate::procs::EnvSnapshot>>,
     /// Validation errors of earlier replies in this stage (structured-output repair turns),
     /// oldest first; empty on the first call.
     pub feedback: Vec<String>,

@@ -158,7 +158,8 @@ pub(crate) struct Shared<'s> {
     /// Human questions open across the run (run.blocked / run.unblocked are ref-counted).
     pub blocked: Mutex<usize>,
     pub rng: Mutex<Prng>,
-    /// The environment commands inherit, read at the run's first command (`None` inside:
+    /// The environment commands inherit when the services bring none: the allowlist of
+    /// `procs::EnvSnapshot::for_stages`, read at the run's first command (`None` inside:
     /// it could not be read, and each spawn reads its own).
     pub inherited_env: std::sync::OnceLock<Option<crate::procs::EnvSnapshot>>,
 }
@@ -166,8 +167,11 @@ pub(crate) struct Shared<'s> {
 impl Shared<'_> {
     /// The environment commands inherit (see `inherited_env`).
     pub fn base_env(&self) -> Option<&crate::procs::EnvSnapshot> {
+        if let Some(env) = &self.services.stage_env {
+            return Some(env);
+        }
         self.inherited_env
-            .get_or_init(|| crate::procs::EnvSnapshot::capture().ok())
+            .get_or_init(|| crate::procs::EnvSnapshot::for_stages(&[], &[]).ok())
             .as_ref()
     }
 

@@ -33,6 +33,7 @@
 //! Must not touch: what a process does or means (stages, tools and agents decide that).
 
 mod capture;
+mod env;
 mod script;
 mod simple;
 mod spawn;
@@ -40,6 +41,7 @@ mod wait;
 
 pub use capture::{Kept, OUTPUT_LIMIT};
 pub use script::{run_script, start_script, CommandBuilder, CommandError, Script, Started, SH};
+pub use env::{clean_command_env, ALLOWED as STAGE_ENV_ALLOWED, NEVER as NEVER_PASSED};
 pub use simple::{shell_pwd, simple_words};
 pub use spawn::{EnvSnapshot, Piped, Proc};
 pub use wait::{kill_group, signal_group, Finished, Running, Termination, KILL_GRACE};
@@ -200,7 +202,7 @@ impl Drop for Tracked {
 /// from `/dev/null` and its stdout and stderr piped, as [`isolate`] would (own group, PDEATHSIG tied to the calling thread, the
 /// record written by the child before exec), without a `fork()` that copies this process's
 /// page tables (see `spawn.rs`). Wait for it from the calling thread, then [`track_proc`].
-/// `base` is the environment to start from (`None`: this process's, read now).
+/// `base` is the environment to start from (`None`: the clean one of `EnvSnapshot::for_stages`, read now).
 pub fn spawn_piped(
     cmd: &Command,
     extra_env: &[(String, String)],

@@ -121,7 +121,8 @@ pub fn spawn_piped(
     let base = match base {
         Some(b) => b,
         None => {
-            captured = EnvSnapshot::capture()?;
+            // Never the server's whole environment (see `procs::env`).
+            captured = EnvSnapshot::for_stages(&[], &[])?;
             &captured
         }
     };
@@ -342,6 +343,10 @@ impl EnvSnapshot {
         Ok(env)
     }
 
+    pub(super) fn from_pairs(vars: Vec<(usize, CString)>) -> EnvSnapshot {
+        EnvSnapshot { vars }
+    }
+
     /// The value of `key`, if set.
     pub fn get(&self, key: &OsStr) -> Option<&OsStr> {
         self.vars.iter().find_map(|(n, kv)| {
@@ -350,7 +355,7 @@ impl EnvSnapshot {
         })
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&OsStr, &CString)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&OsStr, &CString)> {
         self.vars
             .iter()
             .map(|(n, kv)| (OsStr::from_bytes(&kv.as_bytes()[..*n]), kv))
@@ -385,7 +390,7 @@ fn environment(
     Ok((owned, envp))
 }
 
-fn pair(k: &OsStr, v: &OsStr) -> io::Result<CString> {
+pub(super) fn pair(k: &OsStr, v: &OsStr) -> io::Result<CString> {
     let mut kv = Vec::with_capacity(k.len() + v.len() + 2);
     kv.extend_from_slice(k.as_bytes());
     kv.push(b'=');

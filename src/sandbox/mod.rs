@@ -37,6 +37,8 @@ pub enum SandboxError {
 pub struct Sandbox {
     root: PathBuf,
     isolation: Isolation,
+    /// The environment its processes start from (`None`: the clean allowlist alone).
+    env: Option<std::sync::Arc<crate::procs::EnvSnapshot>>,
 }
 
 const MAX_LINKS: u32 = 32;
@@ -58,6 +60,7 @@ impl Sandbox {
         Ok(Self {
             root,
             isolation: Isolation::Local,
+            env: None,
         })
     }
 
@@ -65,6 +68,18 @@ impl Sandbox {
     pub fn with_isolation(mut self, isolation: Isolation) -> Self {
         self.isolation = isolation;
         self
+    }
+
+    /// The same sandbox with its processes starting from `env` (the run's
+    /// `procs::EnvSnapshot::for_stages`); `None` keeps the clean allowlist alone.
+    pub fn with_env(mut self, env: Option<std::sync::Arc<crate::procs::EnvSnapshot>>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The environment the sandbox's processes start from, when the run gave one.
+    pub fn env(&self) -> Option<&crate::procs::EnvSnapshot> {
+        self.env.as_deref()
     }
 
     pub fn root(&self) -> &Path {

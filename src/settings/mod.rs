@@ -312,7 +312,45 @@ pub struct RunDefaults {
     /// The repository a run works on when the request names none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repository: Option<RepositoryDefault>,
+    /// Names of the server's environment variables passed on to every run's processes
+    /// besides the allowlist of `procs::env` (for example `HTTP_PROXY`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pass_env: Vec<String>,
+    /// Vault secrets given to every run's processes, each as the environment variable of
+    /// its name. The only way a vault value reaches workflow code.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
+
+impl RunDefaults {
+    /// The environment every process of a run starts from: the allowlist of `procs::env`,
+    /// the variables of `pass_env`, and the `secrets` read from `vault` now. A named secret
+    /// the vault does not hold fails the run (closed, not silently without it).
+    pub fn stage_env(&self, vault: &vault::Vault) -> Result<crate::procs::EnvSnapshot, String> {
+        let mut given = Vec::with_capacity(self.secrets.len());
+        for name in &self.secrets {
+            match vault.get(name) {
+                Ok(Some(v)) => given.push((name.clone(), v)),
+                Ok(None) => {
+                    return Err(format!(
+                        "the secret `{name}` named in [run] secrets is not in the vault"
+                    ))
+                }
+                Err(e) => return Err(format!("cannot read the secret `{name}`: {e}")),
+            }
+        }
+        crate::procs::EnvSnapshot::for_stages(&self.pass_env, &given)
+            .map_err(|e| format!("cannot build the run's environment: {e}"))
+    }
+}
+
+/// Vault entries the server keeps for itself: never given to a run (`[run] secrets`).
+pub const SERVER_OWNED_SECRETS: [&str; 4] = [
+    "SESSION_SECRET",
+    "CODEHOST_CLIENT_SECRET",
+    "OBJECT_STORE_ACCESS_KEY_ID",
+    "OBJECT_STORE_SECRET_ACCESS_KEY",
+];
 
 /// `[run] child_approval`: `none` (children run at once, the default) or `required`
 /// (each child waits in `pending{approval_required}` until approved or denied over HTTP).
@@ -507,6 +545,29 @@ impl Settings {
                     "llm.providers.{name}: unknown LLM provider (known: {})",
                     known.join(", ")
                 ));
+            }
+        }
+        let env_name = |n: &str| {
+            let mut c = n.chars();
+            c.next()
+                .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+                && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+        };
+        for (key, names) in [
+            ("run.pass_env", &self.run.pass_env),
+            ("run.secrets", &self.run.secrets),
+        ] {
+            for n in names {
+                if !env_name(n) {
+                    return bad(format!("{key}: `{n}` is not an environment variable name"));
+                }
+                if crate::procs::NEVER_PASSED.contains(&n.as_str())
+                    || (key == "run.secrets" && SERVER_OWNED_SECRETS.contains(&n.as_str()))
+                {
+                    return bad(format!(
+                        "{key}: `{n}` is the server's own credential and is never given to workflow code"
+                    ));
+                }
             }
         }
         if let Some(sb) = &self.run.sandbox {

@@ -217,6 +217,9 @@ const REDACTOR_RECHECK: Duration = Duration::from_secs(1);
 /// before (logged).
 pub struct VaultRedactor {
     vault: Vault,
+    /// Values hidden besides the vault's: the server's own secrets (the dev token, the
+    /// session secret), which do not live in the vault file.
+    fixed: Vec<String>,
     state: Mutex<RedactorState>,
 }
 
@@ -229,12 +232,20 @@ struct RedactorState {
 
 impl VaultRedactor {
     pub fn new(vault: Vault) -> VaultRedactor {
+        VaultRedactor::with_fixed(vault, Vec::new())
+    }
+
+    /// A redactor that also hides `fixed` (see `auth::server_secret_values`).
+    pub fn with_fixed(vault: Vault, fixed: Vec<String>) -> VaultRedactor {
+        // The fixed values are hidden even when the vault cannot be read.
+        let secrets = Arc::new(Secrets::new(&fixed));
         let r = VaultRedactor {
             vault,
+            fixed,
             state: Mutex::new(RedactorState {
                 checked: Instant::now(),
                 stamp: None,
-                secrets: Arc::new(Secrets::default()),
+                secrets,
             }),
         };
         r.reload(&mut r.state.lock());
@@ -251,7 +262,11 @@ impl VaultRedactor {
         st.checked = Instant::now();
         st.stamp = self.stamp();
         match self.vault.load() {
-            Ok(all) => st.secrets = Arc::new(Secrets::new(exposed_values(&all))),
+            Ok(all) => {
+                let mut values = exposed_values(&all);
+                values.extend(self.fixed.iter().cloned());
+                st.secrets = Arc::new(Secrets::new(values))
+            }
             Err(e) => log::warn!("secret redaction keeps the values read before: {e}"),
         }
     }

@@ -731,6 +731,7 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         max_turns: None,
         workdir: dir.path().to_path_buf(),
         isolation: Default::default(),
+        env: None,
         feedback: vec![],
         project_memory: true,
         preamble: None,

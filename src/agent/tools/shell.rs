@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use crate::base::cancel::CancelToken;
-use crate::llm::Provider;
 use crate::procs::{self, EnvSnapshot, Script};
 use crate::sandbox::{Isolation, Sandbox};
 
@@ -91,9 +90,16 @@ pub fn run_with_env(
     timeout: Duration,
     cancel: &CancelToken,
 ) -> Result<ShellOutput, String> {
-    let credentials: Vec<&str> = Provider::all_key_names().collect();
-    let base = EnvSnapshot::capture_without(&credentials)
-        .map_err(|e| format!("cannot read the environment: {e}"))?;
+    // The run's clean environment (`procs::env`): never the server's own variables.
+    let clean;
+    let base = match sb.env() {
+        Some(env) => env,
+        None => {
+            clean = EnvSnapshot::for_stages(&[], &[])
+                .map_err(|e| format!("cannot read the environment: {e}"))?;
+            &clean
+        }
+    };
     let env: Vec<(String, String)> = env
         .iter()
         .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
@@ -104,7 +110,7 @@ pub fn run_with_env(
         script: command,
         workdir: sb.root(),
         env: &env,
-        base_env: Some(&base),
+        base_env: Some(base),
         shell: true,
         on_host: matches!(sb.isolation(), Isolation::Local),
         pipe_grace: PIPE_GRACE,

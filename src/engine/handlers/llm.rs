@@ -86,6 +86,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
         workdir: cx.walker.options().workdir.clone(),
         isolation: cx.walker.services().isolation.clone(),
+        env: cx.walker.services().stage_env.clone(),
         feedback: Vec::new(),
         output_schema: schema_attr,
         project_memory: v.bool("project_memory").unwrap_or(true),

@@ -146,6 +146,11 @@ impl Executor for EngineExecutor {
             _ => Map::new(),
         };
         let settings = self.settings.get();
+        let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
+        let stage_env = match settings.run.stage_env(&vault) {
+            Ok(env) => Arc::new(env),
+            Err(e) => return fail_launch(job, e),
+        };
         let defaults = settings.sandbox_defaults();
         let Some(ready) =
             lifecycle::start(job.store.as_ref(), &job.row, &self.state_dir, &defaults)
@@ -163,9 +168,8 @@ impl Executor for EngineExecutor {
             },
             ..RunOptions::new(&job.row.id, ready.workdir.clone())
         };
-        let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
         let redactor: Arc<dyn crate::engine::Redact> =
-            Arc::new(crate::settings::vault::VaultRedactor::new(vault.clone()));
+            Arc::new(crate::auth::redactor(&self.state_dir));
         let llm = match crate::agent::backend::ProviderBackend::new(
             &self.settings.get(),
             Arc::new(vault),
@@ -181,6 +185,7 @@ impl Executor for EngineExecutor {
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
         services.cancel = job.handle.cancel.clone();
         services.isolation = ready.isolation;
+        services.stage_env = Some(stage_env);
         services.workspace = Arc::new(crate::workspace::EngineWorkspace::new(
             ready.git, ready.base,
         ));
