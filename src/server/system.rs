@@ -71,7 +71,12 @@ pub fn create_version(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiErro
 pub fn get_version(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let id = ctx.param("id");
     match app.versions.get(id)? {
-        Some(v) => Ok(Reply::json(200, &v.to_json())),
+        Some(v) => {
+            // The stored package is what runs; what a user reads hides secret values.
+            let mut body = v.to_json();
+            crate::base::redact::redact_json(app.runs.redactor.as_ref(), &mut body);
+            Ok(Reply::json(200, &body))
+        }
         None => Err(ApiError::not_found(format!(
             "No workflow version with id `{id}`."
         ))),

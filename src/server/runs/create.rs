@@ -318,7 +318,13 @@ impl Runs {
         }
         let settings = self.settings.get();
         let defaults = &settings.run;
-        let (workflow, graph_goal) = workflow_meta(version)?;
+        let (mut workflow, graph_goal) = workflow_meta(version)?;
+        // The engine runs the version's own text; the event users read shows it redacted.
+        if let std::borrow::Cow::Owned(hidden) =
+            crate::base::redact::Redact::redact(self.redactor.as_ref(), &workflow.source)
+        {
+            workflow.source = hidden;
+        }
         let goal = spec
             .goal
             .or_else(|| defaults.goal.clone())

@@ -1,6 +1,9 @@
 //! `GET /runs/{id}/files`: the run's file changes against its base, or one checkpoint's
 //! (`?checkpoint=<id>`), one page at a time (SPEC 2.10, 4).
 //!
+//! File names and contents are redacted (vault values, the dev token, the session secret)
+//! when served.
+//!
 //! Owns: the wire shape of file diff items and the checkpoint filter. Must not touch: git
 //! itself (`workspace::diff`), the store beyond reading the run.
 
@@ -8,6 +11,7 @@ use super::super::error::ApiError;
 use super::super::http::Reply;
 use super::super::router::Ctx;
 use super::super::App;
+use crate::base::redact::Redact;
 use crate::workspace::{self, diff};
 use serde_json::{json, Value};
 
@@ -57,15 +61,18 @@ pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let data: Vec<Value> = page
         .iter()
         .zip(texts.chunks(2))
-        .map(|(c, t)| item(c, &t[0], &t[1]))
+        .map(|(c, t)| item(app.runs.redactor.as_ref(), c, &t[0], &t[1]))
         .collect();
     Ok(page_reply(data, has_more))
 }
 
-fn item(c: &diff::FileChange, old: &str, new: &str) -> Value {
+/// One diff item, with secret values hidden: a stage may have written one into a file, and
+/// the workspace is read here, not through the engine's recorded (redacted) events.
+fn item(r: &dyn Redact, c: &diff::FileChange, old: &str, new: &str) -> Value {
+    let name = r.redact(&c.path);
     json!({
-        "old_file": {"name": c.path, "contents": old},
-        "new_file": {"name": c.path, "contents": new},
+        "old_file": {"name": name, "contents": r.redact(old)},
+        "new_file": {"name": name, "contents": r.redact(new)},
     })
 }
 

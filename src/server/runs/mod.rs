@@ -81,6 +81,10 @@ pub struct Runs {
     versions: Arc<VersionStore>,
     stop: AtomicBool,
     me: std::sync::Weak<Runs>,
+    /// Hides the vault's values, the dev token and the session secret in what users read
+    /// of a run that did not pass through the engine's redaction (the `run.created`
+    /// workflow source, `/files`).
+    pub redactor: Arc<crate::settings::vault::VaultRedactor>,
 }
 
 pub fn store_error(e: StoreError) -> ApiError {
@@ -129,6 +133,7 @@ impl Runs {
             workers: AtomicUsize::new(0),
             executor,
             settings: settings.clone(),
+            redactor: Arc::new(crate::auth::redactor(&state_dir)),
             state_dir,
             versions,
             stop: AtomicBool::new(false),
