@@ -2,8 +2,8 @@
 //! (`container`), and the one place every run process is spawned from ([`Isolation::command`]).
 //!
 //! Owns: the provider kinds, the bwrap command line (own mount, pid, network, ipc, uts
-//! namespaces; host file system read-only; the workspace read-write; a private `/tmp`;
-//! `--die-with-parent`), and starting a sandbox (checking the provider can run a process).
+//! namespaces; the host's system directories read-only and nothing else of it; the
+//! workspace read-write; a private `/tmp`; `--die-with-parent`), and starting a sandbox (checking the provider can run a process).
 //! Must not touch: the workspace's contents (that is `workspace`), runs or the store.
 
 use std::path::{Path, PathBuf};
@@ -50,7 +50,8 @@ pub enum Isolation {
     /// On the host, as the server's user.
     #[default]
     Local,
-    /// Inside bubblewrap: only `workspace` is writable.
+    /// Inside bubblewrap: the host's system directories read-only, `workspace` read-write,
+    /// nothing else of the host.
     Container {
         bwrap: PathBuf,
         workspace: PathBuf,
@@ -133,28 +134,140 @@ impl Isolation {
     }
 }
 
-/// The bubblewrap arguments before the program. Order matters: the private `/tmp` is
-/// mounted before the workspace, so a workspace under `/tmp` stays visible.
+/// The host's system directories a container sees, read-only: programs and their
+/// libraries. A directory that is a symlink on the host (`/bin -> usr/bin` on merged-/usr
+/// systems) is the same symlink inside.
+pub const SYSTEM_DIRS: [&str; 7] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// The parts of the host's `/etc` a container sees, read-only, when they exist: users and
+/// groups by name, name resolution, time zone, the dynamic linker's cache, Debian's
+/// alternatives (many `/usr/bin` commands point there), TLS certificates, MIME and file
+/// types, shell start-up files, terminal descriptions, locale aliases, the OS release, and
+/// the system configuration of Python and Perl. Not `shadow`, not `ssh`, not `sudoers`, not
+/// `gitconfig`, `npmrc` or `pip.conf` (which may hold credentials), nothing else.
+pub const ETC_ENTRIES: [&str; 37] = [
+    "/etc/alternatives",
+    "/etc/bash.bashrc",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/crypto-policies",
+    "/etc/debian_version",
+    "/etc/fonts",
+    "/etc/gai.conf",
+    "/etc/group",
+    "/etc/host.conf",
+    "/etc/hostname",
+    "/etc/hosts",
+    "/etc/inputrc",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/locale.alias",
+    "/etc/localtime",
+    "/etc/lsb-release",
+    "/etc/magic",
+    "/etc/magic.mime",
+    "/etc/mime.types",
+    "/etc/networks",
+    "/etc/nsswitch.conf",
+    "/etc/os-release",
+    "/etc/passwd",
+    "/etc/perl",
+    "/etc/pki",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/protocols",
+    "/etc/python3",
+    "/etc/resolv.conf",
+    "/etc/services",
+    "/etc/ssl",
+    "/etc/terminfo",
+    "/etc/timezone",
+];
+
+/// The mount arguments for [`SYSTEM_DIRS`] and [`ETC_ENTRIES`] (plus `/etc/python3.*`) as
+/// this host has them, worked out once: a process start should not stat forty paths.
+fn system_mounts() -> &'static [std::ffi::OsString] {
+    static MOUNTS: std::sync::OnceLock<Vec<std::ffi::OsString>> = std::sync::OnceLock::new();
+    MOUNTS.get_or_init(|| {
+        let mut a: Vec<std::ffi::OsString> = Vec::new();
+        let mut paths: Vec<PathBuf> = SYSTEM_DIRS
+            .iter()
+            .chain(ETC_ENTRIES.iter())
+            .map(PathBuf::from)
+            .collect();
+        // `/etc/python3.11` and the like: the versioned Python's site configuration.
+        if let Ok(entries) = std::fs::read_dir("/etc") {
+            let mut versioned: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("python3."))
+                })
+                .collect();
+            versioned.sort();
+            paths.extend(versioned);
+        }
+        for p in paths {
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() && SYSTEM_DIRS.iter().any(|d| Path::new(d) == p) {
+                if let Ok(target) = std::fs::read_link(&p) {
+                    a.push("--symlink".into());
+                    a.push(target.into());
+                    a.push(p.into());
+                }
+                continue;
+            }
+            // A symlinked /etc entry (resolv.conf into /run) is mounted as what it points
+            // to; one that points nowhere is left out.
+            if std::fs::metadata(&p).is_ok() {
+                a.push("--ro-bind".into());
+                a.push(p.clone().into());
+                a.push(p.into());
+            }
+        }
+        a.push("--symlink".into());
+        a.push("/proc/self/mounts".into());
+        a.push("/etc/mtab".into());
+        a
+    })
+}
+
+/// The bubblewrap arguments before the program: the host's system directories read-only
+/// ([`SYSTEM_DIRS`], [`ETC_ENTRIES`]), a private `/dev`, `/proc` and `/tmp`, the workspace
+/// read-write, and nothing else of the host: no state directory, no home directory, no
+/// other user's files. `HOME` and `TMPDIR` point into the private `/tmp` (the server's
+/// home is not there). Order matters: the private `/tmp` is mounted before the workspace,
+/// so a workspace under `/tmp` stays visible.
 pub fn bwrap_args(workspace: &Path, workdir: &Path, network: bool) -> Vec<std::ffi::OsString> {
-    let mut a: Vec<std::ffi::OsString> = Vec::with_capacity(24);
+    let system = system_mounts();
+    let mut a: Vec<std::ffi::OsString> = Vec::with_capacity(24 + system.len());
     let mut push = |s: &str| a.push(s.into());
     push("--unshare-all");
     if network {
         push("--share-net");
     }
     push("--die-with-parent");
-    push("--ro-bind");
-    push("/");
-    push("/");
-    push("--dev");
-    push("/dev");
-    push("--proc");
-    push("/proc");
-    push("--tmpfs");
-    push("/tmp");
+    a.extend(system.iter().cloned());
+    for s in [
+        "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--setenv", "HOME", "/tmp",
+        "--setenv", "TMPDIR", "/tmp",
+    ] {
+        a.push(s.into());
+    }
     a.push("--bind".into());
     a.push(workspace.into());
     a.push(workspace.into());
+    // The root bubblewrap builds (where the mount points were made) is read-only too:
+    // writes go to the workspace or the private /tmp.
+    a.push("--remount-ro".into());
+    a.push("/".into());
     a.push("--chdir".into());
     a.push(workdir.into());
     a.push("--".into());

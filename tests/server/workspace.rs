@@ -600,9 +600,11 @@ for line in sys.stdin:
 
 /// What the probe agent found in a run of `provider`.
 fn acp_probe(provider: &str, script: &Path, escape: &Path, host_tmp: &Path) -> String {
+    // The script reaches the container the only way host files do: copied into the
+    // workspace (a `source_directory`); the container sees nothing else of the host.
     let cmd = format!(
         "python3 {} {} {}",
-        script.display(),
+        script.file_name().unwrap().to_string_lossy(),
         escape.display(),
         host_tmp.display()
     );
@@ -617,7 +619,8 @@ fn acp_probe(provider: &str, script: &Path, escape: &Path, host_tmp: &Path) -> S
     let s = Server::start();
     let id = create_run(
         &s,
-        &json!({"workflow": package(&flow), "sandbox": {"provider": provider}}),
+        &json!({"workflow": package(&flow), "sandbox": {"provider": provider},
+                "source_directory": script.parent().unwrap().display().to_string()}),
     );
     start_run(&s, &id);
     let done = wait_run_end(&s, &id);
@@ -971,21 +974,20 @@ fn previews_reach_a_container_without_network() {
     if git_missing() || !bwrap_usable() {
         return;
     }
-    // The script must be visible in the container: not under /tmp, which it replaces.
+    // The script reaches the container copied into its workspace (`source_directory`):
+    // the container sees nothing of the host's files beyond its system directories.
     let py = outside_tmp();
-    let script = serve_script(py.path());
+    serve_script(py.path());
     let s = Server::start();
     let port = free_port();
     let flow = command_flow(&[(
         "serve",
-        &format!(
-            "echo from-the-container > index.html; exec python3 {} {port}",
-            script.display()
-        ),
+        &format!("echo from-the-container > index.html; exec python3 serve.py {port}"),
     )]);
     let id = create_run(
         &s,
-        &json!({"workflow": package(&flow), "sandbox": {"provider": "container"}}),
+        &json!({"workflow": package(&flow), "sandbox": {"provider": "container"},
+                "source_directory": py.path().display().to_string()}),
     );
     start_run(&s, &id);
     wait_for(30, "the sandbox to be ready", || {
