@@ -21,6 +21,9 @@ mod run_semantics;
 mod llm;
 // Workspaces (git) and sandboxes (bubblewrap) for runs.
 mod workspace;
+// The threat model: server secrets never reach workflow code or what users read; previews,
+// redirects and tokens that cannot be turned against a signed-in user.
+mod security;
 // SIGKILL under load, many times, on one state directory: nothing acknowledged is lost.
 mod crash;
 // Automations: the catalog rules over HTTP, fires, hooks, the scheduler across restarts.

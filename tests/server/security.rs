@@ -3,43 +3,13 @@
 //! them. Real server binary, real child processes, real bubblewrap (required when
 //! `SVC_REQUIRE_BWRAP=1`, else skipped with a note when it cannot run).
 
-// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
-#![cfg(feature = "cli")]
-
-mod server_support;
-
+use crate::support::server::*;
 use serde_json::{json, Value};
-use server_support::*;
 use std::process::Command;
 
 const SESSION_SECRET: &str = "session-secret-0123456789abcdef0123456789abcdef";
 const UNGIVEN: &str = "ungiven-vault-value-7f3a9c";
 const GIVEN: &str = "given-vault-value-5d21e8";
-
-/// bwrap works here, or the test is skipped (CI sets SVC_REQUIRE_BWRAP=1 to forbid that).
-fn bwrap_usable() -> bool {
-    let ok = Command::new("bwrap")
-        .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"])
-        .args(["--proc", "/proc", "--dev", "/dev", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SVC_REQUIRE_BWRAP").as_deref() != Ok("1"),
-            "SVC_REQUIRE_BWRAP=1 but bubblewrap cannot run here"
-        );
-        eprintln!("note: bubblewrap is not usable here; skipping the container half");
-    }
-    ok
-}
-
-fn git_usable() -> bool {
-    let ok = Command::new("git").arg("--version").output().is_ok();
-    if !ok {
-        eprintln!("note: git is not installed; skipping this workspace test");
-    }
-    ok
-}
 
 /// `svc secrets set NAME VALUE` on a state directory before its server starts.
 fn vault_set(dir: &std::path::Path, name: &str, value: &str) {
@@ -142,7 +112,7 @@ fn assert_no_server_secret(s: &Server, what: &str, text: &str) {
 
 #[test]
 fn workflow_code_never_sees_the_servers_secrets_with_either_provider() {
-    if !git_usable() {
+    if git_missing() {
         return;
     }
     let s = server_with_secrets();
@@ -195,7 +165,7 @@ fn workflow_code_never_sees_the_servers_secrets_with_either_provider() {
 
 #[test]
 fn a_secret_named_in_run_secrets_that_the_vault_lacks_fails_the_run_closed() {
-    if !git_usable() {
+    if git_missing() {
         return;
     }
     let settings = "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nsecrets = [\"NOT_THERE\"]\n";
