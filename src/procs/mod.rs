@@ -40,8 +40,8 @@ mod spawn;
 mod wait;
 
 pub use capture::{Kept, OUTPUT_LIMIT};
-pub use script::{run_script, start_script, CommandBuilder, CommandError, Script, Started, SH};
 pub use env::{clean_command_env, ALLOWED as STAGE_ENV_ALLOWED, NEVER as NEVER_PASSED};
+pub use script::{run_script, start_script, CommandBuilder, CommandError, Script, Started, SH};
 pub use simple::{shell_pwd, simple_words};
 pub use spawn::{EnvSnapshot, Piped, Proc};
 pub use wait::{kill_group, signal_group, Finished, Running, Termination, KILL_GRACE};
