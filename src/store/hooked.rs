@@ -144,6 +144,7 @@ impl RunStore for HookedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::new_run;
     use crate::store::MemoryStore;
     use serde_json::json;
 
@@ -156,7 +157,7 @@ mod tests {
             gate: Some(Arc::new(Mutex::new(()))),
             observer: Some(Arc::new(move |e: &Event| log.lock().push(e.seq))),
         };
-        let row = store.create_run(NewRun::default()).unwrap();
+        let row = new_run(&store, "");
         store
             .append(&row.id, EventDraft::new("run.started", json!({})))
             .unwrap();

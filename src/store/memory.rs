@@ -41,7 +41,7 @@ impl MemoryStore {
     }
 
     /// Test hook: overwrites a stored blob's bytes without changing its id.
-    #[doc(hidden)]
+    #[cfg(any(test, feature = "test-support"))]
     pub fn corrupt_blob_for_tests(&self, id: &str, bytes: Vec<u8>) {
         self.inner.lock().blobs.insert(id.to_string(), bytes);
     }

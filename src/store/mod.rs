@@ -35,6 +35,8 @@ mod queue;
 mod rowcache;
 mod schema;
 mod sqlite;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 mod versions;
 mod walbuf;
 

@@ -6,9 +6,10 @@ use serde_json::json;
 use std::fs;
 use std::path::Path;
 use svc::store::portable::{export_runs, import_dir};
+use svc::store::test_support::new_run;
 use svc::store::{
-    unpack_backup, ActivationError, EventDraft, NewRun, RunStore, SqliteStore, BACKUP_FILE,
-    DB_FILE, LEGACY_DIR, SCHEMA_VERSION,
+    unpack_backup, ActivationError, EventDraft, RunStore, SqliteStore, BACKUP_FILE, DB_FILE,
+    LEGACY_DIR, SCHEMA_VERSION,
 };
 
 fn err_of(r: Result<SqliteStore, ActivationError>) -> ActivationError {
@@ -71,7 +72,7 @@ fn imports_hundreds_of_runs_byte_for_byte_once() {
     assert_eq!(summary.runs, 200);
     assert_eq!(tree(&out), tree(&legacy));
     // New runs keep working alongside the imported ones.
-    let fresh = store.create_run(NewRun::default()).unwrap();
+    let fresh = new_run(&store, "");
     store
         .append(&fresh.id, EventDraft::new("run.queued", json!({})))
         .unwrap();
@@ -277,7 +278,7 @@ fn damaged_database_stops_startup() {
     {
         let store = SqliteStore::activate(state.path()).unwrap();
         for _ in 0..50 {
-            let r = store.create_run(NewRun::default()).unwrap();
+            let r = new_run(&store, "");
             for _ in 0..20 {
                 store
                     .append(
@@ -328,12 +329,7 @@ fn import_dir_round_trips_between_stores_and_detects_conflicts() {
     let a = SqliteStore::activate(a_dir.path()).unwrap();
     let mut ids = Vec::new();
     for i in 0..5 {
-        let r = a
-            .create_run(NewRun {
-                title: format!("r{i}"),
-                ..NewRun::default()
-            })
-            .unwrap();
+        let r = new_run(&a, &format!("r{i}"));
         let blob = a.put_blob(format!("log {i}").as_bytes()).unwrap();
         a.append(
             &r.id,

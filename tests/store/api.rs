@@ -6,6 +6,7 @@ use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use svc::store::test_support::new_run;
 use svc::store::{
     blob_ref, Control, EventDraft, MemoryStore, NewRun, RunQuery, RunStatus, RunStore, SqliteStore,
     StoreError, DB_FILE,
@@ -29,10 +30,11 @@ fn both() -> Vec<(String, Option<tempfile::TempDir>, Arc<dyn RunStore>)> {
     ]
 }
 
-fn new_run(title: &str) -> NewRun {
+/// A run request titled `title`, for tests that change one more field or expect a refusal
+/// (the rest create runs with [`new_run`]).
+fn titled(title: &str) -> NewRun {
     NewRun {
         title: title.into(),
-        goal: "test".into(),
         ..NewRun::default()
     }
 }
@@ -61,12 +63,7 @@ fn draft(rng: &mut Rng, i: u64) -> EventDraft {
 fn concurrent_writers_keep_row_equal_to_fold() {
     for (name, _dir, store) in both() {
         let shared: Vec<String> = (0..3)
-            .map(|i| {
-                store
-                    .create_run(new_run(&format!("shared {i}")))
-                    .unwrap()
-                    .id
-            })
+            .map(|i| new_run(&*store, &format!("shared {i}")).id)
             .collect();
         let threads: Vec<_> = (0..4u64)
             .map(|t| {
@@ -77,9 +74,7 @@ fn concurrent_writers_keep_row_equal_to_fold() {
                     let mut deleted = 0;
                     for round in 0..6 {
                         // A run of this thread's own: checked after every single operation.
-                        let own = store
-                            .create_run(new_run(&format!("t{t} r{round}")))
-                            .unwrap();
+                        let own = new_run(&*store, &format!("t{t} r{round}"));
                         assert_row_is_fold(&*store, &own.id);
                         for i in 0..25 {
                             let e = store.append(&own.id, draft(&mut rng, i)).unwrap();
@@ -118,7 +113,7 @@ fn concurrent_writers_keep_row_equal_to_fold() {
 #[test]
 fn tombstones_hold_and_late_appends_fail() {
     for (name, _dir, store) in both() {
-        let run = store.create_run(new_run("doomed")).unwrap();
+        let run = new_run(&*store, "doomed");
         // A still-running "engine" keeps appending while the run is deleted.
         let stop = Arc::new(AtomicBool::new(false));
         let engine = {
@@ -149,7 +144,7 @@ fn tombstones_hold_and_late_appends_fail() {
         assert!(store.tombstone(&run.id).unwrap().is_some());
         let again = store.create_run(NewRun {
             id: Some(run.id.clone()),
-            ..new_run("again")
+            ..titled("again")
         });
         assert!(
             matches!(again, Err(StoreError::Tombstoned { .. })),
@@ -181,8 +176,8 @@ fn tombstones_survive_restart() {
     let db = dir.path().join(DB_FILE);
     let (gone, kept) = {
         let store = SqliteStore::open(&db).unwrap();
-        let gone = store.create_run(new_run("gone")).unwrap().id;
-        let kept = store.create_run(new_run("kept")).unwrap().id;
+        let gone = new_run(&store, "gone").id;
+        let kept = new_run(&store, "kept").id;
         store
             .append(&gone, EventDraft::new("run.queued", json!({})))
             .unwrap();
@@ -199,7 +194,7 @@ fn tombstones_survive_restart() {
     assert!(matches!(
         store.create_run(NewRun {
             id: Some(gone.clone()),
-            ..new_run("x")
+            ..titled("x")
         }),
         Err(StoreError::Tombstoned { .. })
     ));
@@ -220,7 +215,7 @@ fn create_rejects_bad_and_duplicate_ids() {
     for (name, _dir, store) in both() {
         let bad = store.create_run(NewRun {
             id: Some("not-a-ulid".into()),
-            ..new_run("x")
+            ..titled("x")
         });
         assert!(
             matches!(bad, Err(StoreError::InvalidRunId { .. })),
@@ -230,12 +225,12 @@ fn create_rejects_bad_and_duplicate_ids() {
         store
             .create_run(NewRun {
                 id: Some(id.clone()),
-                ..new_run("x")
+                ..titled("x")
             })
             .unwrap();
         let dup = store.create_run(NewRun {
             id: Some(id),
-            ..new_run("y")
+            ..titled("y")
         });
         assert!(
             matches!(dup, Err(StoreError::AlreadyExists { .. })),
@@ -243,7 +238,7 @@ fn create_rejects_bad_and_duplicate_ids() {
         );
         let clash = store.create_run(NewRun {
             extra: json!({"title": "sneaky"}),
-            ..new_run("x")
+            ..titled("x")
         });
         assert!(
             matches!(clash, Err(StoreError::InvalidRun { .. })),
@@ -252,7 +247,7 @@ fn create_rejects_bad_and_duplicate_ids() {
         let r = store
             .create_run(NewRun {
                 extra: json!({"manifest_blob": "b"}),
-                ..new_run("x")
+                ..titled("x")
             })
             .unwrap();
         let created = store.events(&r.id, 1, 1).unwrap();
@@ -276,11 +271,11 @@ fn create_rejects_bad_and_duplicate_ids() {
 #[test]
 fn row_projection_and_queries() {
     for (name, _dir, store) in both() {
-        let parent = store.create_run(new_run("parent")).unwrap();
+        let parent = new_run(&*store, "parent");
         let child = store
             .create_run(NewRun {
                 parent_id: Some(parent.id.clone()),
-                ..new_run("child")
+                ..titled("child")
             })
             .unwrap();
         for kind in [
@@ -408,7 +403,7 @@ fn hub_delivers_only_committed_events_in_order() {
     for (name, _dir, store) in both() {
         let all = store.hub().subscribe_all();
         let runs: Vec<String> = (0..3)
-            .map(|i| store.create_run(new_run(&format!("r{i}"))).unwrap().id)
+            .map(|i| new_run(&*store, &format!("r{i}")).id)
             .collect();
         let one = store.hub().subscribe(&runs[0]);
         let writers: Vec<_> = runs
@@ -457,7 +452,7 @@ fn hub_sees_commits_from_a_separate_connection() {
     // connections) reads every event as soon as the hub announces it.
     let (dir, store) = sqlite();
     let observer = SqliteStore::open(&dir.path().join(DB_FILE)).unwrap();
-    let run = store.create_run(new_run("x")).unwrap();
+    let run = new_run(&*store, "x");
     let sub = store.hub().subscribe(&run.id);
     let writer = {
         let store = Arc::clone(&store);
@@ -482,7 +477,7 @@ fn hub_sees_commits_from_a_separate_connection() {
 #[test]
 fn failed_append_is_typed_and_leaves_nothing_behind() {
     let (_dir, store) = sqlite();
-    let run = store.create_run(new_run("x")).unwrap();
+    let run = new_run(&*store, "x");
     store
         .append(&run.id, EventDraft::new("run.queued", json!({})))
         .unwrap();
@@ -519,7 +514,7 @@ fn failed_append_is_typed_and_leaves_nothing_behind() {
 #[test]
 fn events_keep_their_exact_bytes() {
     for (name, _dir, store) in both() {
-        let run = store.create_run(new_run("x")).unwrap();
+        let run = new_run(&*store, "x");
         let e = store
             .append(
                 &run.id,
@@ -546,7 +541,7 @@ fn events_keep_their_exact_bytes() {
 #[test]
 fn append_decided_reads_checks_and_appends_in_one_step() {
     for (name, _dir, store) in both() {
-        let row = store.create_run(new_run("decided")).unwrap();
+        let row = new_run(&*store, "decided");
         // Nothing decided: nothing written.
         let (same, none) = store.append_decided(&row.id, &mut |_| Vec::new()).unwrap();
         assert!(none.is_empty(), "{name}");
@@ -580,7 +575,7 @@ fn append_decided_reads_checks_and_appends_in_one_step() {
     }
     // Another connection moves the run on: the decision sees the row as the file has it.
     let (_d, s) = sqlite();
-    let row = s.create_run(new_run("moved")).unwrap();
+    let row = new_run(&*s, "moved");
     let other = SqliteStore::open(s.path()).unwrap();
     other
         .append(&row.id, EventDraft::new("run.queued", json!({})))

@@ -15,7 +15,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc::store::{blob_ref, EventDraft, NewRun, RunQuery, RunStore, SqliteStore, DB_FILE};
+use svc::store::test_support::new_run;
+use svc::store::{blob_ref, EventDraft, RunQuery, RunStore, SqliteStore, DB_FILE};
 
 const CHILD_ENV: &str = "SVC_STORE_CRASH_CHILD_DB";
 const RUNS: usize = 3;
@@ -37,12 +38,7 @@ fn crash_child() {
         .map(|r| r.id)
         .collect();
     while runs.len() < RUNS {
-        let row = store
-            .create_run(NewRun {
-                title: "crash".into(),
-                ..NewRun::default()
-            })
-            .unwrap();
+        let row = new_run(&*store, "crash");
         println!("committed {} 1", row.id);
         runs.push(row.id);
     }

@@ -450,7 +450,8 @@ pub fn steer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 mod tests {
     use super::*;
     use crate::settings::Settings;
-    use crate::store::{EventDraft, MemoryStore, NewRun};
+    use crate::store::test_support::new_run;
+    use crate::store::{EventDraft, MemoryStore};
 
     struct Idle;
     impl Executor for Idle {
@@ -470,12 +471,7 @@ mod tests {
         );
         let mut ids = Vec::new();
         for i in 0..37 {
-            let row = store
-                .create_run(NewRun {
-                    title: format!("r{i}"),
-                    ..NewRun::default()
-                })
-                .unwrap();
+            let row = new_run(&*store, &format!("r{i}"));
             if i % 3 != 0 {
                 store
                     .append(&row.id, EventDraft::new("run.queued", json!({})))
@@ -488,7 +484,7 @@ mod tests {
             let v = runs.run_json(&row);
             assert_eq!(v["lifecycle"]["queue_position"], json!(i + 1), "{id}");
         }
-        let submitted = store.create_run(NewRun::default()).unwrap();
+        let submitted = new_run(&*store, "");
         assert_eq!(
             runs.run_json(&submitted)["lifecycle"]["queue_position"],
             Value::Null

@@ -343,7 +343,7 @@ impl SqliteStore {
     }
 
     /// Test hook: caps the database size (`PRAGMA max_page_count`) to provoke "disk full".
-    #[doc(hidden)]
+    #[cfg(any(test, feature = "test-support"))]
     pub fn limit_pages_for_tests(&self, max_pages: u64) -> Result<u64, StoreError> {
         let w = self.writer.lock();
         w.conn

@@ -2,6 +2,7 @@
 //! the queue counts, on real database files.
 
 use super::*;
+use crate::store::test_support::new_run;
 use crate::store::RunStatus;
 use serde_json::json;
 
@@ -39,12 +40,7 @@ fn a_schema_1_database_is_migrated_with_every_run_and_event_and_keeps_working() 
     {
         let s = SqliteStore::open(&path).unwrap();
         for title in ["first", "second", "third"] {
-            let row = s
-                .create_run(NewRun {
-                    title: title.into(),
-                    ..NewRun::default()
-                })
-                .unwrap();
+            let row = new_run(&s, title);
             s.append(&row.id, EventDraft::new("run.queued", json!({})))
                 .unwrap();
             s.append(
@@ -86,7 +82,7 @@ fn a_schema_1_database_is_migrated_with_every_run_and_event_and_keeps_working() 
         .append(&before[0], EventDraft::new("run.started", json!({})))
         .unwrap();
     assert_eq!(e.seq, 4);
-    let fresh = s.create_run(NewRun::default()).unwrap();
+    let fresh = new_run(&s, "");
     assert_eq!(s.events(&fresh.id, 0, 100).unwrap().len(), 1);
     assert_eq!(s.events(&before[0], 0, 100).unwrap().len(), 4);
     s.verify_run(&before[0]).unwrap();
@@ -101,13 +97,13 @@ fn a_run_number_freed_by_a_delete_elsewhere_never_mixes_two_runs_events() {
         SqliteStore::open(&path).unwrap(),
         SqliteStore::open(&path).unwrap(),
     );
-    let kept = here.create_run(NewRun::default()).unwrap().id;
-    let gone = here.create_run(NewRun::default()).unwrap().id;
+    let kept = new_run(&here, "").id;
+    let gone = new_run(&here, "").id;
     here.append(&gone, EventDraft::new("run.queued", json!({})))
         .unwrap();
     // Another connection deletes the newest run and creates one, which takes its number.
     elsewhere.delete_run(&gone).unwrap();
-    let fresh = elsewhere.create_run(NewRun::default()).unwrap().id;
+    let fresh = new_run(&elsewhere, "").id;
     // This writer still remembers the deleted run's number: its append must fail, and
     // the new run's events stay the new run's.
     assert!(here
@@ -131,7 +127,7 @@ fn a_run_number_freed_by_a_delete_elsewhere_never_mixes_two_runs_events() {
 #[test]
 fn a_runs_events_are_read_as_a_key_range_not_a_scan() {
     let (_d, s) = store();
-    let row = s.create_run(NewRun::default()).unwrap();
+    let row = new_run(&s, "");
     let plan: Vec<String> = s
         .read(|conn| {
             let mut st = conn
@@ -161,12 +157,7 @@ fn a_runs_events_are_read_as_a_key_range_not_a_scan() {
 #[test]
 fn create_append_read_back() {
     let (_d, s) = store();
-    let row = s
-        .create_run(NewRun {
-            title: "t".into(),
-            ..NewRun::default()
-        })
-        .unwrap();
+    let row = new_run(&s, "t");
     let e = s
         .append(&row.id, EventDraft::new("run.queued", json!({})))
         .unwrap();
@@ -190,7 +181,7 @@ fn create_append_read_back() {
 #[test]
 fn append_all_commits_every_event_or_none() {
     let (_d, s) = store();
-    let row = s.create_run(NewRun::default()).unwrap();
+    let row = new_run(&s, "");
     let batch = vec![
         EventDraft::new("run.queued", json!({})),
         EventDraft::new("stage.started", json!({"index": 0})),
@@ -243,7 +234,7 @@ fn append_all_commits_every_event_or_none() {
 #[test]
 fn usage_totals_survive_a_reopen() {
     let (_d, s) = store();
-    let row = s.create_run(NewRun::default()).unwrap();
+    let row = new_run(&s, "");
     s.append(
         &row.id,
         EventDraft::new(
@@ -264,12 +255,7 @@ fn usage_totals_survive_a_reopen() {
 #[test]
 fn cached_rows_equal_rows_read_from_the_file() {
     let (_d, s) = store();
-    let row = s
-        .create_run(NewRun {
-            title: "cache".into(),
-            ..NewRun::default()
-        })
-        .unwrap();
+    let row = new_run(&s, "cache");
     let steps = [
         ("run.queued", json!({})),
         ("run.starting", json!({})),
@@ -309,9 +295,7 @@ fn cached_rows_equal_rows_read_from_the_file() {
 #[test]
 fn queue_counts_follow_status_changes() {
     let (_d, s) = store();
-    let ids: Vec<String> = (0..4)
-        .map(|_| s.create_run(NewRun::default()).unwrap().id)
-        .collect();
+    let ids: Vec<String> = (0..4).map(|_| new_run(&s, "").id).collect();
     let runnable = |below: Option<&String>| {
         s.count_runs(&RunQuery {
             statuses: vec!["runnable".into()],
@@ -363,7 +347,7 @@ fn queue_counts_follow_status_changes() {
 #[test]
 fn stale_cache_is_detected() {
     let (_d, s) = store();
-    let row = s.create_run(NewRun::default()).unwrap();
+    let row = new_run(&s, "");
     // Another writer moves the row on behind the cache's back.
     let other = SqliteStore::open(s.path()).unwrap();
     other
