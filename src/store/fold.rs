@@ -113,7 +113,8 @@ impl RunRow {
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 6] = [
+const CREATED_META: [&str; 7] = [
+    "automation",
     "created_by",
     "models",
     "sandbox",

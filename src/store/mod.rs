@@ -21,6 +21,7 @@
 //! - blobs are written once, addressed by SHA-256 and verified on every read.
 
 mod activation;
+pub mod automations;
 pub mod catalog;
 mod clock;
 mod error;
@@ -44,6 +45,7 @@ pub use activation::{
     unpack_backup, ActivationOptions, ActivationReport, IntegrityMode, LegacyReport, BACKUP_FILE,
     LEGACY_DIR, QUICK_CHECK_MAX_BYTES,
 };
+pub use automations::{Advance, AutomationTables, FireRow, ScheduleRow};
 pub use catalog::{CatalogRow, CatalogTable, CatalogTables, MemoryCatalogs, WriteConflict};
 pub use clock::{civil_from_days, format_millis, is_canonical_ulid, new_ulid, now, parse_ts};
 pub use error::{ActivationError, Location, StoreError};

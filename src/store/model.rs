@@ -363,6 +363,8 @@ pub struct RunQuery {
     pub statuses: Vec<String>,
     /// Only children of this run.
     pub parent_id: Option<String>,
+    /// Only runs an automation created (`run.created` property `automation.id`).
+    pub automation_id: Option<String>,
     /// Only runs whose id sorts before this one (ids are ULIDs, so: created earlier; the
     /// scheduler's order). Used to count a run's place in the queue.
     pub id_below: Option<String>,
@@ -378,11 +380,22 @@ impl Default for RunQuery {
             exclude_archived: false,
             statuses: Vec::new(),
             parent_id: None,
+            automation_id: None,
             id_below: None,
             oldest_first: false,
             offset: 0,
             limit: 100,
         }
+    }
+}
+
+impl RunRow {
+    /// The automation that created the run (`run.created` property `automation.id`).
+    pub fn automation_id(&self) -> Option<&str> {
+        self.created_meta
+            .get("automation")
+            .and_then(|a| a.get("id"))
+            .and_then(Value::as_str)
     }
 }
 
@@ -392,6 +405,10 @@ impl RunQuery {
         (!self.exclude_archived || !row.archived)
             && (self.statuses.is_empty() || self.statuses.iter().any(|s| s == row.status.name()))
             && (self.parent_id.is_none() || self.parent_id == row.parent_id)
+            && self
+                .automation_id
+                .as_deref()
+                .is_none_or(|a| row.automation_id() == Some(a))
             && self.id_below.as_ref().is_none_or(|b| row.id < *b)
     }
 }

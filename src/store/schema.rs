@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -139,6 +139,49 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
                AND json_extract(definition, '$.policies.misfire') IN ('skip', 'fire_once')
                AND json_extract(definition, '$.policies.overlap') IN ('allow', 'skip', 'queue_one'))
     ) STRICT;
+    ",
+    // 5: automations at work (`automations.rs`): which automation created a run (a column,
+    // indexed, for `GET /runs?automation=`), each schedule trigger's next due time, and
+    // every fire.
+    "
+    ALTER TABLE runs ADD COLUMN automation_id TEXT;
+    CREATE INDEX runs_by_automation ON runs (automation_id, id) WHERE automation_id IS NOT NULL;
+    CREATE TABLE IF NOT EXISTS automation_schedules (
+        automation_id TEXT    NOT NULL,
+        trigger_id    TEXT    NOT NULL,
+        expression    TEXT    NOT NULL,
+        timezone      TEXT    NOT NULL,
+        next_due_ms   INTEGER NOT NULL,
+        last_due_ms   INTEGER,
+        last_fired_at TEXT,
+        PRIMARY KEY (automation_id, trigger_id)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS automation_fires (
+        id            TEXT NOT NULL PRIMARY KEY CHECK (length(id) = 26),
+        automation_id TEXT NOT NULL,
+        trigger_id    TEXT NOT NULL,
+        trigger_kind  TEXT NOT NULL
+                      CHECK (trigger_kind IN ('api', 'schedule', 'webhook', 'codehost')),
+        due_at        TEXT,
+        fired_at      TEXT NOT NULL,
+        outcome       TEXT NOT NULL
+                      CHECK (outcome IN ('pending', 'queued', 'created', 'skipped', 'failed')),
+        policy        TEXT CHECK (policy IN ('misfire', 'overlap')),
+        error         TEXT,
+        detail        TEXT,
+        run_id        TEXT,
+        delivery_id   TEXT,
+        request       TEXT NOT NULL CHECK (json_valid(request)),
+        CHECK ((outcome = 'skipped') = (policy IS NOT NULL)),
+        CHECK (outcome <> 'failed' OR error IS NOT NULL),
+        CHECK (outcome NOT IN ('pending', 'queued', 'created') OR run_id IS NOT NULL)
+    ) STRICT;
+    CREATE INDEX IF NOT EXISTS automation_fires_by_automation
+        ON automation_fires (automation_id, id);
+    CREATE UNIQUE INDEX IF NOT EXISTS automation_fires_by_delivery
+        ON automation_fires (automation_id, trigger_id, delivery_id) WHERE delivery_id IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS automation_fires_open
+        ON automation_fires (outcome, id) WHERE outcome IN ('pending', 'queued');
     ",
 ];
 

@@ -108,6 +108,11 @@ pub struct RunSpec {
     pub created_by: Value,
     /// Where the request came from: `{"kind": "api"}` for the API.
     pub origin: Value,
+    /// The run's id, chosen by the caller (a ULID; an automation's fire names its run before
+    /// creating it, so creating it again finds it); `None`: a fresh one.
+    pub id: Option<String>,
+    /// `Run.automation` (AutomationRef `{id, name, trigger_id}`) of a run an automation fired.
+    pub automation: Option<Value>,
 }
 
 impl RunSpec {
@@ -291,6 +296,8 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         in_place: body.in_place,
         created_by: actor_of(ctx),
         origin: json!({"kind": "api"}),
+        id: None,
+        automation: None,
     };
     let row = app.runs.create(&version, spec)?;
     Ok(app.runs.run_reply(201, &row))
@@ -374,8 +381,19 @@ impl Runs {
             None => json!({"provider": sandbox_defaults.provider, "image": sandbox_defaults.image,
                            "snapshot": sandbox_defaults.snapshot, "network": sandbox_defaults.network}),
         });
+        let mut extra = json!({
+            "created_by": spec.created_by,
+            "origin": spec.origin,
+            "models": model.map(|m| vec![m]).unwrap_or_default(),
+            "sandbox": sandbox,
+            "workspace": workspace,
+            "repository": repository,
+        });
+        if let Some(a) = spec.automation {
+            extra["automation"] = a;
+        }
         let new = NewRun {
-            id: None,
+            id: spec.id,
             title,
             goal,
             labels,
@@ -383,14 +401,7 @@ impl Runs {
             working_dir: source_directory,
             inputs: Value::Object(inputs),
             parent_id: None,
-            extra: json!({
-                "created_by": spec.created_by,
-                "origin": spec.origin,
-                "models": model.map(|m| vec![m]).unwrap_or_default(),
-                "sandbox": sandbox,
-                "workspace": workspace,
-                "repository": repository,
-            }),
+            extra,
         };
         self.store.create_run(new).map_err(store_error)
     }

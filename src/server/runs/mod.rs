@@ -285,11 +285,14 @@ fn bool_query(ctx: &Ctx<'_, '_>, name: &str) -> Result<bool, ApiError> {
 pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let (limit, offset) = page(ctx)?;
     let include_archived = bool_query(ctx, "include_archived")?;
+    // Runs an automation created: any string is a filter (an unknown id matches nothing).
+    let automation_id = ctx.inc.query("automation");
     let rows = app
         .runs
         .store
         .query_runs(&RunQuery {
             exclude_archived: !include_archived,
+            automation_id,
             statuses: RunStatus::NAMES
                 .iter()
                 .filter(|s| **s != "removing")

@@ -46,7 +46,7 @@ pub struct RunView<'a> {
     title: &'a str,
     goal: &'a str,
     workflow: WorkflowView<'a>,
-    automation: Option<()>,
+    automation: Cow<'a, Value>,
     repository: Cow<'a, Value>,
     created_by: Cow<'a, Value>,
     origin: Kind,
@@ -178,7 +178,7 @@ pub fn run_view<'a>(
             node_count: w.node_count,
             edge_count: w.edge_count,
         },
-        automation: None,
+        automation: or("automation", || Value::Null),
         repository: or("repository", || Value::Null),
         created_by: or(
             "created_by",
@@ -283,6 +283,7 @@ pub fn board_item(row: &RunRow) -> Option<Value> {
         "timings": {"elapsed_secs": elapsed, "elapsed_warning": elapsed > ELAPSED_WARNING_SECS},
         "sandbox": sandbox,
         "question": row.current_question.as_ref().map(question_text),
+        "automation": row.created_meta.get("automation").cloned().unwrap_or(Value::Null),
     }))
 }
 

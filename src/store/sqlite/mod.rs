@@ -664,7 +664,10 @@ impl RunStore for SqliteStore {
     }
 
     fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
-        if Queue::answers(&query.statuses) && query.parent_id.is_none() {
+        if Queue::answers(&query.statuses)
+            && query.parent_id.is_none()
+            && query.automation_id.is_none()
+        {
             // Only terminal runs can be archived, so `exclude_archived` changes nothing.
             return self.count_tracked(&query.statuses, query.id_below.as_deref());
         }

@@ -298,6 +298,10 @@ pub(super) fn run_filter(query: &RunQuery) -> (String, Vec<rusqlite::types::Valu
         sql.push_str(" AND r.parent_id = ?");
         args.push(parent.clone().into());
     }
+    if let Some(automation) = &query.automation_id {
+        sql.push_str(" AND r.automation_id = ?");
+        args.push(automation.clone().into());
+    }
     if let Some(below) = &query.id_below {
         sql.push_str(" AND r.id < ?");
         args.push(below.clone().into());
@@ -319,8 +323,8 @@ pub(super) fn insert_run_row(
 ) -> Result<i64, StoreError> {
     tx.prepare_cached(
         "INSERT INTO runs (id, status, archived, parent_id, created_at, updated_at, last_seq, \
-         checkpoint_seq, state, num) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
-         (SELECT COALESCE(MAX(num), 0) + 1 FROM runs)) RETURNING num",
+         checkpoint_seq, state, automation_id, num) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
+         ?10, (SELECT COALESCE(MAX(num), 0) + 1 FROM runs)) RETURNING num",
     )
     .and_then(|mut st| {
         st.query_row(
@@ -333,7 +337,8 @@ pub(super) fn insert_run_row(
                 row.updated_at,
                 row.last_seq,
                 checkpoint_seq,
-                state
+                state,
+                row.automation_id()
             ],
             |r| r.get(0),
         )

@@ -26,6 +26,8 @@ fn downgrade_to_v1(path: &Path) {
          ALTER TABLE events_v1 RENAME TO events;
          DROP INDEX runs_by_num;
          ALTER TABLE runs DROP COLUMN num;
+         DROP INDEX runs_by_automation;
+         ALTER TABLE runs DROP COLUMN automation_id;
          DELETE FROM schema_version WHERE version >= 2;
          COMMIT;",
     )
