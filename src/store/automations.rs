@@ -145,7 +145,11 @@ fn insert_fire(conn: &Connection, f: &FireRow, or_ignore: bool) -> rusqlite::Res
         "INSERT INTO automation_fires ({FIRE_COLUMNS}) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13){}",
         // Only uniqueness (a repeated delivery) is let through; CHECKs still refuse.
-        if or_ignore { " ON CONFLICT DO NOTHING" } else { "" }
+        if or_ignore {
+            " ON CONFLICT DO NOTHING"
+        } else {
+            ""
+        }
     ))?
     .execute(params![
         f.id,
@@ -265,7 +269,11 @@ impl AutomationTables for SqliteStore {
                 "UPDATE automation_fires SET outcome = ?2, policy = ?3, error = ?4, detail = ?5, \
                  run_id = ?6 WHERE id = ?1",
             )
-            .and_then(|mut st| st.execute(params![f.id, f.outcome, f.policy, f.error, f.detail, f.run_id]))
+            .and_then(|mut st| {
+                st.execute(params![
+                    f.id, f.outcome, f.policy, f.error, f.detail, f.run_id
+                ])
+            })
             .map(|_| ())
             .map_err(err("settling a fire"))
         })
@@ -414,7 +422,12 @@ mod tests {
         let mut settled = fire(&id(2), "failed", Some("d1"));
         settled.run_id = None;
         s.settle_fire(&settled).unwrap();
-        let listed: Vec<String> = s.fires_of("a", 0, 10).unwrap().into_iter().map(|f| f.id).collect();
+        let listed: Vec<String> = s
+            .fires_of("a", 0, 10)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.id)
+            .collect();
         assert_eq!(listed, [id(2), id(1)]);
         assert_eq!(s.open_fires().unwrap().len(), 1);
         // The CHECKs: a skip names its policy, a failure its error.

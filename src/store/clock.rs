@@ -194,3 +194,43 @@ mod tests {
         assert_eq!(parse_ts("nope"), None);
     }
 }
+
+/// A source of the current time, injectable where timing decides behaviour (the
+/// automations scheduler): [`SystemClock`] in the server, [`ManualClock`] in tests, which
+/// never sleep.
+pub trait Clock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// The wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        i64::try_from(unix_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A clock that moves only when told to.
+#[derive(Debug, Default)]
+pub struct ManualClock(std::sync::atomic::AtomicI64);
+
+impl ManualClock {
+    pub fn at(ms: i64) -> ManualClock {
+        ManualClock(std::sync::atomic::AtomicI64::new(ms))
+    }
+    pub fn set(&self, ms: i64) {
+        self.0.store(ms, std::sync::atomic::Ordering::SeqCst)
+    }
+    pub fn advance(&self, ms: i64) {
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -47,7 +47,10 @@ pub use activation::{
 };
 pub use automations::{Advance, AutomationTables, FireRow, ScheduleRow};
 pub use catalog::{CatalogRow, CatalogTable, CatalogTables, MemoryCatalogs, WriteConflict};
-pub use clock::{civil_from_days, format_millis, is_canonical_ulid, new_ulid, now, parse_ts};
+pub use clock::{
+    civil_from_days, format_millis, is_canonical_ulid, new_ulid, now, parse_ts, Clock, ManualClock,
+    SystemClock,
+};
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
 pub use hooked::{HookedStore, Observer};
