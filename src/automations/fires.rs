@@ -364,6 +364,16 @@ impl Dispatcher {
         }
     }
 
+    /// An automation's fires, newest first.
+    pub fn fires_of(
+        &self,
+        id: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<FireRow>, StoreError> {
+        self.tables.fires_of(id, offset, limit)
+    }
+
     /// The schedule rows of automation `id` (next due, last fired), for views.
     pub fn schedules_of(&self, id: &str) -> Vec<ScheduleRow> {
         let idx = self.index.lock();

@@ -431,6 +431,18 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             }
         }
         ("DELETE", "/api/v1/automations/{id}") => Ok(Reply::empty(204)),
+        ("POST", "/api/v1/automations/{id}/runs") => j(run_json(&fixtures()[0])),
+        ("GET", "/api/v1/automations/{id}/runs") => {
+            j(json!({"data": [run_json(&fixtures()[0])], "meta": {"has_more": false}}))
+        }
+        ("GET", "/api/v1/automations/{id}/fires") => j(json!({"data": [{
+            "id": "01JNDEM0000000000000000F01", "automation_id": "nightly-deps", "trigger_id": "tuesday",
+            "trigger_kind": "schedule", "due_at": "2026-03-03T01:00:00.000Z", "fired_at": "2026-03-03T01:00:00.004Z",
+            "outcome": "created", "policy": null, "error": null, "detail": null,
+            "run_id": "01JNDEM0000000000000000001", "delivery_id": null}],
+            "meta": {"has_more": false, "schedules": [{"trigger_id": "tuesday",
+                "next_due_at": "2026-03-10T01:00:00.000Z", "last_due_at": "2026-03-03T01:00:00.000Z",
+                "last_fired_at": "2026-03-03T01:00:00.004Z"}]}})),
         _ => Err(ApiError::not_implemented()),
     }
 }

@@ -51,6 +51,8 @@ pub struct App {
     pub runs: Arc<runs::Runs>,
     /// The automations catalog (`crate::automations`).
     pub automations: Arc<crate::catalog::Catalog<crate::automations::Automations>>,
+    /// Fires automations (scheduler, API fires, hooks).
+    pub dispatcher: Arc<crate::automations::Dispatcher>,
     pub router: Router,
     pub started: Instant,
 }
@@ -64,6 +66,7 @@ impl App {
         versions: Arc<versions::VersionStore>,
         runs: Arc<runs::Runs>,
         automations: Arc<crate::catalog::Catalog<crate::automations::Automations>>,
+        dispatcher: Arc<crate::automations::Dispatcher>,
     ) -> App {
         App {
             settings,
@@ -72,6 +75,7 @@ impl App {
             versions,
             runs,
             automations,
+            dispatcher,
             router: Router::new(routes::all()),
             started: Instant::now(),
         }
@@ -251,6 +255,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         crate::catalog::Catalog::open(automations_kind(&versions), Arc::clone(&sqlite) as _)
             .map_err(|e| state_err(&e))?,
     );
+    let automation_tables: Arc<dyn crate::store::AutomationTables> = Arc::clone(&sqlite) as _;
     let store: Arc<dyn crate::store::RunStore> = sqlite;
 
     let listen = opts
@@ -295,6 +300,22 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         );
     }
     runs.start_scheduler().map_err(|e| state_err(&e))?;
+    // Automations after the runs service: pending fires' runs are made and started now.
+    let dispatcher = crate::automations::Dispatcher::new(
+        Arc::clone(&automations),
+        automation_tables,
+        Arc::new(automations::RunLauncher {
+            runs: Arc::clone(&runs),
+            versions: Arc::clone(&versions),
+            scratch: opts.state_dir.join("automations"),
+        }),
+        Arc::new(crate::store::SystemClock),
+    );
+    let finished = dispatcher.recover().map_err(|e| state_err(&e))?;
+    if finished > 0 {
+        log::warn!("{finished} automation fire(s) the last stop interrupted were finished");
+    }
+    dispatcher.start().map_err(|e| state_err(&e))?;
     let app = Arc::new(App::new(
         handle,
         opts.state_dir.clone(),
@@ -302,6 +323,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         versions,
         runs,
         automations,
+        dispatcher,
     ));
     let http = HttpServer::bind(&listen, &http_opts).map_err(|source| StartError::Bind {
         listen: listen.clone(),

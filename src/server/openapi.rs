@@ -214,6 +214,7 @@ fn operations() -> Vec<Op> {
         op("get", "/api/v1/runs", "Runs", "List runs (board items), newest first")
             .paging()
             .param("include_archived", "query", json!({"type": "boolean", "default": false}), "Include archived runs (`true` or `false`; anything else is 400).")
+            .param("automation", "query", json!({"type": "string"}), "Only runs this automation (id) made.")
             .resp(vec![ok("200", "A page of runs.", r("BoardPage")), err("400", "Bad paging or include_archived parameter.")]),
         op("get", "/runs", "Runs", "Alias of GET /api/v1/runs")
             .paging()

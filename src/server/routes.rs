@@ -5,6 +5,7 @@
 //! Must not touch: handler logic.
 
 use super::auth;
+use super::automations;
 use super::catalog;
 use super::models;
 use super::pages;
@@ -114,6 +115,15 @@ pub fn routes() -> Vec<Route> {
             "DELETE",
             "/api/v1/automations/{id}",
             catalog::delete::<Automations>,
+        ),
+        user("POST", "/api/v1/automations/{id}/runs", automations::fire),
+        user("GET", "/api/v1/automations/{id}/runs", automations::runs),
+        user("GET", "/api/v1/automations/{id}/fires", automations::fires),
+        // Outside senders have no token: the delivery's HMAC signature is the credential.
+        public(
+            "POST",
+            "/api/v1/automations/{id}/hooks/{trigger_id}",
+            automations::hook,
         ),
     ]
 }

@@ -1,7 +1,9 @@
 //! Automations through the real server: the catalog rules (ids, revisions, ETag/If-Match,
 //! validation, secrets) over HTTP, and a restart keeping every entry.
 
-use crate::support::server::{assert_error, package, Opts, Resp, Server, HELLO};
+use crate::support::server::{
+    assert_error, package, run_events, wait_kind, wait_status, Opts, Resp, Server, HELLO,
+};
 use serde_json::{json, Value};
 
 fn version(s: &Server) -> String {
@@ -122,4 +124,281 @@ fn the_catalog_rules_over_http() {
     assert_eq!(after.status, 200);
     assert_eq!(after.header("etag"), before.header("etag"));
     assert_eq!(s.get("/api/v1/automations").json()["meta"]["total"], 1);
+}
+
+fn with_headers(s: &Server, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    s.raw("POST", path, headers, Some(body))
+}
+
+/// HMAC-SHA256 signature header of `body` (what a sender computes).
+fn sign(secret: &str, body: &[u8]) -> String {
+    svc::automations::fires::sign(secret, body)
+}
+
+#[test]
+fn the_api_trigger_makes_a_run_that_says_where_it_came_from() {
+    let s = Server::start();
+    let v = version(&s);
+    let body = json!({"id": "on-demand", "name": "On demand", "target": {"workflow_version_id": v},
+        "inputs": {"who": "team"}, "labels": {"source": "automation"},
+        "triggers": [{"id": "manual", "kind": "api"}]});
+    assert_eq!(s.post("/api/v1/automations", &body.to_string()).status, 201);
+    let r = s.post("/api/v1/automations/on-demand/runs", "");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let run = r.json();
+    let id = run["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        run["automation"],
+        json!({"id": "on-demand", "name": "On demand", "trigger_id": "manual"})
+    );
+    assert_eq!(run["created_by"]["kind"], "user");
+    assert_eq!(run["labels"]["source"], "automation");
+    wait_status(&s, &id, "succeeded", 30);
+    // Listed under the automation, by the runs filter, and on record as a fire.
+    let listed = s.get("/api/v1/automations/on-demand/runs").json();
+    assert_eq!(listed["data"][0]["id"], json!(id));
+    let board = s.get("/api/v1/runs?automation=on-demand").json();
+    assert_eq!(board["data"].as_array().unwrap().len(), 1);
+    assert_eq!(board["data"][0]["automation"]["id"], "on-demand");
+    assert_eq!(
+        s.get("/api/v1/runs?automation=other").json()["data"],
+        json!([])
+    );
+    let fires = s.get("/api/v1/automations/on-demand/fires").json();
+    assert_eq!(fires["data"][0]["outcome"], "created");
+    assert_eq!(fires["data"][0]["run_id"], json!(id));
+    assert_eq!(fires["data"][0]["trigger_kind"], "api");
+    // Without an enabled api trigger: 409 with its code.
+    let off = json!({"id": "no-api", "name": "x", "target": {"workflow_version_id": v},
+        "triggers": [{"id": "manual", "kind": "api", "enabled": false}]});
+    assert_eq!(s.post("/api/v1/automations", &off.to_string()).status, 201);
+    let e = assert_error(&s.post("/api/v1/automations/no-api/runs", ""), 409);
+    assert_eq!(e["errors"][0]["code"], "automation_api_trigger_disabled");
+    assert_error(&s.post("/api/v1/automations/missing/runs", ""), 404);
+}
+
+#[test]
+fn webhook_deliveries_over_http() {
+    let s = Server::start();
+    let v = version(&s);
+    let secret = "a-webhook-secret-of-some-length";
+    let body = json!({"id": "hooked", "name": "Hooked", "target": {"workflow_version_id": v},
+        "triggers": [{"id": "deploy", "kind": "webhook", "secret": secret,
+                      "inputs": {"sha": "$.head_commit.id", "env": "prod"}}]});
+    assert_eq!(s.post("/api/v1/automations", &body.to_string()).status, 201);
+    let path = "/api/v1/automations/hooked/hooks/deploy";
+    let payload = br#"{"head_commit": {"id": "abc123"}}"#;
+    let good = sign(secret, payload);
+    // No bearer token is needed; a missing or wrong signature is 401 with the error body.
+    let e = assert_error(
+        &with_headers(&s, path, &[("X-Svc-Delivery", "d-1")], payload),
+        401,
+    );
+    assert_eq!(e["errors"][0]["code"], "invalid_signature");
+    let forged = sign("not-the-secret-at-all", payload);
+    assert_error(
+        &with_headers(
+            &s,
+            path,
+            &[("X-Svc-Signature-256", &forged), ("X-Svc-Delivery", "d-1")],
+            payload,
+        ),
+        401,
+    );
+    assert_eq!(
+        s.get("/api/v1/automations/hooked/fires").json()["data"],
+        json!([])
+    );
+    // A valid delivery: 202 with the fire; the run has the mapped inputs and the principal.
+    let r = with_headers(
+        &s,
+        path,
+        &[("X-Svc-Signature-256", &good), ("X-Svc-Delivery", "d-1")],
+        payload,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let fire = r.json()["fire"].clone();
+    assert_eq!(fire["outcome"], "created");
+    let run_id = fire["run_id"].as_str().unwrap().to_string();
+    let run = s.get(&format!("/api/v1/runs/{run_id}")).json();
+    assert_eq!(
+        run["created_by"],
+        json!({"kind": "webhook", "delivery_id": "d-1"})
+    );
+    assert_eq!(run["automation"]["trigger_id"], "deploy");
+    let events = run_events(&s, &run_id);
+    assert_eq!(
+        events[0]["properties"]["inputs"],
+        json!({"sha": "abc123", "env": "prod"})
+    );
+    // Replayed: acknowledged, the same fire, nothing new started.
+    let r = with_headers(
+        &s,
+        path,
+        &[("X-Svc-Signature-256", &good), ("X-Svc-Delivery", "d-1")],
+        payload,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["replayed"], true);
+    assert_eq!(r.json()["fire"]["id"], fire["id"]);
+    assert_eq!(
+        s.get("/api/v1/automations/hooked/runs").json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // A delivery whose mapping finds nothing: a failed fire naming the input.
+    let other = br#"{"ref": "main"}"#;
+    let r = with_headers(
+        &s,
+        path,
+        &[
+            ("X-Svc-Signature-256", &sign(secret, other)),
+            ("X-Svc-Delivery", "d-2"),
+        ],
+        other,
+    );
+    assert_eq!(r.status, 202);
+    assert_eq!(r.json()["fire"]["outcome"], "failed");
+    assert!(r.json()["fire"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("input `sha`"));
+    // The secret never comes back.
+    assert!(!s.get("/api/v1/automations/hooked").text().contains(secret));
+}
+
+#[test]
+fn code_host_deliveries_posted_to_the_hook() {
+    let s = Server::start();
+    let v = version(&s);
+    let secret = "the-repository-webhook-secret";
+    let body = json!({"id": "review", "name": "Review PRs", "target": {"workflow_version_id": v},
+        "triggers": [{"id": "prs", "kind": "codehost", "secret": secret,
+            "events": ["pull_request.opened", "pull_request.labeled"],
+            "filter": {"repositories": ["acme/app"], "labels": ["svc-review"]},
+            "inputs": {"pr": "$.pull_request.number", "branch": "$.pull_request.head.ref"}}]});
+    assert_eq!(s.post("/api/v1/automations", &body.to_string()).status, 201,);
+    let path = "/api/v1/automations/review/hooks/prs";
+    let deliver = |event: &str, id: &str, payload: &Value| {
+        let bytes = payload.to_string().into_bytes();
+        let sig = sign(secret, &bytes);
+        with_headers(
+            &s,
+            path,
+            &[
+                ("X-Hub-Signature-256", &sig),
+                ("X-GitHub-Delivery", id),
+                ("X-GitHub-Event", event),
+            ],
+            &bytes,
+        )
+    };
+    let labeled = json!({"action": "labeled", "label": {"name": "svc-review"},
+        "pull_request": {"number": 12, "head": {"ref": "feature/x"}, "base": {"ref": "main"}, "labels": [{"name": "svc-review"}]},
+        "repository": {"full_name": "acme/app"}});
+    let r = deliver("pull_request", "gh-1", &labeled);
+    assert_eq!(r.status, 202, "{}", r.text());
+    let run_id = r.json()["fire"]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        run_events(&s, &run_id)[0]["properties"]["inputs"],
+        json!({"pr": 12, "branch": "feature/x"})
+    );
+    // Another label, another repository, an event it does not listen to: ignored, no fire.
+    let mut other_label = labeled.clone();
+    other_label["label"]["name"] = json!("wontfix");
+    assert!(deliver("pull_request", "gh-2", &other_label).json()["ignored"].is_string());
+    let mut other_repo = labeled.clone();
+    other_repo["repository"]["full_name"] = json!("acme/other");
+    assert!(deliver("pull_request", "gh-3", &other_repo).json()["ignored"].is_string());
+    assert!(deliver(
+        "push",
+        "gh-4",
+        &json!({"ref": "refs/heads/main", "repository": {"full_name": "acme/app"}})
+    )
+    .json()["ignored"]
+        .is_string());
+    assert_eq!(
+        s.get("/api/v1/automations/review/fires").json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_repository_target_reads_the_workflow_at_fire_time() {
+    let s = Server::start();
+    let repo = tempfile::tempdir().unwrap();
+    // The goal comes from a file the workflow references: it travels with the workflow.
+    let flow = "digraph flow { goal=\"@goal.md\"; start [shape=Mdiamond]; work [shape=parallelogram, script=\"echo working\"]; exit [shape=Msquare]; start -> work -> exit }";
+    std::fs::create_dir_all(repo.path().join("flows")).unwrap();
+    std::fs::write(repo.path().join("flows/main.dot"), flow).unwrap();
+    std::fs::write(repo.path().join("flows/goal.md"), "first version").unwrap();
+    git(repo.path(), &["init", "-q"]);
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-qm", "one"]);
+    let origin = repo.path().display().to_string();
+    let body = json!({"id": "from-repo", "name": "From the repo",
+        "target": {"repository": {"origin_url": origin, "ref": "main"}, "workflow": "flows/main.dot"},
+        "triggers": [{"id": "manual", "kind": "api"}]});
+    assert_eq!(s.post("/api/v1/automations", &body.to_string()).status, 201);
+    let first = s.post("/api/v1/automations/from-repo/runs", "");
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.json()["goal"], "first version");
+    assert_eq!(first.json()["repository"]["origin_url"], json!(origin));
+    let id = first.json()["id"].as_str().unwrap().to_string();
+    let end = wait_kind(&s, &id, &["succeeded", "failed", "dead"]);
+    assert_eq!(
+        end,
+        "succeeded",
+        "{}",
+        s.get(&format!("/api/v1/runs/{id}")).text()
+    );
+    // Change the file in the repository: the next run runs the new one.
+    std::fs::write(repo.path().join("flows/goal.md"), "second version").unwrap();
+    git(repo.path(), &["commit", "-qam", "two"]);
+    let second = s.post("/api/v1/automations/from-repo/runs", "");
+    assert_eq!(second.status, 201, "{}", second.text());
+    assert_eq!(second.json()["goal"], "second version");
+    // The file gone: a failed fire saying so (422), on record.
+    git(repo.path(), &["rm", "-q", "flows/main.dot"]);
+    git(repo.path(), &["commit", "-qm", "three"]);
+    let e = assert_error(&s.post("/api/v1/automations/from-repo/runs", ""), 422);
+    assert!(
+        e["errors"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("workflow missing"),
+        "{e}"
+    );
+    let fires = s.get("/api/v1/automations/from-repo/fires").json();
+    assert_eq!(fires["data"][0]["outcome"], "failed");
+    assert!(fires["data"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("flows/main.dot"));
 }

@@ -95,6 +95,36 @@ pub(super) fn operations() -> Vec<Op> {
             ),
             err("428", "If-Match is required."),
         ]),
+        slug_param(op("post", "/api/v1/automations/{id}/runs", "Automations", "Fire the automation's api trigger now"))
+            .resp(vec![
+                ok("201", "The run it made (`automation` set), started.", r("Run")),
+                ok("202", "Queued behind the automation's active run (overlap queue_one): the fire.", r("AutomationFire")),
+                bad_id(),
+                nf(),
+                err("409", "automation_api_trigger_disabled: no enabled api trigger; automation_overlap: skipped because its previous run is active."),
+                err("422", "automation_fire_failed: the run could not be made (workflow missing, clone failed, invalid workflow); the failed fire is on record."),
+            ]),
+        slug_param(op("get", "/api/v1/automations/{id}/runs", "Automations", "The automation's runs, newest first"))
+            .paging()
+            .resp(vec![ok("200", "A page of runs.", r("RunPage")), bad_id(), nf()]),
+        slug_param(op("get", "/api/v1/automations/{id}/fires", "Automations", "Every fire of the automation, newest first"))
+            .paging()
+            .resp(vec![ok("200", "A page of fires; meta.schedules has each schedule trigger's next due time.", r("AutomationFirePage")), bad_id(), nf()]),
+        slug_param(op("post", "/api/v1/automations/{id}/hooks/{trigger_id}", "Automations", "Deliver an event to a webhook or code-host trigger"))
+            .public()
+            .param("trigger_id", "path", json!({"type": "string"}), "The trigger's id.")
+            .param("X-Svc-Signature-256", "header", json!({"type": "string"}), "sha256=<hex HMAC-SHA256 of the raw body with the trigger's secret> (X-Hub-Signature-256 is read too).")
+            .param("X-Svc-Delivery", "header", json!({"type": "string"}), "A unique id per delivery; a repeated one is a replay (X-GitHub-Delivery is read too).")
+            .param("X-GitHub-Event", "header", json!({"type": "string"}), "Code-host triggers: push, pull_request, issues.")
+            .body(json!({"type": "object"}), true)
+            .resp(vec![
+                ok("202", "Recorded: the fire (its outcome says whether a run was made).", r("HookResult")),
+                ok("200", "A replayed delivery (nothing started) or an ignored code-host event.", r("HookResult")),
+                err("400", "Missing delivery id or malformed JSON (after a valid signature)."),
+                err("401", "Missing or wrong signature."),
+                nf(),
+                err("409", "The trigger is disabled."),
+            ]),
         if_match(slug_param(op(
             "delete",
             "/api/v1/automations/{id}",
@@ -200,6 +230,53 @@ pub(super) fn schemas() -> Value {
             "required": ["id", "name", "target", "triggers"],
             "examples": [{"id": "nightly", "name": "Nightly", "target": {"workflow_version_id": "0000000000000000000000000000000000000000000000000000000000000000"}, "triggers": [{"id": "manual", "kind": "api"}, {"id": "tue", "kind": "schedule", "expression": "0 2 * * 2", "timezone": "Europe/Berlin"}]}],
             "properties": create
+        },
+        "AutomationFire": {
+            "type": "object",
+            "required": ["id", "automation_id", "trigger_id", "trigger_kind", "due_at", "fired_at", "outcome", "policy", "error", "run_id"],
+            "properties": {
+                "id": {"type": "string"},
+                "automation_id": {"type": "string"},
+                "trigger_id": {"type": "string"},
+                "trigger_kind": {"enum": ["api", "schedule", "webhook", "codehost"]},
+                "due_at": {"type": ["string", "null"], "format": "date-time"},
+                "fired_at": {"type": "string", "format": "date-time"},
+                "outcome": {"enum": ["pending", "queued", "created", "skipped", "failed"]},
+                "policy": {"enum": ["misfire", "overlap", null]},
+                "error": {"type": ["string", "null"]},
+                "detail": {"type": ["string", "null"]},
+                "run_id": {"type": ["string", "null"]},
+                "delivery_id": {"type": ["string", "null"]}
+            }
+        },
+        "AutomationFirePage": {
+            "type": "object",
+            "required": ["data", "meta"],
+            "properties": {
+                "data": {"type": "array", "items": r("AutomationFire")},
+                "meta": {"type": "object", "required": ["has_more", "schedules"], "properties": {
+                    "has_more": {"type": "boolean"},
+                    "schedules": {"type": "array", "items": {"type": "object", "properties": {
+                        "trigger_id": {"type": "string"},
+                        "next_due_at": {"type": ["string", "null"]},
+                        "last_due_at": {"type": ["string", "null"]},
+                        "last_fired_at": {"type": ["string", "null"]}
+                    }}}
+                }}
+            }
+        },
+        "RunPage": {
+            "type": "object",
+            "required": ["data", "meta"],
+            "properties": {"data": {"type": "array", "items": r("Run")}, "meta": r("Meta")}
+        },
+        "HookResult": {
+            "type": "object",
+            "properties": {
+                "replayed": {"type": "boolean"},
+                "ignored": {"type": "string"},
+                "fire": {"oneOf": [r("AutomationFire"), {"type": "null"}]}
+            }
         },
         "ReplaceAutomation": {
             "type": "object",

@@ -234,7 +234,7 @@ fn check_id(id: &str) -> Result<(), ApiError> {
     }
 }
 
-fn actor_of(ctx: &Ctx<'_, '_>) -> Value {
+pub fn actor_of(ctx: &Ctx<'_, '_>) -> Value {
     ctx.principal
         .clone()
         .unwrap_or_else(|| crate::auth::Principal::dev().to_json())
