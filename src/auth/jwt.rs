@@ -1,6 +1,9 @@
-//! Ed25519 JWT bearer tokens (SPEC 5.7): `alg` `EdDSA`, claims `iss` = `svc-web`, `iat` and
-//! `exp` (Unix seconds, checked with [`LEEWAY_SECS`]), `sub` a URL naming the user on the
-//! code host (the username is its last path segment). The key comes from
+//! Ed25519 JWT bearer tokens (SPEC 5.7): `alg` `EdDSA`, no `crit` header (svc understands no
+//! extension, so a token that demands one is refused), claims `iss` = `svc-web`, `iat` and
+//! `exp` (Unix seconds, checked with [`LEEWAY_SECS`] of clock skew), `sub` the user's URL on
+//! the configured code host: `<web_url>/<login>` exactly, one path segment
+//! ([`Claims::login_on`]); the caller also caps the lifetime `exp - iat`
+//! ([`Claims::lifetime`], `[server.auth] jwt_max_lifetime_secs`). The key comes from
 //! `SVC_JWT_PUBLIC_KEY` (a PEM public key, or that PEM base64-encoded).
 //!
 //! Owns: parsing and verifying tokens. Must not touch: settings (the caller checks
@@ -36,12 +39,20 @@ pub enum JwtError {
     NotYetValid,
     #[error("no username in sub")]
     Subject,
+    #[error("a critical header extension svc does not understand")]
+    Critical,
 }
 
 #[derive(Debug, Deserialize)]
 struct Header {
     alg: String,
+    /// RFC 7515 4.1.11: extensions the verifier must understand. svc understands none.
+    #[serde(default)]
+    crit: Option<serde_json::Value>,
 }
+
+/// Longest login accepted in `sub`.
+const MAX_LOGIN_CHARS: usize = 100;
 
 /// The claims of a verified token.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -53,19 +64,51 @@ pub struct Claims {
 }
 
 impl Claims {
-    /// The username: the last non-empty path segment of `sub` (`https://github.com/alice`).
-    pub fn username(&self) -> Option<&str> {
-        self.sub
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .filter(|u| !u.is_empty() && !u.contains(':'))
+    /// The login when `sub` is a user's URL on the code host at `web_url`: that URL's
+    /// scheme and host (compared ignoring case) and path, then exactly one more path
+    /// segment of letters, digits, `-`, `_` or `.` (`https://github.com/alice`). No query,
+    /// fragment, user info, other port or second segment: `https://evil.example/x/alice`
+    /// and `https://github.com/bob?u=/alice` name nobody.
+    pub fn login_on(&self, web_url: &str) -> Option<&str> {
+        let base = web_url.trim_end_matches('/');
+        let (scheme, rest) = base.split_once("://")?;
+        let (host, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        let (sub_scheme, sub_rest) = self.sub.split_once("://")?;
+        if !sub_scheme.eq_ignore_ascii_case(scheme) {
+            return None;
+        }
+        let sub_host = sub_rest.get(..host.len())?;
+        if !sub_host.eq_ignore_ascii_case(host) {
+            return None;
+        }
+        let login = sub_rest[host.len()..]
+            .strip_prefix(path)?
+            .strip_prefix('/')?;
+        let ok = !login.is_empty()
+            && login.len() <= MAX_LOGIN_CHARS
+            && login
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric())
+            && login
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        ok.then_some(login)
     }
 
-    /// The principal, with the code host's web URL as issuer.
-    pub fn principal(&self, codehost_web_url: &str) -> Principal {
+    /// `exp - iat` in seconds.
+    pub fn lifetime(&self) -> u64 {
+        self.exp.saturating_sub(self.iat)
+    }
+
+    /// The principal for `login` (from [`Claims::login_on`]), with the code host's web URL
+    /// as issuer.
+    pub fn principal(&self, login: &str, codehost_web_url: &str) -> Principal {
         Principal {
-            login: self.username().unwrap_or_default().to_string(),
+            login: login.to_string(),
             method: Method::Codehost,
             issuer: codehost_web_url.trim_end_matches('/').to_string(),
             subject: self.sub.clone(),
@@ -121,6 +164,9 @@ impl JwtVerifier {
         if header.alg != "EdDSA" {
             return Err(JwtError::Algorithm);
         }
+        if header.crit.is_some() {
+            return Err(JwtError::Critical);
+        }
         let sig = URL_SAFE_NO_PAD.decode(s).map_err(|_| JwtError::Malformed)?;
         let sig = Signature::from_slice(&sig).map_err(|_| JwtError::Malformed)?;
         let signed = &token[..h.len() + 1 + p.len()];
@@ -137,8 +183,8 @@ impl JwtVerifier {
         if c.iat > now.saturating_add(LEEWAY_SECS) {
             return Err(JwtError::NotYetValid);
         }
-        if c.username().is_none() {
-            return Err(JwtError::Subject);
+        if c.exp <= c.iat {
+            return Err(JwtError::Expired);
         }
         Ok(c)
     }
@@ -183,7 +229,10 @@ mod tests {
         let claims = |iss: &str, iat: u64, exp: u64| json!({"iss": iss, "sub": "https://github.com/alice", "iat": iat, "exp": exp});
         let ok = sign(&key, &hdr, &claims(ISSUER, 1000, 2000));
         assert!(looks_like_jwt(&ok));
-        assert_eq!(v.verify(&ok, 1500).unwrap().username(), Some("alice"));
+        assert_eq!(
+            v.verify(&ok, 1500).unwrap().login_on("https://github.com"),
+            Some("alice")
+        );
         assert!(v64.verify(&ok, 1500).is_ok());
         assert_eq!(v.verify(&ok, 2000 + LEEWAY_SECS), Err(JwtError::Expired));
         assert!(v.verify(&ok, 2000 + LEEWAY_SECS - 1).is_ok(), "leeway");
@@ -211,5 +260,81 @@ mod tests {
         );
         assert_eq!(v.verify(&forged, 1500), Err(JwtError::Signature));
         assert!(JwtVerifier::from_pem_or_base64("nope").is_err());
+    }
+
+    fn claims_with_sub(sub: &str) -> Claims {
+        Claims {
+            iss: ISSUER.into(),
+            sub: sub.into(),
+            iat: 0,
+            exp: 1,
+        }
+    }
+
+    #[test]
+    fn sub_must_be_one_user_on_the_configured_code_host() {
+        let gh = "https://github.com";
+        for (sub, login) in [
+            ("https://github.com/alice", Some("alice")),
+            ("https://GitHub.com/alice", Some("alice")),
+            ("HTTPS://github.com/a-l_i.ce", Some("a-l_i.ce")),
+            ("https://evil.example/x/alice", None),
+            ("https://github.com/bob?u=/alice", None),
+            ("https://github.com/bob/alice", None),
+            ("https://github.com/alice/", None),
+            ("https://github.com/", None),
+            ("https://github.com", None),
+            ("http://github.com/alice", None),
+            ("https://github.com:8443/alice", None),
+            ("https://github.com.evil.example/alice", None),
+            ("https://user@github.com/alice", None),
+            ("https://github.com/alice#x", None),
+            ("https://github.com/%61lice", None),
+            ("https://github.com/-alice", None),
+            ("github.com/alice", None),
+            ("alice", None),
+            ("", None),
+        ] {
+            assert_eq!(claims_with_sub(sub).login_on(gh), login, "{sub}");
+        }
+        // A code host under a path prefix (and a trailing slash in the setting).
+        let gl = "https://code.example/gitlab/";
+        assert_eq!(
+            claims_with_sub("https://code.example/gitlab/alice").login_on(gl),
+            Some("alice")
+        );
+        assert_eq!(
+            claims_with_sub("https://code.example/alice").login_on(gl),
+            None
+        );
+        assert_eq!(
+            claims_with_sub("https://code.example/gitlabx/alice").login_on(gl),
+            None
+        );
+    }
+
+    #[test]
+    fn crit_headers_and_inverted_times_are_refused() {
+        let key = SigningKey::from_bytes(&[3u8; 32]);
+        let pem = key
+            .verifying_key()
+            .to_public_key_pem(Default::default())
+            .unwrap();
+        let v = JwtVerifier::from_pem_or_base64(&pem).unwrap();
+        let claims =
+            json!({"iss": ISSUER, "sub": "https://github.com/alice", "iat": 1000, "exp": 2000});
+        for crit in [json!(["exp"]), json!(["b64"]), json!([]), json!("x")] {
+            let t = sign(&key, &json!({"alg": "EdDSA", "crit": crit}), &claims);
+            assert_eq!(v.verify(&t, 1500), Err(JwtError::Critical), "{crit}");
+        }
+        let inverted =
+            json!({"iss": ISSUER, "sub": "https://github.com/alice", "iat": 1500, "exp": 1400});
+        let t = sign(&key, &json!({"alg": "EdDSA"}), &inverted);
+        assert_eq!(v.verify(&t, 1450), Err(JwtError::Expired));
+        let forever =
+            json!({"iss": ISSUER, "sub": "https://github.com/alice", "iat": 0u64, "exp": u64::MAX});
+        let t = sign(&key, &json!({"alg": "EdDSA"}), &forever);
+        // Verified as a token; its lifetime is the caller's to refuse.
+        assert_eq!(v.verify(&t, 1500).unwrap().lifetime(), u64::MAX);
     }
 }

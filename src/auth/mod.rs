@@ -19,6 +19,7 @@
 pub mod devtoken;
 pub mod jwt;
 pub mod oauth;
+pub mod redirect;
 pub mod session;
 
 use crate::settings::{AuthMethod, Settings};
@@ -213,7 +214,23 @@ impl Authenticator {
                     }
                     match self.verify_jwt(v, token, now) {
                         Ok(claims) => {
-                            let p = claims.principal(&s.server.auth.codehost.web_url);
+                            // Checked on every request (not remembered): the settings are live.
+                            let web_url = &s.server.auth.codehost.web_url;
+                            if claims.lifetime() > s.server.auth.jwt_max_lifetime_secs {
+                                err = AuthError::unauthorized(
+                                    "The access token lives longer (exp - iat) than server.auth.jwt_max_lifetime_secs allows.",
+                                    "access_token_invalid",
+                                );
+                                continue;
+                            }
+                            let Some(login) = claims.login_on(web_url) else {
+                                err = AuthError::unauthorized(
+                                    "The access token's `sub` is not a user's URL on the configured code host (server.auth.codehost.web_url).",
+                                    "access_token_invalid",
+                                );
+                                continue;
+                            };
+                            let p = claims.principal(login, web_url);
                             check_allowed(s, &p)?;
                             return Ok(p);
                         }

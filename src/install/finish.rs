@@ -260,6 +260,7 @@ mod tests {
                 answers: Default::default(),
                 finishing: Default::default(),
                 done: tx,
+                guesses: Default::default(),
             },
             rx,
         )

@@ -50,6 +50,53 @@ pub struct Wizard {
     pub answers: Mutex<Answers>,
     pub finishing: AtomicBool,
     done: crossbeam_channel::Sender<()>,
+    /// Wrong install tokens per peer, for [`GUESS_LIMIT`].
+    guesses: Mutex<Guesses>,
+}
+
+/// At most this many wrong install tokens per peer address in [`GUESS_WINDOW`]; beyond,
+/// every `/install*` request from that peer answers 429 (before the token is compared, so
+/// a guess learns nothing) until the window ends. The token has 256 bits: this is not what
+/// keeps it secret, it keeps guessing slow and loud.
+pub const GUESS_LIMIT: u32 = 10;
+/// The window of [`GUESS_LIMIT`].
+pub const GUESS_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Wrong guesses per peer: (window start, count). Peers whose window ended are dropped when
+/// the map is pruned.
+#[derive(Debug, Default)]
+struct Guesses {
+    by_peer: std::collections::HashMap<Option<std::net::IpAddr>, (std::time::Instant, u32)>,
+}
+
+impl Guesses {
+    /// Seconds until `peer` may try again, when it is over the limit now.
+    fn blocked(&mut self, peer: Option<std::net::IpAddr>) -> Option<u64> {
+        let (start, n) = *self.by_peer.get(&peer)?;
+        let age = start.elapsed();
+        if age >= GUESS_WINDOW {
+            self.by_peer.remove(&peer);
+            return None;
+        }
+        (n >= GUESS_LIMIT).then(|| (GUESS_WINDOW - age).as_secs().max(1))
+    }
+
+    /// Counts a wrong token from `peer`; the count in its window.
+    fn wrong(&mut self, peer: Option<std::net::IpAddr>) -> u32 {
+        if self.by_peer.len() > 4096 {
+            self.by_peer
+                .retain(|_, (start, _)| start.elapsed() < GUESS_WINDOW);
+        }
+        let e = self
+            .by_peer
+            .entry(peer)
+            .or_insert((std::time::Instant::now(), 0));
+        if e.0.elapsed() >= GUESS_WINDOW {
+            *e = (std::time::Instant::now(), 0);
+        }
+        e.1 += 1;
+        e.1
+    }
 }
 
 /// A running install-mode server.
@@ -117,6 +164,7 @@ pub fn start(
         answers: Mutex::new(Answers::default()),
         finishing: AtomicBool::new(false),
         done: tx,
+        guesses: Mutex::new(Guesses::default()),
     });
     http.serve(wizard.clone(), opts).map_err(bind_err)?;
     Ok(Installer {
@@ -160,7 +208,27 @@ impl Wizard {
                 "The server is in install mode: only /install and /health are served (no route for {method} {path})."
             )));
         }
+        let peer = inc.remote_addr().map(|a| a.ip());
+        if let Some(wait) = self.guesses.lock().blocked(peer) {
+            return Err(ApiError::new(
+                429,
+                format!("Too many wrong install tokens from this address; try again in {wait} s."),
+            )
+            .with_code("too_many_attempts"));
+        }
         if !self.authorized(inc) {
+            let n = self.guesses.lock().wrong(peer);
+            let from = peer.map_or("a local socket".to_string(), |p| p.to_string());
+            log::warn!(
+                "install: wrong install token from {from} for {method} {path} ({n} in the last {} s)",
+                GUESS_WINDOW.as_secs()
+            );
+            if n == GUESS_LIMIT {
+                log::warn!(
+                    "install: {from} is refused for {} s after {n} wrong install tokens",
+                    GUESS_WINDOW.as_secs()
+                );
+            }
             return Err(ApiError::unauthorized(
                 "Invalid install token: use the install URL printed at startup, or send the token as `Authorization: Bearer`, `X-Install-Token` or `?token=`.",
             )

@@ -147,16 +147,9 @@ fn with_cookies(reply: Reply, cookies: Vec<String>) -> Reply {
     }
 }
 
-/// A local path to return to after signing in (never another site).
+/// A local path to return to after signing in (never another site): `auth::redirect`.
 fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n)
-            if n.starts_with('/') && !n.starts_with("//") && !n.contains(['\\', '\r', '\n']) =>
-        {
-            n.to_string()
-        }
-        _ => "/".into(),
-    }
+    crate::auth::redirect::local_path(next)
 }
 
 fn sessions(app: &App) -> Result<&auth::Sessions, ApiError> {

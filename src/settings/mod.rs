@@ -185,13 +185,20 @@ pub enum AuthMethod {
 pub struct AuthSettings {
     pub methods: Vec<AuthMethod>,
     pub codehost: CodehostAuthSettings,
+    /// The longest lifetime (`exp - iat`) a bearer JWT may have (default 24 h): a token
+    /// minted for years is refused however it is signed.
+    pub jwt_max_lifetime_secs: u64,
 }
+
+/// Default of `[server.auth] jwt_max_lifetime_secs`: one day.
+pub const DEFAULT_JWT_MAX_LIFETIME_SECS: u64 = 86_400;
 
 impl Default for AuthSettings {
     fn default() -> Self {
         AuthSettings {
             methods: vec![AuthMethod::DevToken],
             codehost: CodehostAuthSettings::default(),
+            jwt_max_lifetime_secs: DEFAULT_JWT_MAX_LIFETIME_SECS,
         }
     }
 }
@@ -478,6 +485,9 @@ impl Settings {
             && self.server.auth.codehost.allowed_usernames.is_empty()
         {
             return bad("server.auth.codehost.allowed_usernames must name at least one user when codehost auth is on".into());
+        }
+        if self.server.auth.jwt_max_lifetime_secs == 0 {
+            return bad("server.auth.jwt_max_lifetime_secs must be at least 1".into());
         }
         if self.server.web.session_lifetime_secs == 0 {
             return bad("server.web.session_lifetime_secs must be at least 1".into());

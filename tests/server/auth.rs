@@ -3,7 +3,7 @@
 //! header beating the cookie, the Origin check, `created_by`, and start failures.
 
 use crate::support::server::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const ORIGIN: &str = "http://svc.test";
@@ -427,8 +427,13 @@ fn codehost_server(gh: &FakeGithub, methods: &str, allowed: &str) -> Server {
 
 /// Runs the browser's part of the sign-in as `login`: returns the callback's response.
 fn oauth_round_trip(s: &Server, gh: &FakeGithub, login: &str) -> Resp {
+    oauth_round_trip_to(s, gh, login, "%2Fruns")
+}
+
+/// [`oauth_round_trip`] with `next` (as written in the query string) on `/auth/login`.
+fn oauth_round_trip_to(s: &Server, gh: &FakeGithub, login: &str, next: &str) -> Resp {
     *gh.approve_as.lock().unwrap() = login.to_string();
-    let start = s.raw("GET", "/auth/login?next=%2Fruns", &[], None);
+    let start = s.raw("GET", &format!("/auth/login?next={next}"), &[], None);
     assert_eq!(start.status, 302, "{}", start.text());
     let authorize = start.header("location").unwrap().to_string();
     assert!(authorize.starts_with(&format!("{}/login/oauth/authorize?", gh.server.base)));
@@ -564,11 +569,116 @@ use ed25519_dalek::pkcs8::EncodePublicKey;
 use ed25519_dalek::{Signer, SigningKey};
 
 fn jwt(key: &SigningKey, iss: &str, sub: &str, iat: i64, exp: i64) -> String {
-    let h = URL_SAFE_NO_PAD.encode(json!({"alg": "EdDSA", "typ": "JWT"}).to_string());
-    let p =
-        URL_SAFE_NO_PAD.encode(json!({"iss": iss, "sub": sub, "iat": iat, "exp": exp}).to_string());
+    jwt_with(
+        key,
+        &json!({"alg": "EdDSA", "typ": "JWT"}),
+        &json!({"iss": iss, "sub": sub, "iat": iat, "exp": exp}),
+    )
+}
+
+/// A token with any header and claims, signed by `key`.
+fn jwt_with(key: &SigningKey, header: &Value, claims: &Value) -> String {
+    let h = URL_SAFE_NO_PAD.encode(header.to_string());
+    let p = URL_SAFE_NO_PAD.encode(claims.to_string());
     let sig = key.sign(format!("{h}.{p}").as_bytes());
     format!("{h}.{p}.{}", URL_SAFE_NO_PAD.encode(sig.to_bytes()))
+}
+
+/// Issue 33's JWT table: `sub` must be one user's URL on the configured code host (the last
+/// path segment of any URL is not enough), the lifetime is capped (`exp` of 2^64-1 and
+/// `iat` of 0 refused), and a `crit` header svc does not understand is refused.
+#[test]
+fn jwt_subjects_lifetimes_and_crit_headers() {
+    let key = SigningKey::from_bytes(&[12u8; 32]);
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .unwrap();
+    let settings = "[server.auth]\nmethods = [\"codehost\"]\njwt_max_lifetime_secs = 3600\n[server.auth.codehost]\nallowed_usernames = [\"alice\", \"bob\"]\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        dev: false,
+        env: vec![("SVC_JWT_PUBLIC_KEY", STANDARD.encode(&pem))],
+        ..Opts::default()
+    });
+    let t = now();
+    let user = |tok: &str| {
+        let a = format!("Bearer {tok}");
+        s.raw("GET", "/api/v1/user", &[("Authorization", &a)], None)
+    };
+    let hdr = json!({"alg": "EdDSA", "typ": "JWT"});
+    let claims = |sub: &str, iat: Value, exp: Value| json!({"iss": "svc-web", "sub": sub, "iat": iat, "exp": exp});
+    let ok = |sub: &str| claims(sub, json!(t), json!(t + 300));
+    let me = user(&jwt_with(&key, &hdr, &ok("https://github.com/alice")));
+    assert_eq!(me.status, 200, "{}", me.text());
+    assert_eq!(me.json()["login"], "alice");
+    for sub in [
+        "https://evil.example/x/alice",
+        "https://github.com/bob?u=/alice",
+        "https://github.com/bob/alice",
+        "https://github.com.evil.example/alice",
+        "http://github.com/alice",
+        "https://github.com:444/alice",
+        "https://alice@github.com/bob",
+        "https://github.com/alice/",
+        "https://github.com/",
+        "alice",
+    ] {
+        let r = user(&jwt_with(&key, &hdr, &ok(sub)));
+        assert_eq!(
+            assert_error(&r, 401)["errors"][0]["code"],
+            "access_token_invalid",
+            "{sub}"
+        );
+    }
+    // Lifetimes: the cap (3600 s here), iat 0, exp 2^64-1.
+    for (iat, exp) in [
+        (json!(t), json!(t + 3601)),
+        (json!(0), json!(t + 300)),
+        (json!(t), json!(u64::MAX)),
+        (json!(0), json!(u64::MAX)),
+    ] {
+        let r = user(&jwt_with(
+            &key,
+            &hdr,
+            &claims("https://github.com/alice", iat.clone(), exp.clone()),
+        ));
+        assert_error(&r, 401);
+        assert_ne!(
+            r.json()["errors"][0]["code"],
+            "user_not_allowed",
+            "{iat} {exp}"
+        );
+    }
+    let exactly = claims("https://github.com/alice", json!(t), json!(t + 3600));
+    assert_eq!(user(&jwt_with(&key, &hdr, &exactly)).status, 200);
+    // Clock skew: issued 30 s in the future is fine, 10 minutes is not.
+    let skewed = claims("https://github.com/alice", json!(t + 30), json!(t + 330));
+    assert_eq!(user(&jwt_with(&key, &hdr, &skewed)).status, 200);
+    let future = claims("https://github.com/alice", json!(t + 600), json!(t + 900));
+    assert_error(&user(&jwt_with(&key, &hdr, &future)), 401);
+    // crit: svc understands no extension.
+    for crit in [json!(["exp"]), json!(["b64"]), json!(["x-unknown"])] {
+        let h = json!({"alg": "EdDSA", "typ": "JWT", "crit": crit, "x-unknown": 1, "b64": true});
+        let r = user(&jwt_with(&key, &h, &ok("https://github.com/alice")));
+        assert_error(&r, 401);
+    }
+    // The code host's URL is the setting's: changing it live changes whose URLs count.
+    std::fs::write(
+        s.path().join("settings.toml"),
+        settings.replace(
+            "[server.auth.codehost]\n",
+            "[server.auth.codehost]\nweb_url = \"https://git.example.com\"\n",
+        ),
+    )
+    .unwrap();
+    let gh = jwt_with(&key, &hdr, &ok("https://github.com/alice"));
+    wait_for(10, "web_url reload", || {
+        (user(&gh).status == 401).then_some(())
+    });
+    let own = user(&jwt_with(&key, &hdr, &ok("https://git.example.com/bob")));
+    assert_eq!(own.status, 200, "{}", own.text());
+    assert_eq!(own.json()["login"], "bob");
 }
 
 fn now() -> i64 {
@@ -789,4 +899,61 @@ fn every_documented_route_answers_401_and_403() {
         }
     }
     assert!(checked >= 30, "only {checked} protected operations");
+}
+
+// ---------------------------------------------------------------------------------------
+// Closed redirects: `next` after signing in.
+
+/// Hostile `next` values as a form or query string carries them (percent-encoded once):
+/// tab, backslash, `//`, `%2F%2F`, `/\`, scheme-relative, absolute URLs, encoded CR/LF.
+const HOSTILE_NEXT: [&str; 16] = [
+    "%2F%09%2F127.0.0.1:38201%2Fx",
+    "%2F%5C127.0.0.1:38201%2Fx",
+    "%5C%5C127.0.0.1:38201",
+    "%2F%2F127.0.0.1:38201%2Fx",
+    "%2F%252F127.0.0.1:38201",
+    "%252F%252F127.0.0.1:38201",
+    "%2F%255C127.0.0.1:38201",
+    "%2F%0D%0A%2F127.0.0.1:38201",
+    "%2F%0A%2F127.0.0.1:38201",
+    "%2F%250D%250A%2F127.0.0.1:38201",
+    "http%3A%2F%2F127.0.0.1:38201%2Fx",
+    "https%3A127.0.0.1:38201",
+    "javascript%3Aalert(1)",
+    "%2F%20%2F127.0.0.1:38201",
+    "runs",
+    "",
+];
+
+#[test]
+fn hostile_next_values_land_on_the_root() {
+    let s = web_server(&web_settings(""), None);
+    for next in HOSTILE_NEXT {
+        // A right token: 303 to `/`.
+        let body = format!("token={}&next={next}", s.token);
+        let r = s.raw("POST", "/auth/dev-token", &[FORM], Some(body.as_bytes()));
+        assert_eq!(r.status, 303, "{next}: {}", r.text());
+        assert_eq!(r.header("location"), Some("/"), "{next}");
+        // A wrong one: back to the sign-in page, carrying `/`, not the hostile value.
+        let body = format!("token=wrong&next={next}");
+        let r = s.raw("POST", "/auth/dev-token", &[FORM], Some(body.as_bytes()));
+        assert_eq!(
+            r.header("location"),
+            Some("/login?error=invalid_token&next=%2F"),
+            "{next}"
+        );
+    }
+    // A local path survives both.
+    let body = format!("token={}&next=%2Fruns%3Fpage%3D2", s.token);
+    let r = s.raw("POST", "/auth/dev-token", &[FORM], Some(body.as_bytes()));
+    assert_eq!(r.header("location"), Some("/runs?page=2"));
+
+    // The OAuth flow binds `next` at /auth/login and redirects there after the callback.
+    let gh = FakeGithub::start();
+    let s = codehost_server(&gh, "[\"codehost\"]", "[\"alice\"]");
+    for next in HOSTILE_NEXT {
+        let done = oauth_round_trip_to(&s, &gh, "alice", next);
+        assert_eq!(done.status, 303, "{next}: {}", done.text());
+        assert_eq!(done.header("location"), Some("/"), "{next}");
+    }
 }

@@ -420,3 +420,55 @@ fn s3_object_store_and_skipped_steps() {
     });
     assert_eq!(s.get("/api/v1/user").status, 200);
 }
+
+/// Issue 33: the wizard's pages cannot be framed or run foreign script, and wrong install
+/// tokens are logged and, past ten a minute from one address, refused before the token is
+/// even compared.
+#[test]
+fn install_pages_are_locked_down_and_token_guesses_are_limited() {
+    let (s, token) = install_server(None);
+    for page in [
+        "/install",
+        "/install/object-store",
+        "/install/llm",
+        "/install/codehost",
+        "/install/finish",
+    ] {
+        let r = s.raw("GET", &format!("{page}?token={token}"), &[], None);
+        assert_eq!(r.status, 200, "{page}");
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{page}");
+        let csp = r.header("content-security-policy").expect("CSP");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(csp.contains("default-src 'none'"), "{csp}");
+        assert!(csp.contains("connect-src 'self'"), "{csp}");
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+    }
+    for i in 0..10 {
+        let r = call(&s, &format!("guess-{i}"), "GET", "/install/session", None);
+        assert_eq!(
+            assert_error(&r, 401)["errors"][0]["code"],
+            "invalid_install_token"
+        );
+    }
+    // Over the limit: refused whatever the token, so a guess learns nothing.
+    for t in ["guess-11", token.as_str()] {
+        let r = call(&s, t, "GET", "/install/session", None);
+        assert_eq!(
+            assert_error(&r, 429)["errors"][0]["code"],
+            "too_many_attempts"
+        );
+    }
+    let log = s.stderr();
+    assert_eq!(
+        log.matches("wrong install token from 127.0.0.1").count(),
+        10,
+        "{log}"
+    );
+    assert!(log.contains("is refused for 60 s"), "{log}");
+    assert!(
+        !log.contains("guess-"),
+        "the guessed token is not logged: {log}"
+    );
+    // /health is not behind the limit.
+    assert_eq!(s.raw("GET", "/health", &[], None).status, 200);
+}

@@ -195,6 +195,11 @@ pub struct Incoming<'a> {
 }
 
 impl Incoming<'_> {
+    /// The peer's address (`None` on a Unix socket).
+    pub fn remote_addr(&self) -> Option<std::net::SocketAddr> {
+        self.rq.remote_addr().copied()
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()

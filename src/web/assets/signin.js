@@ -7,10 +7,27 @@
   const {el, show, errorBox} = svc;
   const page = document.body.dataset.page;
   const params = new URLSearchParams(location.search);
-  // Only local paths: never an open redirect.
+  // Only a path on this server, by the server's rule (auth::redirect::local_path): a single
+  // leading '/' and no whitespace, and neither the value nor what it decodes to (up to three
+  // times) starts with a second '/' or holds a backslash or a control character; then the
+  // URL parser must agree it stays on this origin. Anything else is '/'.
   const next = (() => {
     const n = params.get('next') || '/';
-    return n.startsWith('/') && !n.startsWith('//') ? n : '/';
+    const plain = (s) => s.startsWith('/') && !s.startsWith('//') && !/[\\\u0000-\u001f\u007f-\u009f]/.test(s);
+    if (n.length > 2048 || /\s/.test(n)) return '/';
+    let text = n;
+    for (let i = 0; ; i++) {
+      if (!plain(text)) return '/';
+      let d;
+      try { d = decodeURIComponent(text); } catch (e) { return '/'; }
+      if (d === text) break;
+      if (i === 3) return '/';
+      text = d;
+    }
+    try {
+      const u = new URL(n, location.origin);
+      return u.origin === location.origin ? n : '/';
+    } catch (e) { return '/'; }
   })();
 
   function demoButton() {
