@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use svc::agent::{AgentConfig, Session};
-use svc::engine::cancel::CancelToken;
+use svc::base::cancel::CancelToken;
 use svc::llm::{
     ChatModel, LlmError, Message, Part, Provider, Request, Response, Role, StopReason, StreamEvent,
     ToolCall, Usage,

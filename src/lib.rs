@@ -88,8 +88,6 @@ pub mod llm;
 #[doc(hidden)]
 pub mod mcp;
 #[doc(hidden)]
-pub mod perms;
-#[doc(hidden)]
 pub mod procs;
 #[doc(hidden)]
 pub mod sandbox;

@@ -161,7 +161,7 @@ impl ProviderBackend {
     }
 
     /// Hides secret values in everything sent to models and ACP agents.
-    pub fn with_redactor(mut self, r: Arc<dyn crate::engine::Redact>) -> Self {
+    pub fn with_redactor(mut self, r: Arc<dyn crate::base::redact::Redact>) -> Self {
         self.stage = self.stage.with_redactor(r);
         self
     }

@@ -33,7 +33,7 @@ pub fn is_dev_token(s: &str) -> bool {
 pub fn new_dev_token() -> std::io::Result<String> {
     let mut raw = [0u8; 32];
     super::random_bytes(&mut raw)?;
-    Ok(format!("{DEV_TOKEN_PREFIX}{}", crate::store::hex(&raw)))
+    Ok(format!("{DEV_TOKEN_PREFIX}{}", crate::base::hex(&raw)))
 }
 
 /// Reads `<state-dir>/dev-token`, creating it when absent. Returns the token and whether it

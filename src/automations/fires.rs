@@ -30,10 +30,9 @@ use super::mapping;
 use super::model::{
     Automation, Automations, Misfire, Overlap, Target, Trigger, TriggerKind, TriggerSpec,
 };
+use crate::base::clock::{format_millis, new_ulid, Clock};
 use crate::catalog::{Catalog, ChangeKind};
-use crate::store::{
-    format_millis, new_ulid, Advance, AutomationTables, Clock, FireRow, ScheduleRow, StoreError,
-};
+use crate::store::{Advance, AutomationTables, FireRow, ScheduleRow, StoreError};
 use hmac::{Hmac, Mac};
 use parking_lot::{Condvar, Mutex};
 use serde_json::{json, Map, Value};
@@ -172,7 +171,7 @@ pub fn signature_ok(secret: &str, body: &[u8], header: &str) -> bool {
 pub fn sign(secret: &str, body: &[u8]) -> String {
     let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
     mac.update(body);
-    format!("sha256={}", crate::store::hex(&mac.finalize().into_bytes()))
+    format!("sha256={}", crate::base::hex(&mac.finalize().into_bytes()))
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {

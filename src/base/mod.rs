@@ -1,12 +1,26 @@
 //! Shared primitives below every other module: the cancel token a run, a stage and a process
-//! share ([`cancel`]), and the secret redactor every recorded event passes through
-//! ([`redact`]), random bytes from the kernel ([`random`]), and per-thread reusable byte
-//! buffers for the command path ([`scratch`]).
+//! share ([`cancel`]), the secret redactor every recorded event passes through
+//! ([`redact`]), timestamps and ULIDs ([`clock`]), private files and directories ([`perms`]),
+//! random bytes from the kernel ([`random`]), [`hex`], and per-thread reusable byte buffers
+//! for the command path ([`scratch`]).
 //! Owns only these small, dependency-light types. Must not touch: anything else in the crate
 //! (this module imports nothing from it), so that the language, the engine, the LLM clients
 //! and the server can all use it without importing each other.
 
 pub mod cancel;
+pub mod clock;
+pub mod perms;
 pub mod random;
 pub mod redact;
 pub mod scratch;
+
+use std::fmt::Write as _;
+
+/// Lowercase hex of `bytes`: the one hex encoder of the crate (ids, digests, tokens).
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}

@@ -250,7 +250,7 @@ impl<K: Kind> Catalog<K> {
         if self.items.read().contains_key(&id) {
             return Err(CatalogError::Exists { noun: K::NOUN, id });
         }
-        let now = crate::store::now();
+        let now = crate::base::clock::now();
         let item = build_item::<K>(id, def, fresh_salt(), now.clone(), now)?;
         match self.db.catalog_insert(K::TABLE, &row_of(&item)?)? {
             Ok(()) => {}
@@ -300,7 +300,7 @@ impl<K: Kind> Catalog<K> {
             def,
             old.salt.clone(),
             old.created_at.clone(),
-            crate::store::now(),
+            crate::base::clock::now(),
         )?;
         self.db
             .catalog_replace(K::TABLE, &row_of(&item)?, &old.revision)?
@@ -427,10 +427,10 @@ fn fresh_salt() -> String {
     let mut b = [0u8; 16];
     if crate::base::random::fill_random(&mut b).is_err() {
         // Without kernel randomness the salt is only less secret: mix in the time.
-        let t = crate::store::now();
+        let t = crate::base::clock::now();
         b.copy_from_slice(&Sha256::digest(t.as_bytes())[..16]);
     }
-    crate::store::hex(&b)
+    crate::base::hex(&b)
 }
 
 /// The canonical text of a JSON value: object keys sorted by their UTF-8 bytes, no
@@ -481,9 +481,9 @@ pub fn revision(public: &Map<String, Value>, secret_values: &[Value], salt: &str
         s.update(salt.as_bytes());
         s.update(canonical(&Value::Array(secret_values.to_vec())).as_bytes());
         h.update(b"\nsecrets:");
-        h.update(crate::store::hex(&s.finalize()).as_bytes());
+        h.update(crate::base::hex(&s.finalize()).as_bytes());
     }
-    crate::store::hex(&h.finalize())
+    crate::base::hex(&h.finalize())
 }
 
 fn build_item<K: Kind>(

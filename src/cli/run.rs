@@ -10,9 +10,10 @@ use super::validate::render;
 use super::Format;
 use crate::agent::backend::ProviderBackend;
 use crate::base::redact::redact_json;
+use crate::base::redact::Redact;
 use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{
-    DryRunBackend, Engine, LlmBackend, Redact, RunOptions, RunOutcome, RunResult, Services,
+    DryRunBackend, Engine, LlmBackend, RunOptions, RunOutcome, RunResult, Services,
 };
 use crate::settings::vault::Vault;
 use crate::store::{self, NewRun, RunStore, WorkflowMeta};

@@ -5,10 +5,10 @@
 //! Must not touch: the store's internals (only `crate::store`'s public API) or any other
 //! command; the top-level `svc` parser wires these in.
 
+use crate::base::clock::is_canonical_ulid;
 use crate::store::portable::{export_runs, import_dir};
 use crate::store::{
-    default_state_dir, is_canonical_ulid, RunQuery, RunRow, RunStore, SqliteStore, StoreError,
-    DB_FILE,
+    default_state_dir, RunQuery, RunRow, RunStore, SqliteStore, StoreError, DB_FILE,
 };
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
@@ -527,7 +527,7 @@ mod tests {
         assert_eq!(ev(&ids[0], EventsFormat::Jsonl), 0);
         assert_eq!(ev(&ids[0], EventsFormat::Text), 0);
         assert_eq!(ev("nope", EventsFormat::Jsonl), 2);
-        assert_eq!(ev(&crate::store::new_ulid(), EventsFormat::Jsonl), 1);
+        assert_eq!(ev(&crate::base::clock::new_ulid(), EventsFormat::Jsonl), 1);
 
         let out = tmp.path().join("export");
         let code = export(ExportArgs {
@@ -546,7 +546,7 @@ mod tests {
         let bad = export(ExportArgs {
             state_dir: Some(state.clone()),
             out_dir: Some(tmp.path().join("x")),
-            run_ids: vec![crate::store::new_ulid()],
+            run_ids: vec![crate::base::clock::new_ulid()],
             stages: None,
         });
         assert_eq!(bad, 1);

@@ -4,7 +4,7 @@
 //! watchdog.
 //! Must not touch: routing or handler logic; event payloads are built by their callers.
 
-use super::redact::{redact_json, Redact};
+use crate::base::redact::{redact_json, Redact};
 use crate::store::{blob_ref, parse_blob_ref, EventDraft, RunStore, StoreError, BLOB_THRESHOLD};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -72,7 +72,7 @@ pub fn build_question(wf: &Workflow, node: usize, context_display: Option<String
         .map(str::to_string)
         .unwrap_or_else(|| default_type(&options, freeform_target.is_some()).to_string());
     Question {
-        id: crate::store::new_ulid(),
+        id: crate::base::clock::new_ulid(),
         text: question_text(wf, node).to_string(),
         stage: wf.node(node).id.to_string(),
         question_type,

@@ -7,9 +7,9 @@
 //! `handlers` (one module per handler family). Around them: [`routing`] (edge selection),
 //! [`context`] (keys, seeding, expansion), [`events`] (emission, blobs, activity),
 //! [`checkpoint`], [`fidelity`] (fidelity, threads, preambles), [`watchdog`], [`services`]
-//! (store, interviewer, LLM, clock, redactor, cancel), [`redact`] (hiding secret values).
+//! (store, interviewer, LLM, clock, redactor, cancel; the cancel token and the redactor are
+//! `base`'s).
 
-pub use crate::base::cancel;
 pub mod checkpoint;
 pub mod command;
 pub mod context;
@@ -21,7 +21,6 @@ pub mod human;
 pub mod outcome;
 pub mod output;
 pub mod prng;
-pub use crate::base::redact;
 pub mod routing;
 pub mod run;
 pub mod services;
@@ -31,8 +30,8 @@ pub mod watchdog;
 pub use run::{Engine, RunOptions, RunOutcome, RunResult};
 pub use services::{
     Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmEvents, LlmMode,
-    LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer, NoRedaction, NoWorkspace, Redact,
-    Reply, Services, SystemClock, UnconfiguredBackend, Workspace, WorkspaceCheckpoint,
+    LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer, NoWorkspace, Reply, Services,
+    SystemClock, UnconfiguredBackend, Workspace, WorkspaceCheckpoint,
 };
 pub use walker::FailureReason;
 

@@ -236,7 +236,7 @@ fn interrupt_open_questions(services: &Services, run_id: &str) -> Result<(), Sto
         if let Some(stage) = q.get("stage").and_then(Value::as_str) {
             draft = draft.node(stage);
         }
-        crate::engine::redact::redact_json(services.redactor.as_ref(), &mut draft.properties);
+        crate::base::redact::redact_json(services.redactor.as_ref(), &mut draft.properties);
         services.store.append(run_id, draft)?;
     }
     Ok(())
@@ -303,7 +303,7 @@ fn watched(
     if stall.is_zero() {
         return walk();
     }
-    let stop = crate::engine::cancel::CancelToken::new();
+    let stop = crate::base::cancel::CancelToken::new();
     let fired = AtomicBool::new(false);
     let run = shared.services.cancel.clone();
     std::thread::scope(|s| {

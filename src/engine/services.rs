@@ -6,9 +6,9 @@
 //! Must not touch: the engine loop, terminals or HTTP (the CLI and server bring their own
 //! interviewers).
 
-use super::cancel::CancelToken;
 use super::human::{Answer, Question};
-pub use super::redact::{NoRedaction, Redact};
+use crate::base::cancel::CancelToken;
+use crate::base::redact::{NoRedaction, Redact};
 use crate::store::RunStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! records sleeps instead of sleeping.
 
 use super::*;
-use crate::engine::cancel::CancelToken;
+use crate::base::cancel::CancelToken;
 use crate::store::{Event, EventDraft, MemoryStore, NewRun, RunStore, StoreError};
 use crate::workflow::{load, NoFiles, Workflow};
 use parking_lot::Mutex;

@@ -9,7 +9,6 @@
 //! node, no checkpoints).
 //! Must not touch: handler internals (see `handlers/`), run-level events (see `run.rs`).
 
-use super::cancel::CancelToken;
 use super::checkpoint::RunState;
 use super::context::{self, Context};
 use super::events::Emitter;
@@ -21,6 +20,7 @@ use super::prng::Prng;
 use super::routing::{self, Route, RoutingInput};
 use super::run::RunOptions;
 use super::services::Services;
+use crate::base::cancel::CancelToken;
 use crate::store::{EventDraft, StoreError};
 use crate::workflow::attrs::Fidelity;
 use crate::workflow::condition::MapEnv;

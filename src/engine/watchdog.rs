@@ -4,8 +4,8 @@
 //! wait nodes and pauses do not count as stalls.
 //! Must not touch: the run's state; it only reads activity and cancels the token.
 
-use super::cancel::CancelToken;
 use super::events::Emitter;
+use crate::base::cancel::CancelToken;
 use crate::store::EventDraft;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -72,7 +72,7 @@ pub fn plan(w: &Wizard, a: &Answers) -> Result<Plan, ApiError> {
     let mut secrets = Vec::new();
     let mut raw = [0u8; 32];
     crate::auth::random_bytes(&mut raw).map_err(|e| ApiError::internal(e.to_string()))?;
-    secrets.push(("SESSION_SECRET".to_string(), crate::store::hex(&raw)));
+    secrets.push(("SESSION_SECRET".to_string(), crate::base::hex(&raw)));
     if let Some(c) = codehost {
         let d = CodehostAuthSettings::default();
         s.server.auth.codehost = CodehostAuthSettings {

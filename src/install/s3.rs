@@ -4,7 +4,7 @@
 //!
 //! Owns: SigV4 signing and the probe. Must not touch: settings files or the vault.
 
-use crate::store::hex;
+use crate::base::hex;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::time::Duration;

@@ -169,7 +169,7 @@ fn itoa(mut v: u64, buf: &mut [u8; 24]) -> &[u8] {
 /// Where this process records its stage process groups (the server calls it once at start;
 /// `svc run` records nothing). Creates the directory (0700).
 pub fn install(dir: &Path) -> io::Result<()> {
-    crate::perms::private_dir(dir)?;
+    crate::base::perms::private_dir(dir)?;
     let _ = RECORDS.set(dir.to_path_buf());
     Ok(())
 }

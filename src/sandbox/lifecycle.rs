@@ -120,7 +120,7 @@ pub fn start(
                 provider: plan.provider,
                 run_id: row.id.clone(),
                 working_directory: ready.workdir.display().to_string(),
-                created_at: crate::store::now(),
+                created_at: crate::base::clock::now(),
                 owns_workspace: ws.owned,
             };
             if let Err(e) = inventory(state_dir).put(&record) {
@@ -306,7 +306,7 @@ pub fn sweep(store: &dyn RunStore, state_dir: &Path, defaults: &Defaults, now_ms
                     r.status.is_terminal()
                         && r.completed_at
                             .as_deref()
-                            .and_then(crate::store::parse_ts)
+                            .and_then(crate::base::clock::parse_ts)
                             .is_some_and(|done| now_ms.saturating_sub(done) >= keep)
                 }
             };

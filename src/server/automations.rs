@@ -136,8 +136,8 @@ impl RunLauncher {
         path: &str,
     ) -> Result<Arc<Version>, String> {
         use crate::workspace::git;
-        crate::perms::private_dir(&self.scratch).map_err(|e| format!("clone failed: {e}"))?;
-        let dir = Scratch(self.scratch.join(crate::store::new_ulid()));
+        crate::base::perms::private_dir(&self.scratch).map_err(|e| format!("clone failed: {e}"))?;
+        let dir = Scratch(self.scratch.join(crate::base::clock::new_ulid()));
         let g = crate::workspace::Git::new(&dir.0);
         let mut init = git::bare_command();
         init.arg("init").arg("-q").arg(&dir.0);
@@ -292,8 +292,8 @@ pub fn fires(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         .map(|s| {
             json!({
                 "trigger_id": s.trigger_id,
-                "next_due_at": (s.next_due_ms < i64::MAX).then(|| crate::store::format_millis(s.next_due_ms)),
-                "last_due_at": s.last_due_ms.map(crate::store::format_millis),
+                "next_due_at": (s.next_due_ms < i64::MAX).then(|| crate::base::clock::format_millis(s.next_due_ms)),
+                "last_due_at": s.last_due_ms.map(crate::base::clock::format_millis),
                 "last_fired_at": s.last_fired_at,
             })
         })

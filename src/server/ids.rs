@@ -4,8 +4,8 @@
 //! Owns: the request id format.
 //! Must not touch: anything else.
 
-pub use crate::base::random::{fill_random, urandom};
-pub use crate::store::hex;
+use crate::base::hex;
+use crate::base::random::fill_random;
 
 /// A fresh UUID version 4 (random) in its 8-4-4-4-12 text form.
 pub fn request_id() -> String {

@@ -242,7 +242,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         path: opts.state_dir.clone(),
         message: e.to_string(),
     };
-    crate::perms::private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
+    crate::base::perms::private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
     let dev_token = if initial.has_auth(settings::AuthMethod::DevToken) {
         Some(crate::auth::load_or_create_dev_token(&opts.state_dir)?)
     } else {
@@ -309,7 +309,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             versions: Arc::clone(&versions),
             scratch: opts.state_dir.join("automations"),
         }),
-        Arc::new(crate::store::SystemClock),
+        Arc::new(crate::base::clock::SystemClock),
     );
     let finished = dispatcher.recover().map_err(|e| state_err(&e))?;
     if finished > 0 {

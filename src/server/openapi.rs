@@ -902,7 +902,7 @@ mod tests {
     #[test]
     fn run_ids_carry_the_ulid_pattern_and_their_400() {
         let doc = document();
-        let id = crate::store::new_ulid();
+        let id = crate::base::clock::new_ulid();
         let re = ulid_pattern_matches;
         assert_eq!(ULID_PATTERN, "^[0-7][0-9A-HJKMNP-TV-Z]{25}$");
         assert!(re(&id), "{id}");
@@ -931,7 +931,7 @@ mod tests {
         let by_hand = s.len() == 26
             && s.starts_with(|c: char| ('0'..='7').contains(&c))
             && s.chars().all(|c| ALPHABET.contains(c));
-        assert_eq!(by_hand, crate::store::is_canonical_ulid(s), "{s}");
+        assert_eq!(by_hand, crate::base::clock::is_canonical_ulid(s), "{s}");
         by_hand
     }
 

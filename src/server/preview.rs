@@ -91,7 +91,7 @@ fn mac(key: &[u8], kind: char, run: &str, port: u16, exp: i64) -> HmacSha256 {
 pub fn token(key: &[u8], signed: bool, run: &str, port: u16, exp: i64) -> String {
     let kind = if signed { 's' } else { 'u' };
     let sig = mac(key, kind, run, port, exp).finalize().into_bytes();
-    format!("{kind}.{exp}.{}", super::ids::hex(&sig))
+    format!("{kind}.{exp}.{}", crate::base::hex(&sig))
 }
 
 /// Lowercase or uppercase hex to bytes; None if it is not hex.

@@ -128,7 +128,7 @@ pub fn canonical_bytes(package: &Package) -> Vec<u8> {
 }
 
 pub fn package_id(package: &Package) -> String {
-    super::ids::hex(&Sha256::digest(canonical_bytes(package)))
+    crate::base::hex(&Sha256::digest(canonical_bytes(package)))
 }
 
 fn invalid(detail: String) -> ApiError {
@@ -396,7 +396,7 @@ pub fn validate(
             }
         }
     }
-    let id = super::ids::hex(&Sha256::digest(&canonical));
+    let id = crate::base::hex(&Sha256::digest(&canonical));
     // The same bytes were checked when that version was registered: an identical package
     // (same id) cannot fail now, so re-submitting a workflow skips parsing and linting.
     if lookup(&id).is_none() {
@@ -464,7 +464,7 @@ impl VersionStore {
         if let Some(v) = self.get(&id)? {
             return Ok((v, false));
         }
-        let created_at = crate::store::now();
+        let created_at = crate::base::clock::now();
         let text = serde_json::to_string(&package)
             .map_err(|e| ApiError::internal(format!("cannot encode the package: {e}")))?;
         let record = VersionRecord {

@@ -138,7 +138,7 @@ impl Vault {
     pub fn set(&self, name: &str, value: &str, kind: SecretType) -> Result<(), VaultError> {
         validate_name(name, kind)?;
         let mut all = self.load()?;
-        let now = crate::store::now();
+        let now = crate::base::clock::now();
         let created_at = all
             .get(name)
             .map(|s| s.created_at.clone())
@@ -347,7 +347,7 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .unwrap_or_else(|| "file".into());
     let mut rnd = [0u8; 6];
     crate::base::random::fill_random(&mut rnd)?;
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::store::hex(&rnd)));
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::base::hex(&rnd)));
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)

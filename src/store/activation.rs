@@ -27,9 +27,10 @@
 
 use super::error::{ActivationError, Location, StoreError};
 use super::portable::{self, ImportSummary, PortableError};
-use super::prep::{hex, sha256_hex};
+use super::prep::sha256_hex;
 use super::sqlite::LegacyRecord;
-use super::{clock, SqliteStore, DB_FILE};
+use super::{SqliteStore, DB_FILE};
+use crate::base::{clock, hex};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -118,7 +119,7 @@ fn store_err(path: &Path) -> impl FnOnce(StoreError) -> ActivationError {
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), ActivationError> {
-    crate::perms::private_dir(dir).map_err(io_err("create the state directory", dir))
+    crate::base::perms::private_dir(dir).map_err(io_err("create the state directory", dir))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), ActivationError> {

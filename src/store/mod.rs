@@ -23,7 +23,6 @@
 mod activation;
 pub mod automations;
 pub mod catalog;
-mod clock;
 mod error;
 mod fold;
 mod hooked;
@@ -47,10 +46,6 @@ pub use activation::{
 };
 pub use automations::{Advance, AutomationTables, FireRow, ScheduleRow};
 pub use catalog::{CatalogRow, CatalogTable, CatalogTables, MemoryCatalogs, WriteConflict};
-pub use clock::{
-    civil_from_days, format_millis, is_canonical_ulid, new_ulid, now, parse_ts, Clock, ManualClock,
-    SystemClock,
-};
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
 pub use hooked::{HookedStore, Observer};
@@ -60,7 +55,7 @@ pub use model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,
     SandboxKind, SandboxState, UsageTotals, WorkflowMeta,
 };
-pub use prep::{blob_refs, hex, is_blob_id, sha256_hex};
+pub use prep::{blob_refs, is_blob_id, sha256_hex};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 pub use versions::{MemoryVersions, VersionRecord, VersionTable};

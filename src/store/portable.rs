@@ -21,7 +21,8 @@
 use super::error::{Location, StoreError};
 use super::model::{Event, ImportOutcome, RunQuery};
 use super::prep::{self, blob_refs, is_blob_id, sha256_hex};
-use super::{is_canonical_ulid, replay, RunStore};
+use super::{replay, RunStore};
+use crate::base::clock::is_canonical_ulid;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
@@ -440,7 +441,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PortableError> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)
-        .and_then(|f| crate::perms::tighten_file(&tmp).map(|()| f))
+        .and_then(|f| crate::base::perms::tighten_file(&tmp).map(|()| f))
         .map_err(|e| PortableError::io(&tmp, "create", e))?;
     f.write_all(bytes)
         .map_err(|e| PortableError::io(&tmp, "write", e))?;
@@ -486,7 +487,7 @@ pub fn export_runs(
     let runs_dir = out_dir.join("runs");
     let blobs_dir = out_dir.join("blobs");
     for d in [&runs_dir, &blobs_dir] {
-        crate::perms::private_dir(d).map_err(|e| PortableError::io(d, "create", e))?;
+        crate::base::perms::private_dir(d).map_err(|e| PortableError::io(d, "create", e))?;
     }
     let mut summary = ExportSummary::default();
     let mut blobs = BTreeSet::new();
@@ -518,7 +519,7 @@ pub fn export_runs(
                 break;
             }
         }
-        crate::perms::private_dir(&run_dir)
+        crate::base::perms::private_dir(&run_dir)
             .map_err(|e| PortableError::io(&run_dir, "create", e))?;
         write_file(&run_dir.join(EVENTS_FILE), text.as_bytes())?;
         summary.runs += 1;

@@ -4,26 +4,16 @@
 //! `run.created` event, and SHA-256 helpers for blobs.
 //! Must not touch: storage, locks or the hub.
 
-use super::clock;
 use super::error::StoreError;
 use super::fold::{created_properties, fold, CREATED_KEYS};
 use super::model::{Event, EventDraft, NewRun, RunRow};
+use crate::base::{clock, hex};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
-}
-
-/// Lowercase hex of `bytes`: the one hex encoder of the crate (ids, digests, tokens).
-pub fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 /// True for 64 lowercase hex digits.

@@ -350,7 +350,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, SchemaError> {
             "recording a migration",
             tx.execute(
                 "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)",
-                rusqlite::params![i as i64 + 1, super::clock::now()],
+                rusqlite::params![i as i64 + 1, crate::base::clock::now()],
             ),
         )?;
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use svc::agent::acp::{run_acp, run_stage, AcpClient, AcpConfig, AcpError};
 use svc::agent::{AgentEvent, SteerLocation, Steering};
-use svc::engine::cancel::CancelToken;
+use svc::base::cancel::CancelToken;
 use svc::sandbox::Sandbox;
 
 const AGENT: &str = r#"

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use svc::agent::{
     AgentConfig, AgentError, AgentEvent, AgentStop, Session, SteerLocation, Steering, LOOP_WARNING,
 };
-use svc::engine::cancel::CancelToken;
+use svc::base::cancel::CancelToken;
 use svc::engine::services::ToolHooks;
 use svc::llm::{Provider, Usage};
 use svc::sandbox::Sandbox;

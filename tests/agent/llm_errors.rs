@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::support::llm::*;
 use serde_json::json;
 use svc::agent::{AgentConfig, Session};
-use svc::engine::cancel::CancelToken;
+use svc::base::cancel::CancelToken;
 use svc::llm::{
     ErrorKind, LlmClient, LlmError, Message, Provider, Request, StaticCredentials, StreamEvent,
     Usage,

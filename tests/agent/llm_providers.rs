@@ -5,7 +5,7 @@
 use crate::support::llm::*;
 use serde_json::{json, Value};
 use svc::agent::{AgentConfig, AgentEvent, Session};
-use svc::engine::cancel::CancelToken;
+use svc::base::cancel::CancelToken;
 use svc::llm::prompt::PromptCall;
 use svc::llm::{cost_of, Message, Provider, Request, Speed, StreamEvent, Usage};
 use svc::sandbox::Sandbox;

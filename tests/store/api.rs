@@ -164,7 +164,7 @@ fn tombstones_hold_and_late_appends_fail() {
         ));
         store.delete_run(&run.id).unwrap(); // idempotent
         assert!(matches!(
-            store.delete_run(&svc::store::new_ulid()),
+            store.delete_run(&svc::base::clock::new_ulid()),
             Err(StoreError::NotFound { .. })
         ));
     }
@@ -221,7 +221,7 @@ fn create_rejects_bad_and_duplicate_ids() {
             matches!(bad, Err(StoreError::InvalidRunId { .. })),
             "{name}"
         );
-        let id = svc::store::new_ulid();
+        let id = svc::base::clock::new_ulid();
         store
             .create_run(NewRun {
                 id: Some(id.clone()),
@@ -262,7 +262,10 @@ fn create_rejects_bad_and_duplicate_ids() {
             Err(StoreError::InvalidEvent { .. })
         ));
         assert!(matches!(
-            store.append(&svc::store::new_ulid(), EventDraft::new("x", json!({}))),
+            store.append(
+                &svc::base::clock::new_ulid(),
+                EventDraft::new("x", json!({}))
+            ),
             Err(StoreError::NotFound { .. })
         ));
     }
@@ -562,7 +565,7 @@ fn append_decided_reads_checks_and_appends_in_one_step() {
         assert_eq!(after.status.name(), "starting", "{name}");
         assert_eq!(store.get_run(&row.id).unwrap(), Some(after), "{name}");
         // Unknown run: NotFound, and `decide` is never asked.
-        let unknown = svc::store::new_ulid();
+        let unknown = svc::base::clock::new_ulid();
         let mut asked = false;
         let err = store
             .append_decided(&unknown, &mut |_| {

@@ -2,7 +2,8 @@
 //! new dispatcher on the same file) and a launcher that records what it was asked.
 
 use super::*;
-use crate::store::{ManualClock, SqliteStore};
+use crate::base::clock::ManualClock;
+use crate::store::SqliteStore;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
 
@@ -61,7 +62,7 @@ struct World {
 }
 
 fn ms(s: &str) -> i64 {
-    crate::store::parse_ts(s).unwrap()
+    crate::base::clock::parse_ts(s).unwrap()
 }
 
 impl World {

@@ -183,7 +183,7 @@ fn append(
     props: Value,
 ) -> Result<(), StoreError> {
     let mut draft = EventDraft::new(kind, props);
-    crate::engine::redact::redact_json(
+    crate::base::redact::redact_json(
         cx.walker.services().redactor.as_ref(),
         &mut draft.properties,
     );

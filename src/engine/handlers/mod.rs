@@ -11,10 +11,10 @@ mod manager;
 mod script;
 mod wait;
 
-use super::cancel::CancelToken;
 use super::context::{self, Context};
 use super::outcome::StageOutcome;
 use super::walker::Walker;
+use crate::base::cancel::CancelToken;
 use crate::store::StoreError;
 use crate::workflow::attrs::View;
 use crate::workflow::HandlerKind;

@@ -183,8 +183,8 @@ impl HttpServer {
                 // removes its listener's path when it is dropped, and that must never be the
                 // public one.
                 let mut rnd = [0u8; 6];
-                ids::fill_random(&mut rnd)?;
-                let private = path.with_file_name(format!(".svc-{}.sock", ids::hex(&rnd)));
+                crate::base::random::fill_random(&mut rnd)?;
+                let private = path.with_file_name(format!(".svc-{}.sock", crate::base::hex(&rnd)));
                 let l = std::os::unix::net::UnixListener::bind(&private)?;
                 set_mode_0600(&private);
                 let linked = std::fs::hard_link(&private, path);

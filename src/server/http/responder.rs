@@ -251,7 +251,7 @@ pub(super) fn format_http_date(secs: u64) -> String {
     ];
     let days = (secs / 86_400) as i64;
     let sod = secs % 86_400;
-    let (y, m, d) = crate::store::civil_from_days(days);
+    let (y, m, d) = crate::base::clock::civil_from_days(days);
     format!(
         "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
         DAYS[(days % 7) as usize],

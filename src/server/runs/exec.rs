@@ -168,7 +168,7 @@ impl Executor for EngineExecutor {
             },
             ..RunOptions::new(&job.row.id, ready.workdir.clone())
         };
-        let redactor: Arc<dyn crate::engine::Redact> =
+        let redactor: Arc<dyn crate::base::redact::Redact> =
             Arc::new(crate::auth::redactor(&self.state_dir));
         let llm = match crate::agent::backend::ProviderBackend::new(
             &self.settings.get(),

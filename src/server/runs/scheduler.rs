@@ -67,7 +67,7 @@ impl Runs {
             if last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
                 last_sweep = Some(std::time::Instant::now());
                 let defaults = self.settings.get().sandbox_defaults();
-                let now = crate::store::parse_ts(&crate::store::now()).unwrap_or(0);
+                let now = crate::base::clock::parse_ts(&crate::base::clock::now()).unwrap_or(0);
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     sandbox::sweep(self.gated.as_ref(), &self.state_dir, &defaults, now)
                 }));
@@ -136,7 +136,7 @@ impl Runs {
         let workdir = sandbox::workspaces_dir(&self.state_dir).join(&row.id);
         // Run data: private to the owner (the workspaces directory 0700; each run's
         // workspace is made inside it when its sandbox starts).
-        if let Err(e) = crate::perms::private_dir(&sandbox::workspaces_dir(&self.state_dir)) {
+        if let Err(e) = crate::base::perms::private_dir(&sandbox::workspaces_dir(&self.state_dir)) {
             log::warn!(
                 "run {}: cannot create the workspaces directory: {e}",
                 row.id

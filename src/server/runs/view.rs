@@ -23,11 +23,11 @@ fn now_ms() -> i64 {
 
 /// Wall time from start to completion (or now), in ms.
 fn wall_ms(row: &RunRow) -> Option<u64> {
-    let start = crate::store::parse_ts(row.started_at.as_deref()?)?;
+    let start = crate::base::clock::parse_ts(row.started_at.as_deref()?)?;
     let end = row
         .completed_at
         .as_deref()
-        .and_then(crate::store::parse_ts)
+        .and_then(crate::base::clock::parse_ts)
         .unwrap_or_else(now_ms);
     Some(end.saturating_sub(start).max(0) as u64)
 }

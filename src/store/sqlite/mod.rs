@@ -36,7 +36,8 @@ use super::prep::{self, sha256_hex};
 use super::queue::Queue;
 use super::rowcache::RowCache;
 use super::schema::{self, SchemaError};
-use super::{clock, ActivationReport, RunStore};
+use super::{ActivationReport, RunStore};
+use crate::base::clock;
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -149,12 +150,12 @@ fn make_private(db_path: &Path) -> Result<(), ActivationError> {
             source,
         }
     };
-    crate::perms::private_file(db_path).map_err(io(db_path))?;
+    crate::base::perms::private_file(db_path).map_err(io(db_path))?;
     for suffix in ["-wal", "-shm", "-journal"] {
         let mut side = db_path.as_os_str().to_owned();
         side.push(suffix);
         let side = std::path::PathBuf::from(side);
-        crate::perms::tighten_file(&side).map_err(io(&side))?;
+        crate::base::perms::tighten_file(&side).map_err(io(&side))?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
-//! Wall-clock timestamps and identifiers minted by the store.
+//! Wall-clock timestamps and ULIDs: the one timestamp format the crate writes (RFC 3339, UTC,
+//! milliseconds, `Z`), reading it back, and the process-wide monotonic ULID generator.
 //!
-//! Owns: the one timestamp format the store writes (RFC 3339, UTC, milliseconds, `Z`) and the
-//! process-wide monotonic ULID generator used for run and event ids.
+//! Owns: the timestamp format and the ULID generator used for run and event ids.
 //! Must not touch: anything stored; callers decide what the values are used for.
 
 use parking_lot::Mutex;
@@ -37,7 +37,7 @@ pub fn new_ulid() -> String {
 /// 80 random bits, with room left to count up within a millisecond.
 fn fresh_random() -> u128 {
     let mut b = [0u8; 16];
-    if crate::base::random::fill_random(&mut b[..10]).is_err() {
+    if super::random::fill_random(&mut b[..10]).is_err() {
         // Ids stay unique without kernel randomness (the counter above orders them); mix in
         // the clock so two processes differ.
         let nanos = SystemTime::now()
