@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use crate::base::cancel::CancelToken;
-pub use crate::engine::human::{Question, QuestionOption};
+pub use crate::engine::handlers::human::question::{Question, QuestionOption};
 pub use crate::engine::{InterviewError, Interviewer, Reply, RunOutcome, RunResult};
 pub use crate::workflow::{Diagnostic, Severity};
 

@@ -6,7 +6,7 @@
 //! Must not touch: answer semantics (the engine matches and routes answers).
 
 use crate::base::cancel::CancelToken;
-use crate::engine::human::{match_answer, Answer, Question};
+use crate::engine::handlers::human::question::{match_answer, Answer, Question};
 use crate::engine::{InterviewError, Interviewer, Reply};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;

@@ -4,7 +4,7 @@
 //! Must not touch: context, events or handlers; it only reads the workflow.
 
 use super::failure::StageStatus;
-use super::human::normalize_label;
+use super::handlers::human::question::normalize_label;
 use super::prng::Prng;
 use crate::workflow::condition::ConditionEnv;
 use crate::workflow::{HandlerKind, Workflow};

@@ -6,7 +6,7 @@
 //! Must not touch: the engine loop, terminals or HTTP (the CLI and server bring their own
 //! interviewers).
 
-use super::human::{Answer, Question};
+use super::handlers::human::question::{Answer, Question};
 use crate::base::cancel::CancelToken;
 use crate::base::redact::{NoRedaction, Redact};
 use crate::store::RunStore;

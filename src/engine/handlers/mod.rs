@@ -1,14 +1,17 @@
-//! Stage handlers: one module per handler family, dispatched by [`run`]. Each handler turns
+//! Stage handlers: one module per handler kind, named after it (`command`, `human`,
+//! `parallel`, `fan_in`, `manager_loop`, `wait`, `llm` for agent and prompt), dispatched by
+//! [`run`]; `child_run` is the manager loop's child run record. Each handler turns
 //! one attempt of one node into a [`StageOutcome`] (or an [`Interrupt`] when the attempt's
 //! token was cancelled or the store failed).
 //! Must not touch: routing, retries, visits or checkpoints (the walker owns those).
 
 mod child_run;
-mod fork;
-mod gate;
+mod command;
+mod fan_in;
+pub mod human;
 mod llm;
-mod manager;
-mod script;
+mod manager_loop;
+mod parallel;
 mod wait;
 
 use super::context::{self, Context};
@@ -95,12 +98,12 @@ pub(crate) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         HandlerKind::Start | HandlerKind::Exit | HandlerKind::Conditional => {
             Ok(StageOutcome::succeeded())
         }
-        HandlerKind::Command => script::run(cx),
+        HandlerKind::Command => command::run(cx),
         HandlerKind::Wait => wait::run(cx),
-        HandlerKind::Human => gate::run(cx),
+        HandlerKind::Human => human::run(cx),
         HandlerKind::Agent | HandlerKind::Prompt => llm::run(cx),
-        HandlerKind::Parallel => fork::run(cx),
-        HandlerKind::FanIn => fork::fan_in(cx),
-        HandlerKind::ManagerLoop => manager::run(cx),
+        HandlerKind::Parallel => parallel::run(cx),
+        HandlerKind::FanIn => fan_in::run(cx),
+        HandlerKind::ManagerLoop => manager_loop::run(cx),
     }
 }

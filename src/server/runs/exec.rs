@@ -7,7 +7,7 @@
 use super::super::versions::{PackageFiles, Version};
 use super::interviewer::{AskEnd, RunHandle};
 use crate::base::cancel::CancelToken;
-use crate::engine::human::Question;
+use crate::engine::handlers::human::question::Question;
 use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
 use crate::sandbox::lifecycle;

@@ -9,7 +9,7 @@
 
 use super::super::error::ApiError;
 use crate::base::cancel::{CancelHook, CancelToken};
-use crate::engine::human::{self, Answer, Question};
+use crate::engine::handlers::human::question::{self, Answer, Question};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use serde::Deserialize;
@@ -145,7 +145,7 @@ impl RunHandle {
 /// The API's answer rules (api.md 2): a key must be an option's key; keys (multi_select)
 /// must all exist; a value matches a key or label, or goes to the freeform edge.
 pub fn match_answer(q: &Question, body: &SubmitAnswer) -> Result<Answer, ApiError> {
-    let refused = |e: human::AnswerError| {
+    let refused = |e: question::AnswerError| {
         ApiError::bad_request(format!("Invalid answer: {e}")).with_code("invalid_answer")
     };
     if let Some(key) = &body.selected_option_key {
@@ -154,13 +154,13 @@ pub fn match_answer(q: &Question, body: &SubmitAnswer) -> Result<Answer, ApiErro
                 "This question has no options; send `value`.",
             ));
         }
-        return human::match_key(q, key).map_err(refused);
+        return question::match_key(q, key).map_err(refused);
     }
     if let Some(keys) = &body.selected_option_keys {
-        return human::match_keys(q, keys).map_err(refused);
+        return question::match_keys(q, keys).map_err(refused);
     }
     match &body.value {
-        Some(v) if !v.trim().is_empty() => human::match_answer(q, v).map_err(refused),
+        Some(v) if !v.trim().is_empty() => question::match_answer(q, v).map_err(refused),
         Some(_) => Err(ApiError::bad_request("The answer `value` is empty.")),
         None => Err(ApiError::bad_request(
             "Send one of `selected_option_key`, `selected_option_keys` or `value`.",

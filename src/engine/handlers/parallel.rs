@@ -1,8 +1,8 @@
-//! Parallel and fan-in handlers (decisions.md "Parallel"). The fork finds the join node
-//! where its branches converge, runs each branch (a walker on its own context copy, on its
-//! own thread, at most `max_parallel` at once), waits for all, merges the keys each branch
-//! wrote in fork-edge order, sets `parallel.results` and jumps to the join. The fan-in
-//! turns the branch statuses into its own outcome.
+//! The parallel handler (decisions.md "Parallel"): the fork finds the join node where its
+//! branches converge, runs each branch (a walker on its own context copy, on its own thread,
+//! at most `max_parallel` at once), waits for all, merges the keys each branch wrote in
+//! fork-edge order, sets `parallel.results` and jumps to the join (`fan_in` turns the branch
+//! statuses into the join's outcome).
 //! Must not touch: the stage loop itself (branches reuse the walker).
 
 use super::{HandlerResult, Interrupt, StageCtx};
@@ -89,7 +89,7 @@ fn deterministic(cx: &StageCtx<'_, '_>, what: &str) -> HandlerResult {
     ))))
 }
 
-fn counts_as_success(s: StageStatus) -> bool {
+pub(super) fn counts_as_success(s: StageStatus) -> bool {
     matches!(s, StageStatus::Succeeded | StageStatus::Skipped)
 }
 
@@ -251,45 +251,6 @@ fn distances(wf: &Workflow, fork: usize, start: usize) -> Vec<Option<usize>> {
         }
     }
     d
-}
-
-/// succeeded when every branch succeeded, partially_succeeded when some did, failed when
-/// none did.
-pub(super) fn fan_in(cx: &StageCtx<'_, '_>) -> HandlerResult {
-    let Some(Value::Array(results)) = cx.context().get(PARALLEL_RESULTS) else {
-        return Ok(StageOutcome::failed(Failure::deterministic(format!(
-            "fan-in stage `{}` was reached without parallel results (it must follow a parallel node's branches)",
-            cx.scoped_id()
-        ))));
-    };
-    let statuses: Vec<StageStatus> = results
-        .iter()
-        .map(|r| {
-            r.get("status")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<StageStatus>().ok())
-                .unwrap_or(StageStatus::Failed)
-        })
-        .collect();
-    let ok = statuses.iter().filter(|s| counts_as_success(**s)).count();
-    let some = statuses
-        .iter()
-        .filter(|s| counts_as_success(**s) || **s == StageStatus::PartiallySucceeded)
-        .count();
-    let mut o = StageOutcome::succeeded();
-    if ok == statuses.len() {
-        return Ok(o);
-    }
-    if some > 0 {
-        o.status = StageStatus::PartiallySucceeded;
-        o.notes = Some(format!("{ok} of {} branches succeeded", statuses.len()));
-        return Ok(o);
-    }
-    Ok(StageOutcome::failed(Failure::deterministic(format!(
-        "fan-in stage `{}`: all {} branches failed",
-        cx.scoped_id(),
-        statuses.len()
-    ))))
 }
 
 #[cfg(test)]

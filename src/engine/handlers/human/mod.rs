@@ -5,13 +5,15 @@
 //! `human.default_choice` or fails retryably. Waiting does not count toward the watchdog.
 //! Must not touch: how questions are shown or answered (the interviewer owns that).
 
+pub mod question;
+
 use super::{HandlerResult, Interrupt, StageCtx};
 use crate::engine::context::{self, GATE_LABEL, GATE_SELECTED, GATE_TEXT};
 use crate::engine::failure::FailureClass;
-use crate::engine::human::{build_question, default_answer, match_answer, Answer, Question};
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::services::{InterviewError, Reply};
 use crate::engine::walker::{describe_duration, millis, start_timer, TIMED_OUT};
+use question::{build_question, default_answer, match_answer, Answer, Question};
 use serde_json::{json, Value};
 use std::time::Instant;
 
