@@ -1,7 +1,25 @@
-//! Build script: link settings for the `svc` binary. Owns nothing else.
+//! Build script: link settings for the `svc` binary, and the `has_<tool>` cfgs that mark
+//! the tests needing a missing external tool as ignored (`src/test_tools.rs`). Owns nothing
+//! else.
+//!
+//! Must not: change what the library or the binary do (the cfgs only touch test
+//! attributes).
+
+// Compiled here for the probe: the test helpers in it are unused by the build script, and
+// its self-test's cfg is declared for the crate, not for this script.
+#[allow(dead_code, unexpected_cfgs)]
+#[path = "src/test_tools.rs"]
+mod test_tools;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    link_settings();
+    // `cfg(has_<tool>)` for each external tool some tests need (see src/test_tools.rs).
+    test_tools::emit_build_cfgs();
+}
+
+/// Link arguments for the `svc` binary.
+fn link_settings() {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     let native = std::env::var("HOST").ok() == std::env::var("TARGET").ok();

@@ -101,6 +101,12 @@ pub mod settings;
 pub mod stages;
 #[doc(hidden)]
 pub mod store;
+/// The external tools some tests need (git, gvpr, bubblewrap, a browser): probes and the
+/// ignore reasons of tests that cannot run without them. Only in this crate's tests and
+/// under the `test-support` feature.
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_tools;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod web;

@@ -1,11 +1,8 @@
 //! Workspaces against real git repositories made in temporary directories.
 
 use super::*;
+use crate::test_tools::{require, Tool};
 use std::process::Command;
-
-fn git_available() -> bool {
-    Command::new("git").arg("--version").output().is_ok()
-}
 
 fn sh(dir: &Path, script: &str) -> String {
     let out = Command::new("sh")
@@ -53,11 +50,9 @@ fn cloned(root: &Path, run_id: &str) -> (PathBuf, Workspace) {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn clones_on_a_run_branch_checkpoints_and_restores() {
-    if !git_available() {
-        eprintln!("note: git is not installed; skipping");
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let origin = origin(tmp.path());
     let url = format!("file://{}", origin.display());
@@ -116,11 +111,9 @@ fn clones_on_a_run_branch_checkpoints_and_restores() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn directories_are_copied_or_used_in_place_without_touching_their_git() {
-    if !git_available() {
-        eprintln!("note: git is not installed; skipping");
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("plain");
     std::fs::create_dir_all(src.join("sub")).unwrap();
@@ -182,11 +175,9 @@ fn directories_are_copied_or_used_in_place_without_touching_their_git() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn file_contents_come_from_blobs() {
-    if !git_available() {
-        eprintln!("note: git is not installed; skipping");
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let dest = tmp.path().join("ws");
     let ws = prepare(&Source::Scratch, "R3", &dest).unwrap();
@@ -241,12 +232,10 @@ fn assert_all_committed(dest: &Path, what: &str) {
 
 #[test]
 #[cfg(feature = "watch")]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn watched_checkpoints_capture_every_kind_of_change() {
     use crate::engine::Workspace as _;
-    if !git_available() {
-        eprintln!("note: git is not installed; skipping");
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let (dest, ws) = cloned(tmp.path(), "01W");
     let ews = EngineWorkspace::new(ws.git.clone(), ws.base.clone());
@@ -354,13 +343,15 @@ fn watched_checkpoints_capture_every_kind_of_change() {
 
 #[test]
 #[cfg(feature = "watch")]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
 fn watched_checkpoints_see_writes_made_inside_a_container() {
     use crate::engine::Workspace as _;
     use crate::sandbox::{isolation, ProviderKind, SandboxPlan};
-    if !git_available() {
-        eprintln!("note: git is not installed; skipping");
-        return;
-    }
+    require(Tool::Git);
+    require(Tool::Bwrap);
     let tmp = tempfile::tempdir().unwrap();
     let (dest, ws) = cloned(tmp.path(), "01C");
     let plan = SandboxPlan {
@@ -370,17 +361,7 @@ fn watched_checkpoints_see_writes_made_inside_a_container() {
         network: false,
         bwrap: "bwrap".into(),
     };
-    let started = match isolation::start(&plan, &dest) {
-        Ok(s) => s,
-        Err(e) => {
-            assert!(
-                std::env::var("SVC_REQUIRE_BWRAP").as_deref() != Ok("1"),
-                "SVC_REQUIRE_BWRAP=1 but bubblewrap cannot run here: {e}"
-            );
-            eprintln!("note: bubblewrap cannot run here ({e}); skipping");
-            return;
-        }
-    };
+    let started = isolation::start(&plan, &dest).expect("the container starts");
     let ews = EngineWorkspace::new(ws.git.clone(), ws.base.clone());
     ews.checkpoint("first").unwrap();
     let run = |script: &str| {
@@ -413,12 +394,10 @@ fn watched_checkpoints_see_writes_made_inside_a_container() {
 
 #[test]
 #[cfg(feature = "watch")]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn watched_checkpoints_work_in_place_with_a_separate_git_directory() {
     use crate::engine::Workspace as _;
-    if !git_available() {
-        eprintln!("note: git is not installed; skipping");
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let user = tmp.path().join("mine");
     std::fs::create_dir(&user).unwrap();

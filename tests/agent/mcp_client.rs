@@ -8,6 +8,7 @@ use crate::support::mcp::*;
 use serde_json::{json, Value};
 use svc::base::cancel::CancelToken;
 use svc::mcp::{self, Client, McpError};
+use svc::test_tools::{require, Tool};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -43,10 +44,13 @@ fn names(tools: &[mcp::Tool]) -> Vec<&str> {
 // Real servers
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn mcp_server_time_over_stdio() {
-    let Some(bin) = installed("mcp_server_time_over_stdio", "mcp-server-time") else {
-        return;
-    };
+    require(Tool::McpServers);
+    let bin = installed("mcp-server-time");
     let _g = serial();
     let cancel = CancelToken::new();
     let mut c = stdio(&[&bin, "--local-timezone", "Etc/UTC"]);
@@ -85,10 +89,14 @@ fn mcp_server_time_over_stdio() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_mcp_servers, has_git)),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js and git: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh; apt-get install git"
+)]
 fn mcp_server_git_over_stdio() {
-    let Some(bin) = installed("mcp_server_git_over_stdio", "mcp-server-git") else {
-        return;
-    };
+    require(Tool::McpServers);
+    require(Tool::Git);
+    let bin = installed("mcp-server-git");
     let _g = serial();
     let repo = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| {
@@ -121,13 +129,13 @@ fn mcp_server_git_over_stdio() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn mcp_server_fetch_without_network_is_a_clean_tool_error() {
-    let Some(bin) = installed(
-        "mcp_server_fetch_without_network_is_a_clean_tool_error",
-        "mcp-server-fetch",
-    ) else {
-        return;
-    };
+    require(Tool::McpServers);
+    let bin = installed("mcp-server-fetch");
     let _g = serial();
     let cancel = CancelToken::new();
     let mut c = stdio(&[&bin]);
@@ -144,13 +152,13 @@ fn mcp_server_fetch_without_network_is_a_clean_tool_error() {
     close_clean(c);
 }
 
-fn everything_js() -> Option<String> {
+fn everything_js() -> String {
     let p = servers_dir()
         .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     if p.is_file() {
-        Some(p.display().to_string())
+        p.display().to_string()
     } else {
-        installed("server-everything", "mcp-server-everything")
+        installed("mcp-server-everything")
     }
 }
 
@@ -183,8 +191,13 @@ fn check_everything(c: &mut Client) {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn server_everything_over_stdio() {
-    let Some(js) = everything_js() else { return };
+    require(Tool::McpServers);
+    let js = everything_js();
     let _g = serial();
     let mut c = stdio(&["node", &js, "stdio"]);
     check_everything(&mut c);
@@ -192,8 +205,13 @@ fn server_everything_over_stdio() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn server_everything_over_streamable_http() {
-    let Some(js) = everything_js() else { return };
+    require(Tool::McpServers);
+    let js = everything_js();
     let _g = serial();
     let port = free_port();
     let mut cmd = Command::new("node");
@@ -207,10 +225,13 @@ fn server_everything_over_streamable_http() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn sdk_server_over_streamable_http_and_legacy_sse() {
-    let Some(py) = sdk_python("sdk_server_over_streamable_http_and_legacy_sse") else {
-        return;
-    };
+    require(Tool::McpServers);
+    let py = sdk_python();
     let _g = serial();
     for (transport, path) in [("streamable-http", "/mcp"), ("sse", "/sse")] {
         let port = free_port();
@@ -270,7 +291,7 @@ const SHORT: Duration = Duration::from_secs(1);
 
 #[test]
 fn a_server_that_exits_at_start_reports_its_status_and_stderr() {
-    let Some(py) = python("exits") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut c = scripted(&py, "exit", &dir.path().join("log"));
@@ -299,7 +320,7 @@ fn a_missing_program_is_a_spawn_error() {
 
 #[test]
 fn hanging_garbage_and_wrong_ids_time_out_with_what_the_server_did() {
-    let Some(py) = python("hangs") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     for (mode, expect) in [
@@ -324,7 +345,7 @@ fn hanging_garbage_and_wrong_ids_time_out_with_what_the_server_did() {
 
 #[test]
 fn an_oversized_line_closes_the_connection() {
-    let Some(py) = python("oversize") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut c = scripted(&py, "oversize", &dir.path().join("log"));
@@ -338,7 +359,7 @@ fn an_oversized_line_closes_the_connection() {
 
 #[test]
 fn an_unsupported_protocol_version_is_refused() {
-    let Some(py) = python("version") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut c = scripted(&py, "version", &dir.path().join("log"));
@@ -350,7 +371,7 @@ fn an_unsupported_protocol_version_is_refused() {
 
 #[test]
 fn a_call_that_never_answers_times_out_and_is_cancelled_on_the_server() {
-    let Some(py) = python("silent") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
@@ -399,7 +420,7 @@ fn a_call_that_never_answers_times_out_and_is_cancelled_on_the_server() {
 
 #[test]
 fn server_requests_are_answered_pings_and_refusals() {
-    let Some(py) = python("requests") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
@@ -434,7 +455,7 @@ fn server_requests_are_answered_pings_and_refusals() {
 
 #[test]
 fn pages_tool_errors_and_list_changed() {
-    let Some(py) = python("pages") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
@@ -488,7 +509,7 @@ fn a_server_that_ignores_stdin_closing_is_killed() {
 
 #[test]
 fn streamable_http_headers_sessions_server_pings_and_delete() {
-    let Some(py) = python("http ok") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
@@ -539,7 +560,7 @@ fn streamable_http_headers_sessions_server_pings_and_delete() {
 
 #[test]
 fn http_500_and_malformed_streams_are_clear_errors() {
-    let Some(py) = python("http bad") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let server = scripted_http(&py, "500", &dir.path().join("a"));
@@ -574,7 +595,7 @@ fn http_500_and_malformed_streams_are_clear_errors() {
 
 #[test]
 fn an_expired_session_is_initialized_again() {
-    let Some(py) = python("expire") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
@@ -596,9 +617,7 @@ fn an_expired_session_is_initialized_again() {
 
 #[test]
 fn a_silent_http_call_times_out_and_is_cancelled() {
-    let Some(py) = python("http silent") else {
-        return;
-    };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
@@ -620,7 +639,7 @@ fn a_silent_http_call_times_out_and_is_cancelled() {
 
 #[test]
 fn legacy_sse_transport_with_a_scripted_server() {
-    let Some(py) = python("legacy") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");

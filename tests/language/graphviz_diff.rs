@@ -3,33 +3,16 @@
 //!     gvpr 'BEG_G{printf("%d %d\n",nNodes($G),nEdges($G))}'
 //! and so must the corpus files SOURCES.md marks `graphviz: yes`.
 //!
-//! Graphviz is required where `SVC_REQUIRE_GVPR=1` (`.ci/run` sets it after installing
-//! `graphviz`): there a missing `gvpr` fails the test. Elsewhere (a bare machine with only the
-//! Rust toolchain) both tests print a note saying they were skipped and pass.
+//! Both tests need Graphviz: where the build found no `gvpr` they are reported as ignored
+//! with the install command; under `SVC_REQUIRE_GVPR=1` (`.ci/run` sets it after installing
+//! `graphviz`) they run, and a missing `gvpr` fails them (`svc::test_tools`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use svc::test_tools::{require, Tool};
 
 const GVPR_PROG: &str = r#"BEG_G{printf("%d %d\n",nNodes($G),nEdges($G))}"#;
 const GRAPHS: usize = 300;
-
-/// Whether `gvpr` can run here. Without it the tests skip with a printed note, unless
-/// `SVC_REQUIRE_GVPR=1` says this machine must have it.
-fn gvpr_present(test: &str) -> bool {
-    let found = Command::new("gvpr").arg("-V").output().is_ok();
-    if !found {
-        assert!(
-            std::env::var("SVC_REQUIRE_GVPR").as_deref() != Ok("1"),
-            "`gvpr` not found but SVC_REQUIRE_GVPR=1: install graphviz \
-             (Debian/Ubuntu: `apt-get install -y graphviz`) and re-run."
-        );
-        eprintln!(
-            "SKIPPED {test}: `gvpr` (Graphviz) is not installed; set SVC_REQUIRE_GVPR=1 to make \
-             this a failure (`.ci/run` installs graphviz and sets it)."
-        );
-    }
-    found
-}
 
 /// Counts by Graphviz, or its complaint when it rejects the file.
 fn gvpr_counts(path: &Path) -> Result<(usize, usize), String> {
@@ -380,10 +363,12 @@ fn corpus_dir() -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_gvpr),
+    ignore = "needs Graphviz's gvpr: apt-get install graphviz"
+)]
 fn random_workflows_count_like_graphviz() {
-    if !gvpr_present("random_workflows_count_like_graphviz") {
-        return;
-    }
+    require(Tool::Gvpr);
     let dir = tempfile::tempdir().expect("temp dir");
     let mut failures = Vec::new();
     let (mut total_nodes, mut total_edges) = (0, 0);
@@ -421,10 +406,12 @@ fn random_workflows_count_like_graphviz() {
 /// marked `no` use Attractor extensions (dotted keys, bare `gpt-5.2`): Graphviz must reject
 /// them and we must accept them. `yes (n/e)` marks the diagram only Graphviz accepts.
 #[test]
+#[cfg_attr(
+    not(has_gvpr),
+    ignore = "needs Graphviz's gvpr: apt-get install graphviz"
+)]
 fn corpus_counts_match_graphviz() {
-    if !gvpr_present("corpus_counts_match_graphviz") {
-        return;
-    }
+    require(Tool::Gvpr);
     let table = std::fs::read_to_string(corpus_dir().join("SOURCES.md"))
         .expect("testdata/corpus/SOURCES.md");
     let mut checked = 0;

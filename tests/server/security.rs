@@ -1,11 +1,13 @@
 //! The threat model's tests (docs/decisions.md "Threat model"): workflow code never sees the
 //! server's secrets (environment, state directory), and what users read of a run hides
-//! them. Real server binary, real child processes, real bubblewrap (required when
-//! `SVC_REQUIRE_BWRAP=1`, else skipped with a note when it cannot run).
+//! them. Real server binary, real child processes, real bubblewrap (a test that needs git
+//! or bubblewrap is ignored, with the install command, where the build did not find them;
+//! `svc::test_tools`).
 
 use crate::support::server::*;
 use serde_json::{json, Value};
 use std::process::Command;
+use svc::test_tools::{require, Tool};
 
 const SESSION_SECRET: &str = "session-secret-0123456789abcdef0123456789abcdef";
 const UNGIVEN: &str = "ungiven-vault-value-7f3a9c";
@@ -111,10 +113,9 @@ fn assert_no_server_secret(s: &Server, what: &str, text: &str) {
 }
 
 #[test]
-fn workflow_code_never_sees_the_servers_secrets_with_either_provider() {
-    if git_missing() {
-        return;
-    }
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn workflow_code_never_sees_the_servers_secrets_in_a_local_run() {
+    require(Tool::Git);
     let s = server_with_secrets();
     let (out, readable, _) = probe(&s, "local");
     // The environment is the allowlist plus the run's variables and the given secret.
@@ -141,10 +142,17 @@ fn workflow_code_never_sees_the_servers_secrets_with_either_provider() {
         readable.contains("literal-[REDACTED]"),
         "the workflow source and the written file show the vault value hidden"
     );
+}
 
-    if !bwrap_usable() {
-        return;
-    }
+#[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
+fn workflow_code_never_sees_the_servers_secrets_in_a_container() {
+    require(Tool::Git);
+    require(Tool::Bwrap);
+    let s = server_with_secrets();
     let (out, readable, done) = probe(&s, "container");
     assert_eq!(done["sandbox"]["instance"]["provider"], "container");
     assert!(out.contains("GIVEN-ARRIVED"), "{out}");
@@ -164,10 +172,9 @@ fn workflow_code_never_sees_the_servers_secrets_with_either_provider() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_secret_named_in_run_secrets_that_the_vault_lacks_fails_the_run_closed() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let settings = "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nsecrets = [\"NOT_THERE\"]\n";
     let s = Server::with(Opts {
         settings: Some(settings),

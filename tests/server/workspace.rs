@@ -4,8 +4,10 @@
 //! sandbox lifecycle folded into `Run.sandbox`, `/sandboxes`, deletion removing the
 //! workspace, resume restoring the workspace, and the bubblewrap container's isolation for
 //! command stages, an agent stage's shell tool (scripted Anthropic server) and an ACP agent
-//! (a Python script), each checked against a local run that can escape (required when
-//! `SVC_REQUIRE_BWRAP=1`, else skipped with a note when bwrap is missing).
+//! (a Python script), each checked against a local run that can escape. Every test needs git,
+//! the container ones bubblewrap too: where the build did not find them they are reported as
+//! ignored with the install command, under `SVC_REQUIRE_*=1` they must run
+//! (`svc::test_tools`).
 
 use crate::support;
 use crate::support::llm::{text, tool_results, tools, ScriptedServer};
@@ -13,6 +15,7 @@ use crate::support::server::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use svc::test_tools::{require, Tool};
 
 fn sh(dir: &Path, script: &str) -> String {
     let out = Command::new("sh")
@@ -86,10 +89,9 @@ fn numstat(dir: &Path, range: &str) -> (u64, u64, u64) {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_repository_run_works_on_a_clone_and_shows_its_changes() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let origin = origin(tmp.path());
     let refs_before = sh(&origin, "git show-ref");
@@ -271,10 +273,9 @@ fn a_repository_run_works_on_a_clone_and_shows_its_changes() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn source_directories_are_copied_or_used_in_place() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("plain");
     std::fs::create_dir_all(&src).unwrap();
@@ -343,10 +344,9 @@ fn source_directories_are_copied_or_used_in_place() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_sandbox_that_cannot_start_fails_the_run_clearly() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let s = Server::start();
     let flow = command_flow(&[("edit", "true")]);
     for (body, needle) in [
@@ -384,10 +384,9 @@ fn a_sandbox_that_cannot_start_fails_the_run_clearly() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn resume_restores_the_workspace_to_its_checkpoint() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let flag_dir = tempfile::tempdir().unwrap();
     let flag = flag_dir.path().join("go");
     let s = Server::start();
@@ -427,10 +426,13 @@ fn resume_restores_the_workspace_to_its_checkpoint() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
 fn a_container_stage_is_confined_to_its_workspace() {
-    if git_missing() || !bwrap_usable() {
-        return;
-    }
+    require(Tool::Git);
+    require(Tool::Bwrap);
     // Outside the workspace and outside /tmp (which the container replaces).
     let outside = outside_tmp();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -512,10 +514,13 @@ fn agent_shell_output(provider: &str, script: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
 fn an_agent_stages_shell_tool_runs_inside_the_container() {
-    if git_missing() || !bwrap_usable() {
-        return;
-    }
+    require(Tool::Git);
+    require(Tool::Bwrap);
     // Outside the workspace and outside /tmp (which the container replaces).
     let outside = outside_tmp();
     let host_tmp = std::env::temp_dir().join(format!("svc-agent-host-tmp-{}", std::process::id()));
@@ -606,10 +611,13 @@ fn acp_probe(provider: &str, script: &Path, escape: &Path, host_tmp: &Path) -> S
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
 fn an_acp_agent_runs_inside_the_container() {
-    if git_missing() || !bwrap_usable() {
-        return;
-    }
+    require(Tool::Git);
+    require(Tool::Bwrap);
     if Command::new("python3").arg("--version").output().is_err() {
         eprintln!("note: python3 is not installed; skipping the ACP container test");
         return;
@@ -662,10 +670,13 @@ fn processes_with(marker: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
 fn killing_the_server_leaves_no_container_process_alive() {
-    if git_missing() || !bwrap_usable() {
-        return;
-    }
+    require(Tool::Git);
+    require(Tool::Bwrap);
     let s = Server::start();
     let marker = format!("svc-marker-{}", std::process::id());
     let flow = command_flow(&[(
@@ -693,10 +704,9 @@ fn killing_the_server_leaves_no_container_process_alive() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn svc_run_with_repo_works_on_a_clone() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let origin = origin(tmp.path());
     let refs_before = sh(&origin, "git show-ref");
@@ -750,10 +760,9 @@ fn svc_run_with_repo_works_on_a_clone() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn retention_removes_a_finished_runs_sandbox() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let s = Server::with(Opts {
         settings: Some("[run.sandbox]\nretention_hours = 0\n"),
         ..Opts::default()
@@ -783,10 +792,9 @@ fn retention_removes_a_finished_runs_sandbox() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_provider_that_cannot_answer_is_reported_while_others_list() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let s = Server::with(Opts {
         settings: Some("[run.sandbox]\nbwrap = \"/nonexistent/bwrap\"\n"),
         ..Opts::default()
@@ -837,10 +845,9 @@ http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn previews_proxy_to_a_server_started_by_a_stage() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let s = Server::start();
     let port = free_port();
     // A stage serves the workspace over HTTP (echoing POST bodies) until the run is cancelled.
@@ -945,10 +952,13 @@ fn previews_proxy_to_a_server_started_by_a_stage() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
 fn previews_reach_a_container_without_network() {
-    if git_missing() || !bwrap_usable() {
-        return;
-    }
+    require(Tool::Git);
+    require(Tool::Bwrap);
     // The script reaches the container copied into its workspace (`source_directory`):
     // the container sees nothing of the host's files beyond its system directories.
     let py = outside_tmp();

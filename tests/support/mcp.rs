@@ -3,8 +3,10 @@
 //! `tests/mcp/` (Python), HTTP servers as child processes that die with their guard, and the
 //! checks that nothing was left behind (processes by group, threads by name).
 //!
-//! A test whose servers are missing prints why and passes, unless `SVC_REQUIRE_MCP=1`
-//! (set by `.ci/run` after installing them) makes that a failure.
+//! A test of a real server needs [`Tool::McpServers`](svc::test_tools::Tool): where the build
+//! did not find them it is reported as ignored with the install command; under
+//! `SVC_REQUIRE_MCP=1` (set by `.ci/run` after installing them) it runs and fails when they
+//! are missing. The scripted servers need only `python3`.
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,9 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Where the real servers are installed.
 pub fn servers_dir() -> PathBuf {
-    std::env::var_os("SVC_MCP_SERVERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".mcp-servers"))
+    svc::test_tools::mcp_servers_dir()
 }
 
 /// `tests/mcp/<name>`.
@@ -26,50 +26,37 @@ pub fn script(name: &str) -> String {
         .to_string()
 }
 
-fn missing(test: &str, what: &str) {
-    assert!(
-        std::env::var("SVC_REQUIRE_MCP").as_deref() != Ok("1"),
-        "{what} is missing but SVC_REQUIRE_MCP=1: run .ci/mcp-servers.sh"
-    );
-    eprintln!(
-        "SKIPPED {test}: {what} is not installed; run .ci/mcp-servers.sh (set SVC_REQUIRE_MCP=1 \
-         to make this a failure, as .ci/run does)"
-    );
-}
-
 /// `python3` for the scripted servers (they need only the standard library).
-pub fn python(test: &str) -> Option<String> {
+pub fn python() -> String {
     let ok = Command::new("python3")
         .arg("-c")
         .arg("import json, http.server")
         .output()
         .is_ok_and(|o| o.status.success());
-    if ok {
-        Some("python3".into())
-    } else {
-        missing(test, "python3");
-        None
-    }
+    assert!(
+        ok,
+        "the scripted MCP servers need python3 (apt-get install python3)"
+    );
+    "python3".into()
 }
 
 /// An executable of the installed servers: `venv/bin/<name>` or `npm/node_modules/.bin/<name>`.
-pub fn installed(test: &str, name: &str) -> Option<String> {
+/// For a test that starts with `require(Tool::McpServers)`.
+pub fn installed(name: &str) -> String {
     let dir = servers_dir();
-    for p in [
+    [
         dir.join("venv/bin").join(name),
         dir.join("npm/node_modules/.bin").join(name),
-    ] {
-        if p.is_file() {
-            return Some(p.display().to_string());
-        }
-    }
-    missing(test, &format!("the MCP server `{name}`"));
-    None
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .map(|p| p.display().to_string())
+    .unwrap_or_else(|| panic!("the MCP server `{name}` is not in {}", dir.display()))
 }
 
 /// The virtualenv's Python (it has the `mcp` SDK).
-pub fn sdk_python(test: &str) -> Option<String> {
-    installed(test, "python")
+pub fn sdk_python() -> String {
+    installed("python")
 }
 
 /// A free loopback port (bound and released: good enough for a test server started next).

@@ -669,29 +669,3 @@ pub fn wait_run_end(s: &Server, id: &str) -> Value {
         .then_some(r)
     })
 }
-
-/// True (with a note) when git is not installed: the workspace test is skipped.
-pub fn git_missing() -> bool {
-    if Command::new("git").arg("--version").output().is_ok() {
-        return false;
-    }
-    eprintln!("note: git is not installed; skipping this workspace test");
-    true
-}
-
-/// bwrap works here, or the test is skipped (CI sets SVC_REQUIRE_BWRAP=1 to forbid that).
-pub fn bwrap_usable() -> bool {
-    let ok = Command::new("bwrap")
-        .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"])
-        .args(["--proc", "/proc", "--dev", "/dev", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SVC_REQUIRE_BWRAP").as_deref() != Ok("1"),
-            "SVC_REQUIRE_BWRAP=1 but bubblewrap cannot run here"
-        );
-        eprintln!("note: bubblewrap is not usable here; skipping this container test");
-    }
-    ok
-}
