@@ -40,6 +40,9 @@ pub struct RunOptions {
     pub model: Option<ModelChoice>,
     /// Whether a manager stage's child run must be approved before it runs.
     pub child_approval: ChildApproval,
+    /// The run's MCP servers, frozen when the run was created; an agent stage uses all of
+    /// them or the subset its `mcp_servers` attribute names.
+    pub mcp_servers: Vec<crate::mcp::ServerDef>,
 }
 
 /// `[run] child_approval` as the engine applies it.
@@ -73,6 +76,7 @@ impl RunOptions {
             goal: None,
             model: None,
             child_approval: ChildApproval::Automatic,
+            mcp_servers: Vec::new(),
         }
     }
 

@@ -188,6 +188,9 @@ pub struct LlmRequest {
     pub thread: Option<String>,
     /// Run around every tool call of an API agent session (not ACP, not prompt stages).
     pub tool_hooks: ToolHooks,
+    /// The MCP servers this agent stage uses (the run's, or the subset the node names);
+    /// empty for prompt stages.
+    pub mcp_servers: Vec<crate::mcp::ServerDef>,
 }
 
 /// What one backend call consumed, for `stage.completed` and the usage rollup.

@@ -844,3 +844,62 @@ fn a_crash_before_any_commit_never_leaves_half_a_stage_and_resume_finishes() {
         }
     }
 }
+
+#[test]
+fn agent_stages_get_the_runs_mcp_servers_or_the_subset_they_name() {
+    let h = harness();
+    let def = |id: &str| crate::mcp::ServerDef {
+        id: id.into(),
+        display_name: None,
+        description: None,
+        transport: crate::mcp::Transport::Stdio {
+            command: vec!["srv".into()],
+            env: Default::default(),
+        },
+        startup_timeout_secs: 10,
+        tool_timeout_secs: 60,
+        required: false,
+    };
+    let wf = workflow(
+        "digraph T { start [shape=Mdiamond] exit [shape=Msquare]
+           all [prompt=\"x\"]
+           some [prompt=\"x\", mcp_servers=\"git\"]
+           none [prompt=\"x\", mcp_servers=\"\"]
+           p [shape=tab, prompt=\"x\"]
+           start -> all -> some -> none -> p -> exit }",
+    );
+    let row = h.store.create_run(NewRun::default()).map(|r| r.id);
+    let mut opts = RunOptions::new(&row.unwrap_or_default(), std::env::temp_dir());
+    opts.mcp_servers = vec![def("time"), def("git")];
+    let out = Engine::run(&wf, &opts, &h.services);
+    assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
+    let ids = |node: &str| -> Vec<String> {
+        h.llm
+            .request(node)
+            .mcp_servers
+            .into_iter()
+            .map(|s| s.id)
+            .collect()
+    };
+    assert_eq!(ids("all"), ["time", "git"]);
+    assert_eq!(ids("some"), ["git"]);
+    assert!(ids("none").is_empty());
+    assert!(ids("p").is_empty(), "prompt stages use no tools");
+
+    // A name the run does not have fails the stage, naming what the run has.
+    let wf = workflow(
+        "digraph T { start [shape=Mdiamond] exit [shape=Msquare]
+           a [prompt=\"x\", mcp_servers=\"jira\"]
+           start -> a -> exit }",
+    );
+    let row = h.store.create_run(NewRun::default()).map(|r| r.id);
+    let mut opts = RunOptions::new(&row.unwrap_or_default(), std::env::temp_dir());
+    opts.mcp_servers = vec![def("time")];
+    let out = Engine::run(&wf, &opts, &h.services);
+    assert_eq!(out.status, RunResult::Failed);
+    let err = out.error.unwrap_or_default();
+    assert!(
+        err.contains("`jira`") && err.contains("its servers: time"),
+        "{err}"
+    );
+}

@@ -174,6 +174,9 @@ pub const EXTRA: &[(Scope, &str)] = &[
     (Graph, "tool_hooks.post"),
     (Node, "tool_hooks.pre"),
     (Node, "tool_hooks.post"),
+    // The run's MCP servers an agent node uses (ids, comma- or space-separated; empty =
+    // none); absent = all of them.
+    (Node, "mcp_servers"),
 ];
 
 /// Attribute names other engines use for ours: `(scope, theirs, ours, manager-only)`. The

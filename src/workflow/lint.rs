@@ -99,6 +99,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("acp_without_backend", acp_without_backend),
     ("max_turns_ignored", max_turns_ignored),
     ("tool_hooks_ignored", tool_hooks_ignored),
+    ("mcp_servers_list", mcp_servers_list),
     ("prompt_backend_api", prompt_backend_api),
     ("manager_child_workflow", manager_child_workflow),
     ("reachability", reachability),
@@ -684,6 +685,32 @@ fn tool_hooks_ignored(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnosti
         };
         let msg = format!("node `{}`: {key} is ignored because {why}", wf.node(i).id);
         out.push(warning("tool_hooks_ignored", msg).node(wf, i));
+    }
+}
+
+/// `mcp_servers` on a node names server ids (checked against the run's servers when the
+/// stage starts); on a node that runs no agent it would be silently ignored.
+fn mcp_servers_list(wf: &Workflow, _: &dyn FileSource, out: &mut Vec<Diagnostic>) {
+    for i in 0..wf.graph.nodes.len() {
+        let v = wf.node_view(i);
+        let Some(text) = v.text("mcp_servers") else {
+            continue;
+        };
+        let id = &wf.node(i).id;
+        if let Err(word) = crate::mcp::spec::parse_server_list(text) {
+            let msg = format!(
+                "node `{id}`: mcp_servers names `{word}`, which is not an MCP server id \
+                 (lowercase letters, digits and `-`); separate ids with commas"
+            );
+            out.push(error("mcp_servers_list", msg).node(wf, i));
+            continue;
+        }
+        if wf.handler(i) != Some(HandlerKind::Agent) {
+            let msg = format!(
+                "node `{id}`: mcp_servers is ignored because only agent nodes use MCP servers"
+            );
+            out.push(warning("mcp_servers_list", msg).node(wf, i));
+        }
     }
 }
 

@@ -53,6 +53,13 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             }
         },
     };
+    let mcp_servers = match cx.kind {
+        HandlerKind::Prompt => Vec::new(),
+        _ => match mcp_servers(cx, v.text("mcp_servers")) {
+            Ok(l) => l,
+            Err(why) => return Ok(StageOutcome::failed(Failure::deterministic(why))),
+        },
+    };
     let plan = cx.walker.plan.as_ref();
     // The node's own model (attribute or stylesheet), else the run's.
     let model = match v.nonempty("model") {
@@ -94,6 +101,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         preamble: plan.and_then(|p| p.preamble.clone()),
         thread: plan.and_then(|p| p.conversation.clone()),
         tool_hooks: tool_hooks(cx),
+        mcp_servers,
     };
     let repairs = v
         .int("output_retries")
@@ -103,6 +111,42 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let result = converse(cx, backend.as_ref(), &mut req, schema.as_ref(), repairs);
     backend.finish(&req.node_id);
     result
+}
+
+/// The run's MCP servers the stage uses: all of them, or those the node's `mcp_servers`
+/// attribute names (each must be one of the run's).
+fn mcp_servers(
+    cx: &StageCtx<'_, '_>,
+    attr: Option<&str>,
+) -> Result<Vec<crate::mcp::ServerDef>, String> {
+    let run = &cx.walker.options().mcp_servers;
+    let Some(text) = attr else {
+        return Ok(run.clone());
+    };
+    let names = crate::mcp::spec::parse_server_list(text).map_err(|word| {
+        format!(
+            "stage `{}`: mcp_servers names `{word}`, which is not an MCP server id",
+            cx.scoped_id()
+        )
+    })?;
+    names
+        .iter()
+        .map(|n| {
+            run.iter().find(|s| &s.id == n).cloned().ok_or_else(|| {
+                let have: Vec<&str> = run.iter().map(|s| s.id.as_str()).collect();
+                format!(
+                    "stage `{}` names the MCP server `{n}`, which this run does not have \
+                     (its servers: {})",
+                    cx.scoped_id(),
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                )
+            })
+        })
+        .collect()
 }
 
 /// The node's `tool_hooks.pre` / `.post`, else the graph's (a blank node value turns the

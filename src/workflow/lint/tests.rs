@@ -873,3 +873,24 @@ fn tool_hooks_only_on_api_agents() {
     )
     .is_empty());
 }
+
+#[test]
+fn mcp_servers_names_ids_on_agent_nodes() {
+    // Ids separated by commas or spaces; empty means none; all of it is ours, not unknown.
+    let ok = flow("start -> a -> b -> exit\n a [mcp_servers=\"time, git\"]\n b [mcp_servers=\"\"]");
+    assert!(fired(&ok, "mcp_servers_list").is_empty());
+    assert!(fired(&ok, "unknown_attribute").is_empty());
+    let d = fired(
+        &flow("start -> a -> exit\n a [mcp_servers=\"time, Git_Hub\"]"),
+        "mcp_servers_list",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert!(d[0].message.contains("`Git_Hub`"), "{}", d[0].message);
+    let d = fired(
+        &flow("start -> c -> exit\n c [shape=parallelogram, script=\"x\", mcp_servers=\"time\"]"),
+        "mcp_servers_list",
+    );
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].severity, Severity::Warning);
+}
