@@ -204,6 +204,7 @@ impl LlmBackend for ProviderBackend {
             preamble: req.preamble.clone(),
             thread: req.thread.clone(),
             tool_hooks: req.tool_hooks.clone(),
+            mcp_servers: req.mcp_servers.clone(),
         };
         let mut deltas = Deltas::default();
         let result = self.stage.complete(&stage_req, cancel, &mut |ev| {

@@ -9,6 +9,7 @@ pub mod acp;
 pub mod backend;
 pub mod hooks;
 pub mod loops;
+pub mod mcp;
 pub mod stage;
 pub mod threads;
 pub mod tools;
@@ -323,6 +324,27 @@ pub enum AgentEvent {
     SessionEnded {
         stop: AgentStop,
     },
+    /// An MCP server of the stage started (or connected) and listed its tools.
+    McpReady {
+        server: String,
+        tool_count: usize,
+        duration_ms: u64,
+        /// The names offered to the model (`mcp__<server>__<tool>`).
+        tools: Vec<String>,
+    },
+    /// An MCP server of the stage could not be started, connected or listed.
+    McpFailed {
+        server: String,
+        error: String,
+        required: bool,
+        /// A retry might succeed (a timeout, a lost connection).
+        transient: bool,
+    },
+    /// After each call of a stage with MCP servers: each server's state, the tools it
+    /// offered and the agent used, and its stderr tail ([`mcp::McpTools::summary`]).
+    McpSummary {
+        summary: Value,
+    },
 }
 
 impl AgentEvent {
@@ -343,6 +365,9 @@ impl AgentEvent {
             AgentEvent::SteeringInjected { .. } => "agent.steering.injected",
             AgentEvent::LlmRetry { .. } => "agent.llm.retry",
             AgentEvent::SessionEnded { .. } => "agent.session.ended",
+            AgentEvent::McpReady { .. } => "agent.mcp.ready",
+            AgentEvent::McpFailed { .. } => "agent.mcp.failed",
+            AgentEvent::McpSummary { .. } => "agent.mcp.summary",
         }
     }
 
@@ -419,6 +444,20 @@ impl AgentEvent {
             } => json!({"provider": provider.id(), "model": model, "attempt": attempt,
                         "delay_secs": delay_secs, "error": error}),
             AgentEvent::SessionEnded { stop } => json!({ "stop": stop.as_str() }),
+            AgentEvent::McpReady {
+                server,
+                tool_count,
+                duration_ms,
+                tools,
+            } => json!({"server": server, "tool_count": tool_count,
+                        "duration_ms": duration_ms, "tools": tools}),
+            AgentEvent::McpFailed {
+                server,
+                error,
+                required,
+                transient: _,
+            } => json!({"server": server, "error": error, "required": required}),
+            AgentEvent::McpSummary { summary } => summary.clone(),
         }
     }
 }
@@ -506,6 +545,8 @@ pub struct Session {
     redactor: Arc<dyn Redact>,
     /// A secret value was hidden from the model in this session.
     hid_secret: bool,
+    /// The stage's MCP servers and their tools.
+    mcp: Option<mcp::McpTools>,
 }
 
 impl std::fmt::Debug for Session {
@@ -538,7 +579,39 @@ impl Session {
             steering: Steering::new(),
             redactor: Arc::new(NoRedaction),
             hid_secret: false,
+            mcp: None,
         })
+    }
+
+    /// Offers the tools of the stage's MCP servers and tells the model about the servers
+    /// (failed ones named) in the system prompt.
+    pub fn with_mcp(mut self, tools: mcp::McpTools) -> Self {
+        if let Some(section) = tools.prompt_section() {
+            let section = self.redactor.redact(&section).into_owned();
+            self.system.push_str("\n\n");
+            self.system.push_str(&section);
+        }
+        self.tools.extend(tools.specs());
+        self.mcp = Some(tools);
+        self
+    }
+
+    /// The MCP servers' state for the stage details (`agent.mcp.summary`), when the session
+    /// has any.
+    pub fn mcp_summary(&self) -> Option<AgentEvent> {
+        self.mcp.as_ref().map(|m| AgentEvent::McpSummary {
+            summary: m.summary(),
+        })
+    }
+
+    /// Lists MCP tools again where a server said they changed, before a model call.
+    fn refresh_mcp_tools(&mut self, cancel: &CancelToken) {
+        let Some(m) = self.mcp.as_mut() else { return };
+        if m.refresh(cancel) {
+            let mut tools = tools::specs(self.profile);
+            tools.extend(m.specs());
+            self.tools = tools;
+        }
     }
 
     /// Continues an earlier conversation (fidelity `full` thread reuse).
@@ -658,6 +731,7 @@ impl Session {
                 });
                 break AgentStop::TurnLimit;
             }
+            self.refresh_mcp_tools(cancel);
             // Lend the conversation to the request instead of cloning it.
             let req = Request {
                 model: self.config.model.clone(),
@@ -761,6 +835,8 @@ impl Session {
                     tools::refused(&why.for_model())
                 } else if self.hid_secret && writes_marker(&c.name, &c.arguments) {
                     tools::refused(WRITES_MARKER)
+                } else if let Some(m) = self.mcp.as_mut().filter(|m| m.owns(&c.name)) {
+                    m.call(&c.name, &c.arguments, cancel)
                 } else {
                     tools::execute(
                         &c.name,

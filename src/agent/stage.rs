@@ -64,6 +64,9 @@ pub struct StageRequest {
     pub thread: Option<String>,
     /// Shell commands run before/after every tool call (agent mode only).
     pub tool_hooks: crate::engine::services::ToolHooks,
+    /// The stage's MCP servers (agent mode only): started with the session, their tools
+    /// offered, stopped when the stage finishes.
+    pub mcp_servers: Vec<crate::mcp::ServerDef>,
 }
 
 /// The reply to one stage call.
@@ -361,16 +364,25 @@ impl StageBackend {
                             hooks: req.tool_hooks.clone(),
                             ..AgentConfig::new(model_name)
                         };
+                        let mcp = self.start_mcp(req, sandbox.root(), cancel, on_event)?;
                         let s = Session::new(cfg, sandbox)?
                             .with_steering(self.steering.clone())
                             .with_redactor(Arc::clone(&self.redactor));
+                        let s = match mcp {
+                            Some(m) => s.with_mcp(m),
+                            None => s,
+                        };
                         match continued {
                             Some(t) => s.with_history(t.messages),
                             None => s,
                         }
                     }
                 };
-                let out = session.run(self.model.as_ref(), input, cancel, on_event)?;
+                let out = session.run(self.model.as_ref(), input, cancel, on_event);
+                if let Some(summary) = session.mcp_summary() {
+                    on_event(summary);
+                }
+                let out = out?;
                 self.keep_thread(req, provider, &model_id, session.messages());
                 self.keep(Kept {
                     node_id: req.node_id.clone(),
@@ -435,6 +447,50 @@ impl StageBackend {
                 })
             }
         }
+    }
+
+    /// Starts the stage's MCP servers (none: `None`); a `required` one that fails fails the
+    /// stage before any model call.
+    fn start_mcp(
+        &self,
+        req: &StageRequest,
+        workdir: &std::path::Path,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<Option<super::mcp::McpTools>, StageError> {
+        if req.mcp_servers.is_empty() {
+            return Ok(None);
+        }
+        let creds = &self.creds;
+        let lookup = |name: &str| creds.get(name);
+        let cx = super::mcp::StartContext {
+            isolation: &req.isolation,
+            workdir,
+            secrets: &lookup,
+        };
+        let tools = super::mcp::McpTools::start(&req.mcp_servers, &cx, cancel, on_event);
+        if cancel.is_cancelled() {
+            return Err(AgentError::Cancelled {
+                reason: cancel.reason(),
+            }
+            .into());
+        }
+        if let Some(f) = tools.required_failure() {
+            return Err(StageError {
+                message: format!(
+                    "stage `{}`: the required MCP server `{}` failed: {}",
+                    req.node_id, f.server, f.error
+                ),
+                retryable: f.transient,
+                failure_class: if f.transient {
+                    "transient_infra"
+                } else {
+                    "deterministic"
+                },
+                not_configured: None,
+            });
+        }
+        Ok(Some(tools))
     }
 
     /// After a successful call: the conversation becomes the thread's (fidelity `full`).

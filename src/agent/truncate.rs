@@ -43,6 +43,12 @@ pub const LIST_DIR: Limit = Limit {
     lines: Some(500),
     mode: Mode::HeadTail,
 };
+/// An MCP tool's result.
+pub const MCP: Limit = Limit {
+    chars: 30_000,
+    lines: None,
+    mode: Mode::HeadTail,
+};
 pub const EDIT: Limit = Limit {
     chars: 10_000,
     lines: None,

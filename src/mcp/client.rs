@@ -531,7 +531,9 @@ impl Client {
                         }
                         return Err(McpError::Timeout {
                             method: method.to_string(),
-                            after_ms: started.elapsed().as_millis() as u64,
+                            // The time allowed, not the (noisier) time waited.
+                            after_ms: deadline.saturating_duration_since(started).as_millis()
+                                as u64,
                             notes: self.diagnostics(),
                         });
                     }

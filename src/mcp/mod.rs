@@ -77,11 +77,13 @@ pub enum McpError {
     Closed(String),
 }
 
+/// Seconds to a tenth, without the tenth when it is zero: `1 s`, `8.7 s`.
 fn secs(ms: u64) -> String {
-    if ms % 1000 == 0 {
-        format!("{} s", ms / 1000)
+    let tenths = (ms + 50) / 100;
+    if tenths % 10 == 0 {
+        format!("{} s", tenths / 10)
     } else {
-        format!("{:.1} s", ms as f64 / 1000.0)
+        format!("{}.{} s", tenths / 10, tenths % 10)
     }
 }
 

@@ -176,12 +176,9 @@ fn read_stderr(mut stderr: std::process::ChildStderr, shared: &Shared) {
 
 /// SIGKILL to the child's whole group, then reap it.
 fn kill_group(child: &mut Child) {
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: signals the process group the child leads (`procs::isolate`); the child is
-    // not reaped yet, so the group id cannot have been reused.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-    }
+    // The child leads its group (`procs::isolate`) and is not reaped yet, so the group id
+    // cannot have been reused.
+    crate::procs::signal_group(child.id() as libc::pid_t, libc::SIGKILL);
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -285,11 +282,7 @@ impl Link for StdioLink {
     fn finish_close(&mut self, deadline: Instant) {
         self.stdin.lock().take();
         if self.status.is_none() && !wait_until(&self.child, deadline) {
-            let pid = self.child.id() as libc::pid_t;
-            // SAFETY: signals the group the (unreaped) child leads.
-            unsafe {
-                libc::kill(-pid, libc::SIGTERM);
-            }
+            crate::procs::signal_group(self.child.id() as libc::pid_t, libc::SIGTERM);
             wait_until(&self.child, Instant::now() + Duration::from_millis(200));
         }
         self.reap();

@@ -737,6 +737,7 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         preamble: None,
         thread: None,
         tool_hooks: Default::default(),
+        mcp_servers: Vec::new(),
     };
     let r = backend
         .complete(&req, &CancelToken::new(), &mut |_| {})

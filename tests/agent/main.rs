@@ -22,3 +22,6 @@ mod llm_run;
 mod acp;
 // The MCP client against real servers (PyPI, npm) and scripted misbehaving ones.
 mod mcp_client;
+// Agent stages with MCP servers: tools offered and called, failures named, required servers.
+#[cfg(feature = "agent")]
+mod mcp_agent;

@@ -332,7 +332,7 @@ fn hanging_garbage_and_wrong_ids_time_out_with_what_the_server_did() {
         let t0 = Instant::now();
         let e = c.initialize(SHORT, &CancelToken::new()).unwrap_err();
         let took = t0.elapsed();
-        assert!(took >= SHORT && took < SHORT * 4, "{mode}: {took:?}");
+        assert!(took >= SHORT && took < SHORT * 10, "{mode}: {took:?}");
         let text = e.to_string();
         assert!(
             text.starts_with("the server did not answer `initialize` within 1"),
@@ -382,7 +382,7 @@ fn a_call_that_never_answers_times_out_and_is_cancelled_on_the_server() {
     let e = c
         .call_tool("echo", &json!({"text": "x"}), SHORT, &cancel)
         .unwrap_err();
-    assert!(t0.elapsed() < SHORT * 4);
+    assert!(t0.elapsed() < SHORT * 10);
     assert!(
         e.to_string()
             .starts_with("the server did not answer `tools/call` within 1"),
@@ -627,7 +627,7 @@ fn a_silent_http_call_times_out_and_is_cancelled() {
     c.initialize(T, &cancel).expect("initialize");
     let t0 = Instant::now();
     let e = c.call_tool("echo", &json!({}), SHORT, &cancel).unwrap_err();
-    assert!(t0.elapsed() < SHORT * 4);
+    assert!(t0.elapsed() < SHORT * 10);
     assert!(e.to_string().contains("did not answer `tools/call`"), "{e}");
     assert!(eventually(5, || logged(&log)
         .iter()

@@ -3,7 +3,9 @@ request. Usage: stdio_server.py MODE [LOG]. Every message it receives is appende
 (one JSON per line) when given, so tests can see what svc sent.
 
 Modes: ok, exit, hang, garbage, oversize, wrong-id, silent-call, version, server-requests,
-pages, slow-start, sleepy (tools/call sleeps for the seconds in its `seconds` argument).
+pages, slow-start (sleeps argv[3] seconds before reading), barrier (on `initialize`, writes a
+file into directory argv[3] and answers only once argv[4] servers have: servers whose
+handshakes run one after another never get there).
 """
 import json
 import sys
@@ -59,6 +61,13 @@ for line in sys.stdin:
     if mode in ("hang", "garbage", "oversize"):
         continue
     if method == "initialize":
+        if mode == "barrier":
+            import os
+            os.makedirs(sys.argv[3], exist_ok=True)
+            open(os.path.join(sys.argv[3], str(os.getpid())), "w").close()
+            deadline = time.time() + 30
+            while len(os.listdir(sys.argv[3])) < int(sys.argv[4]) and time.time() < deadline:
+                time.sleep(0.01)
         if mode == "wrong-id":
             send({"jsonrpc": "2.0", "id": 999, "result": {}})
             continue
