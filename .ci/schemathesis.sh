@@ -56,7 +56,7 @@ cd "$state"
 "$ST" run "$url/api/v1/openapi.json" \
   --url "$url" \
   --header "Authorization: Bearer $token" \
-  --exclude-path-regex '/attach$' \
+  --exclude-path-regex '/attach$|/mcp-servers/[^/]*/test$' \
   --phases examples,coverage,fuzzing,stateful \
   --checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
   --seed "$SEED" \

@@ -127,6 +127,68 @@ fn open(def: &ServerDef, cx: &StartContext<'_>) -> Result<Client, String> {
     }
 }
 
+/// Starts (or connects to) one server, handshakes and lists its tools, then closes it: what
+/// `POST /api/v1/mcp-servers/{id}/test` answers. `{ok: true, server: {name, version},
+/// protocol_version, tools, timings_ms: {start, initialize, list_tools, total}}`, or
+/// `{ok: false, step, error, stderr, timings_ms}` naming the step that failed.
+pub fn probe(def: &ServerDef, cx: &StartContext<'_>, cancel: &CancelToken) -> Value {
+    let t0 = Instant::now();
+    let ms = |d: Duration| d.as_millis() as u64;
+    let failed = |step: &str, error: String, stderr: String, timings: Value| {
+        json!({"ok": false, "step": step, "error": error,
+               "stderr": tail(&stderr, STDERR_KEPT), "timings_ms": timings})
+    };
+    let mut client = match open(def, cx) {
+        Ok(c) => c,
+        Err(e) => {
+            return failed(
+                "start",
+                e,
+                String::new(),
+                json!({"start": ms(t0.elapsed())}),
+            );
+        }
+    };
+    let start = t0.elapsed();
+    let limit = Duration::from_secs(def.startup_timeout_secs);
+    let info = client.initialize(limit, cancel).cloned();
+    let initialized = t0.elapsed();
+    let info = match info {
+        Ok(i) => i,
+        Err(e) => {
+            let stderr = client.stderr_tail();
+            client.close(CLOSE_GRACE);
+            return failed(
+                "initialize",
+                e.to_string(),
+                stderr,
+                json!({"start": ms(start), "initialize": ms(initialized - start)}),
+            );
+        }
+    };
+    let listed = client.list_tools(
+        limit
+            .saturating_sub(initialized)
+            .max(Duration::from_millis(1)),
+        cancel,
+    );
+    let done = t0.elapsed();
+    let timings = json!({"start": ms(start), "initialize": ms(initialized - start),
+                         "list_tools": ms(done - initialized), "total": ms(done)});
+    let stderr = client.stderr_tail();
+    client.close(CLOSE_GRACE);
+    match listed {
+        Ok(tools) => json!({
+            "ok": true,
+            "server": {"name": info.name, "version": info.version},
+            "protocol_version": info.protocol_version,
+            "tools": tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+            "timings_ms": timings,
+        }),
+        Err(e) => failed("list_tools", e.to_string(), stderr, timings),
+    }
+}
+
 /// `initialize` then `tools/list`, both within the server's startup timeout.
 fn handshake(
     client: &mut Client,
@@ -259,7 +321,11 @@ impl McpTools {
                         server: def.id.clone(),
                         tool_count: server.tools.len(),
                         duration_ms: duration.as_millis() as u64,
-                        tools: server.tools.iter().map(|t| t.qualified.clone()).collect(),
+                        tools: server
+                            .tools
+                            .iter()
+                            .map(|t| (t.qualified.clone(), t.original.clone()))
+                            .collect(),
                     });
                 }
                 Err((error, transient)) => {

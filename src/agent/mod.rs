@@ -329,8 +329,8 @@ pub enum AgentEvent {
         server: String,
         tool_count: usize,
         duration_ms: u64,
-        /// The names offered to the model (`mcp__<server>__<tool>`).
-        tools: Vec<String>,
+        /// `(offered name, the server's name)`: `mcp__<server>__<tool>` and `<tool>`.
+        tools: Vec<(String, String)>,
     },
     /// An MCP server of the stage could not be started, connected or listed.
     McpFailed {
@@ -449,8 +449,9 @@ impl AgentEvent {
                 tool_count,
                 duration_ms,
                 tools,
-            } => json!({"server": server, "tool_count": tool_count,
-                        "duration_ms": duration_ms, "tools": tools}),
+            } => json!({"server": server, "tool_count": tool_count, "duration_ms": duration_ms,
+                        "tools": tools.iter().map(|(name, original)| json!({
+                            "name": name, "original_name": original})).collect::<Vec<_>>()}),
             AgentEvent::McpFailed {
                 server,
                 error,

@@ -8,7 +8,8 @@
 //! - [`Shape::Value`] (one secret string): the field is left out and `<name>_set: true` says
 //!   it has a value;
 //! - [`Shape::Map`] (an object of secret strings, e.g. environment variables): the field is
-//!   left out and `<name>_keys` lists its key names, sorted.
+//!   left out and `<name>_keys` lists its key names, sorted (a plural name is made singular:
+//!   `headers` shows as `header_keys`, `env` as `env_keys`).
 //!
 //! On replace, a secret field the body leaves out keeps its stored value (array elements are
 //! matched by their `id` member, else by position), and the `<name>_set` / `<name>_keys`
@@ -47,7 +48,7 @@ impl Secret {
         let (_, name) = self.segments();
         match self.shape {
             Shape::Value => format!("{name}_set"),
-            Shape::Map => format!("{name}_keys"),
+            Shape::Map => format!("{}_keys", name.strip_suffix('s').unwrap_or(name)),
         }
     }
 }

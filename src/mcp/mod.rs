@@ -9,6 +9,7 @@
 //! Must not know about runs, stages, the store or models: the agent layer decides which
 //! servers a stage gets and how results reach a model.
 
+pub mod catalog;
 pub mod spec;
 
 #[cfg(feature = "llm")]

@@ -108,6 +108,8 @@ impl Launcher for RunLauncher {
             origin: json!({"kind": "api"}),
             id: Some(req.run_id.to_string()),
             automation: Some(json!({"id": a.id, "name": a.name, "trigger_id": req.trigger_id})),
+            // The `[run.agent]` servers, as for any run that names none.
+            mcp_servers: None,
         };
         if let Err(e) = self.runs.create(&version, spec) {
             // Another launch of the same fire got there first: fine, start it below.

@@ -23,6 +23,7 @@ pub mod error;
 pub mod fdlimit;
 pub mod http;
 pub mod ids;
+pub mod mcp_servers;
 pub mod models;
 pub mod openapi;
 pub mod pages;
@@ -53,6 +54,8 @@ pub struct App {
     pub automations: Arc<crate::catalog::Catalog<crate::automations::Automations>>,
     /// Fires automations (scheduler, API fires, hooks).
     pub dispatcher: Arc<crate::automations::Dispatcher>,
+    /// The MCP servers catalog (`crate::mcp::catalog`).
+    pub mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
     pub router: Router,
     pub started: Instant,
 }
@@ -67,6 +70,7 @@ impl App {
         runs: Arc<runs::Runs>,
         automations: Arc<crate::catalog::Catalog<crate::automations::Automations>>,
         dispatcher: Arc<crate::automations::Dispatcher>,
+        mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
     ) -> App {
         App {
             settings,
@@ -76,6 +80,7 @@ impl App {
             runs,
             automations,
             dispatcher,
+            mcp_servers,
             router: Router::new(routes::all()),
             started: Instant::now(),
         }
@@ -256,6 +261,10 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             .map_err(|e| state_err(&e))?,
     );
     let automation_tables: Arc<dyn crate::store::AutomationTables> = Arc::clone(&sqlite) as _;
+    let mcp_servers = Arc::new(
+        crate::catalog::Catalog::open(crate::mcp::catalog::McpServers, Arc::clone(&sqlite) as _)
+            .map_err(|e| state_err(&e))?,
+    );
     let store: Arc<dyn crate::store::RunStore> = sqlite;
 
     let listen = opts
@@ -299,6 +308,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             recovered.failed
         );
     }
+    runs.set_mcp_catalog(Arc::clone(&mcp_servers));
     runs.start_scheduler().map_err(|e| state_err(&e))?;
     // Automations after the runs service: pending fires' runs are made and started now.
     let dispatcher = crate::automations::Dispatcher::new(
@@ -324,6 +334,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         runs,
         automations,
         dispatcher,
+        mcp_servers,
     ));
     let http = HttpServer::bind(&listen, &http_opts).map_err(|source| StartError::Bind {
         listen: listen.clone(),

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
 
 mod automations;
+mod mcp_servers;
 
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -505,7 +506,8 @@ fn schemas() -> Value {
                     "branch": {"type": "string", "description": "Default: the origin's default branch."}
                 }},
                 "source_directory": {"type": "string", "description": "Absolute path on the server host: cloned if it is a git work tree, else copied."},
-                "in_place": {"type": "boolean", "default": false, "description": "Work in source_directory itself (explicit opt-in)."}
+                "in_place": {"type": "boolean", "default": false, "description": "Work in source_directory itself (explicit opt-in)."},
+                "mcp_servers": r("RunMcpServers")
             }
         },
         "FileDiff": {"type": "object", "required": ["old_file", "new_file"], "properties": {
@@ -574,7 +576,28 @@ fn schemas() -> Value {
                 "prompts": {"type": "array", "items": {"type": "object", "description": "`stage.prompt` properties: text (exactly what was sent), mode, provider, model, continued, fidelity, thread_id, preamble, prompt, visit."}},
                 "response": nullable("string"),
                 "command": {"type": ["object", "null"], "description": "`command.completed` properties (stdout, stderr, exit_code...)."},
-                "duration_ms": {"type": ["integer", "null"]}
+                "duration_ms": {"type": ["integer", "null"]},
+                "mcp_servers": {"type": "array", "description": "Agent stages with MCP servers: one entry per server.", "items": r("StageMcpServer")}
+            }
+        },
+        "StageMcpServer": {
+            "type": "object",
+            "required": ["server", "state", "tools", "used"],
+            "properties": {
+                "server": {"type": "string"},
+                "state": {"enum": ["ready", "failed"]},
+                "error": nullable("string"),
+                "required": {"type": ["boolean", "null"]},
+                "transport": {"enum": ["stdio", "http"]},
+                "server_info": {"type": ["object", "null"], "description": "What initialize said: name, version, protocol_version."},
+                "duration_ms": {"type": ["integer", "null"], "description": "Start-up (spawn or connect, initialize, tools/list)."},
+                "tool_count": {"type": ["integer", "null"]},
+                "tools": {"type": "array", "items": {"type": "object", "required": ["name", "original_name"], "properties": {
+                    "name": {"type": "string", "description": "As offered to the model: mcp__<server>__<tool>."},
+                    "original_name": {"type": "string"}
+                }}},
+                "used": {"type": "array", "items": {"type": "string"}, "description": "Original names of the tools the agent called."},
+                "stderr": {"type": "string", "description": "The end of the server's stderr (stdio), bounded."}
             }
         },
         "Run": {
@@ -793,7 +816,11 @@ fn schemas() -> Value {
 
 fn build() -> Value {
     let mut paths = Map::new();
-    for o in operations().into_iter().chain(automations::operations()) {
+    for o in operations()
+        .into_iter()
+        .chain(automations::operations())
+        .chain(mcp_servers::operations())
+    {
         let mut responses = Map::new();
         for (code, v) in o.responses {
             responses.insert(code, v);
@@ -845,11 +872,11 @@ fn build() -> Value {
             {"name": "Discovery"}, {"name": "System"}, {"name": "Auth"}, {"name": "Workflows"},
             {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
             {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"},
-            {"name": "Automations"}
+            {"name": "Automations"}, {"name": "MCP Servers"}
         ],
         "paths": paths,
         "components": {
-            "schemas": merged(schemas(), automations::schemas()),
+            "schemas": merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},
                 "SessionCookie": {"type": "apiKey", "in": "cookie", "name": "__svc_session", "description": "Private session cookie set by /auth/dev-token or /auth/callback."}

@@ -7,6 +7,7 @@
 use super::auth;
 use super::automations;
 use super::catalog;
+use super::mcp_servers;
 use super::models;
 use super::pages;
 use super::preview;
@@ -15,6 +16,7 @@ use super::runs;
 use super::sandboxes;
 use super::system;
 use crate::automations::Automations;
+use crate::mcp::catalog::McpServers;
 
 const fn public(
     method: &'static str,
@@ -125,6 +127,24 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/automations/{id}/hooks/{trigger_id}",
             automations::hook,
         ),
+        user("GET", "/api/v1/mcp-servers", catalog::list::<McpServers>),
+        user("POST", "/api/v1/mcp-servers", catalog::create::<McpServers>),
+        user(
+            "GET",
+            "/api/v1/mcp-servers/{id}",
+            catalog::get::<McpServers>,
+        ),
+        user(
+            "PUT",
+            "/api/v1/mcp-servers/{id}",
+            catalog::replace::<McpServers>,
+        ),
+        user(
+            "DELETE",
+            "/api/v1/mcp-servers/{id}",
+            catalog::delete::<McpServers>,
+        ),
+        user("POST", "/api/v1/mcp-servers/{id}/test", mcp_servers::test),
     ]
 }
 

@@ -327,6 +327,32 @@ pub struct RunDefaults {
     /// its name. The only way a vault value reaches workflow code.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// `[run.agent]`: what agent stages get.
+    #[serde(skip_serializing_if = "AgentDefaults::is_empty")]
+    pub agent: AgentDefaults,
+}
+
+/// `[run.agent]`: defaults of agent stages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentDefaults {
+    /// The MCP servers of every run whose create body names none: catalog ids, or inline
+    /// definitions (`{id, transport, ...}`). Resolved and frozen when a run is created.
+    pub mcp_servers: Vec<McpServerRef>,
+}
+
+impl AgentDefaults {
+    fn is_empty(&self) -> bool {
+        self.mcp_servers.is_empty()
+    }
+}
+
+/// An MCP server a run uses: the id of a catalog entry, or a definition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum McpServerRef {
+    Id(String),
+    Inline(Box<crate::mcp::ServerDef>),
 }
 
 impl RunDefaults {
@@ -470,6 +496,29 @@ impl Settings {
 
     pub fn validate(&self) -> Result<(), SettingsError> {
         let bad = |m: String| Err(SettingsError::Invalid(m));
+        let mut mcp_ids: Vec<&str> = Vec::new();
+        for (i, r) in self.run.agent.mcp_servers.iter().enumerate() {
+            let id = match r {
+                McpServerRef::Id(id) if crate::mcp::spec::is_slug(id) => id.as_str(),
+                McpServerRef::Id(id) => {
+                    return bad(format!(
+                        "run.agent.mcp_servers[{i}]: `{id}` is not an MCP server id"
+                    ))
+                }
+                McpServerRef::Inline(d) => {
+                    if let Err(e) = d.validate() {
+                        return bad(format!("run.agent.mcp_servers[{i}].{e}"));
+                    }
+                    d.id.as_str()
+                }
+            };
+            if mcp_ids.contains(&id) {
+                return bad(format!(
+                    "run.agent.mcp_servers[{i}]: the server `{id}` is listed twice"
+                ));
+            }
+            mcp_ids.push(id);
+        }
         if self.version != 1 {
             return bad(format!(
                 "_version = {} is not supported (expected 1)",
@@ -867,5 +916,45 @@ provider = "local"
         assert!(h.replace(s));
         assert_eq!(n.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(h.get().server.scheduler.max_concurrent_runs, 9);
+    }
+}
+
+#[cfg(test)]
+mod mcp_tests {
+    use super::*;
+
+    #[test]
+    fn run_agent_mcp_servers_take_ids_and_inline_definitions() {
+        let s = Settings::parse(
+            r#"
+[run.agent]
+mcp_servers = [
+  "time",
+  { id = "git", transport = { type = "stdio", command = ["mcp-server-git"] }, required = true },
+]
+"#,
+        )
+        .unwrap();
+        let refs = &s.run.agent.mcp_servers;
+        assert_eq!(refs[0], McpServerRef::Id("time".into()));
+        match &refs[1] {
+            McpServerRef::Inline(d) => {
+                assert_eq!(d.id, "git");
+                assert!(d.required);
+                assert_eq!(d.tool_timeout_secs, 60);
+            }
+            other => panic!("{other:?}"),
+        }
+        for (text, expect) in [
+            (r#"mcp_servers = ["Time"]"#, "mcp_servers[0]: `Time`"),
+            (r#"mcp_servers = ["a", "a"]"#, "listed twice"),
+            (
+                r#"mcp_servers = [{ id = "x", transport = { type = "stdio", command = [] } }]"#,
+                "mcp_servers[0].transport.command",
+            ),
+        ] {
+            let e = Settings::parse(&format!("[run.agent]\n{text}\n")).unwrap_err();
+            assert!(e.to_string().contains(expect), "{text}: {e}");
+        }
     }
 }

@@ -40,6 +40,11 @@ pub struct StageVisit {
     /// The last command run by the visit (command stages): stdout, stderr, exit code.
     pub command: Option<Value>,
     pub duration_ms: Option<u64>,
+    /// The stage's MCP servers (agent stages): each with its `state` (`ready`/`failed`),
+    /// `error`, `tools` offered (`{name, original_name}`), `used` (original names) and,
+    /// once a model call ended, `stderr` (its tail) and `server_info`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<Value>,
 }
 
 impl StageVisit {
@@ -155,6 +160,13 @@ fn apply(v: &mut StageVisit, kind: &str, p: &Value) {
                 v.duration_ms = p.get("duration_ms").and_then(Value::as_u64);
             }
         }
+        "agent.mcp.ready" | "agent.mcp.failed" => mcp_server(v, kind, p),
+        "agent.mcp.summary" => {
+            if let Some(all) = p.get("servers").and_then(Value::as_array) {
+                v.mcp_servers = all.clone();
+            }
+        }
+        "agent.tool.started" => mcp_used(v, p),
         // A failed LLM stage has no `response`: its last message is the closest thing.
         "agent.message" if v.response.is_none() || v.outcome == "running" => {
             v.response = text(p, "text")
@@ -162,6 +174,45 @@ fn apply(v: &mut StageVisit, kind: &str, p: &Value) {
                 .or(v.response.take());
         }
         _ => {}
+    }
+}
+
+/// A server's start-up event: its entry in the visit, made or replaced.
+fn mcp_server(v: &mut StageVisit, kind: &str, p: &Value) {
+    let Some(name) = text(p, "server") else {
+        return;
+    };
+    let entry = if kind == "agent.mcp.ready" {
+        json!({"server": name, "state": "ready", "error": null,
+               "tool_count": p.get("tool_count"), "duration_ms": p.get("duration_ms"),
+               "tools": p.get("tools").cloned().unwrap_or(json!([])), "used": []})
+    } else {
+        json!({"server": name, "state": "failed", "error": p.get("error"),
+               "required": p.get("required"), "tools": [], "used": []})
+    };
+    match v.mcp_servers.iter_mut().find(|s| s["server"] == name) {
+        Some(s) => *s = entry,
+        None => v.mcp_servers.push(entry),
+    }
+}
+
+/// A tool call of the agent: noted as used by the server that offered the tool.
+fn mcp_used(v: &mut StageVisit, p: &Value) {
+    let Some(tool) = p.get("tool_name").and_then(Value::as_str) else {
+        return;
+    };
+    for s in &mut v.mcp_servers {
+        let original = s["tools"].as_array().and_then(|ts| {
+            ts.iter()
+                .find(|t| t["name"] == tool)
+                .and_then(|t| t["original_name"].as_str())
+                .map(String::from)
+        });
+        if let (Some(o), Some(used)) = (original, s["used"].as_array_mut()) {
+            if !used.iter().any(|u| u == &o) {
+                used.push(Value::String(o));
+            }
+        }
     }
 }
 

@@ -31,6 +31,11 @@ pub const AUTOMATIONS: CatalogTable = CatalogTable {
     name: "automations",
 };
 
+/// MCP servers (`mcp::catalog`; migration 6).
+pub const MCP_SERVERS: CatalogTable = CatalogTable {
+    name: "mcp_servers",
+};
+
 /// One stored catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogRow {

@@ -113,7 +113,7 @@ impl RunRow {
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 7] = [
+const CREATED_META: [&str; 9] = [
     "automation",
     "created_by",
     "models",
@@ -121,6 +121,8 @@ const CREATED_META: [&str; 7] = [
     "retried_from",
     "repository",
     "workspace",
+    "mcp_servers",
+    "mcp_definitions",
 ];
 
 /// A blank row, only as a cheap placeholder while a row is moved through [`fold`].

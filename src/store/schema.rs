@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -182,6 +182,26 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         ON automation_fires (automation_id, trigger_id, delivery_id) WHERE delivery_id IS NOT NULL;
     CREATE INDEX IF NOT EXISTS automation_fires_open
         ON automation_fires (outcome, id) WHERE outcome IN ('pending', 'queued');
+    ",
+    // 6: the MCP servers catalog (`catalog.rs`, `mcp::catalog`): the generic shape and
+    // CHECKs, plus the server's own (a transport of a known type, positive timeouts).
+    "
+    CREATE TABLE IF NOT EXISTS mcp_servers (
+        id         TEXT NOT NULL PRIMARY KEY
+                   CHECK (length(id) BETWEEN 1 AND 63 AND id NOT GLOB '*[^a-z0-9-]*'
+                          AND substr(id, 1, 1) <> '-'),
+        revision   TEXT NOT NULL
+                   CHECK (length(revision) = 64 AND revision NOT GLOB '*[^0-9a-f]*'),
+        definition TEXT NOT NULL
+                   CHECK (json_valid(definition) AND json_type(definition) = 'object'),
+        salt       TEXT NOT NULL CHECK (length(salt) = 32 AND salt NOT GLOB '*[^0-9a-f]*'),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (json_type(definition, '$.transport') = 'object'
+               AND json_extract(definition, '$.transport.type') IN ('stdio', 'http')
+               AND json_extract(definition, '$.startup_timeout_secs') > 0
+               AND json_extract(definition, '$.tool_timeout_secs') > 0)
+    ) STRICT;
     ",
 ];
 

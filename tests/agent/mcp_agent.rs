@@ -12,7 +12,7 @@ use crate::support::llm::*;
 use crate::support::mcp::*;
 use serde_json::{json, Value};
 use svc::agent::stage::{StageBackend, StageMode, StageRequest};
-use svc::engine::cancel::CancelToken;
+use svc::base::cancel::CancelToken;
 use svc::llm::{Provider, StaticCredentials};
 use svc::mcp::{ServerDef, Transport};
 

@@ -32,3 +32,5 @@ mod automations;
 mod web_pages;
 // The web UI in headless Chromium (Selenium).
 mod web_browser;
+// MCP servers: the catalog and its test route, runs whose agents use catalog and inline servers.
+mod mcp;

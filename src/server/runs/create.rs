@@ -76,6 +76,10 @@ struct CreateRun {
     /// Work in `source_directory` itself instead of a copy (explicit opt-in).
     #[serde(default)]
     in_place: bool,
+    /// The run's MCP servers: catalog ids or inline definitions (`[run.agent] mcp_servers`
+    /// when absent; `[]` for none).
+    #[serde(default)]
+    mcp_servers: Option<Vec<Value>>,
 }
 
 /// What a caller asks of a new run besides its workflow version; every `None` or empty
@@ -113,6 +117,9 @@ pub struct RunSpec {
     pub id: Option<String>,
     /// `Run.automation` (AutomationRef `{id, name, trigger_id}`) of a run an automation fired.
     pub automation: Option<Value>,
+    /// MCP servers: catalog ids (strings) or inline definitions (objects); `None`: `[run.agent]
+    /// mcp_servers`.
+    pub mcp_servers: Option<Vec<Value>>,
 }
 
 impl RunSpec {
@@ -298,6 +305,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         origin: json!({"kind": "api"}),
         id: None,
         automation: None,
+        mcp_servers: body.mcp_servers,
     };
     let row = app.runs.create(&version, spec)?;
     Ok(app.runs.run_reply(201, &row))
@@ -370,6 +378,7 @@ impl Runs {
             spec.in_place,
             defaults,
         )?;
+        let mcp = self.frozen_mcp_servers(spec.mcp_servers, &defaults.agent)?;
         let sandbox_defaults = defaults
             .sandbox
             .clone()
@@ -392,6 +401,10 @@ impl Runs {
         if let Some(a) = spec.automation {
             extra["automation"] = a;
         }
+        if let Some((views, blob)) = mcp {
+            extra["mcp_servers"] = views;
+            extra["mcp_definitions"] = Value::String(blob);
+        }
         let new = NewRun {
             id: spec.id,
             title,
@@ -404,5 +417,54 @@ impl Runs {
             extra,
         };
         self.store.create_run(new).map_err(store_error)
+    }
+
+    /// The MCP servers catalog runs name servers from (the server sets it at start).
+    pub fn set_mcp_catalog(
+        &self,
+        catalog: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
+    ) {
+        let _ = self.mcp_catalog.set(catalog);
+    }
+
+    /// The run's MCP servers, resolved now and frozen: their views (no `env`/`headers`
+    /// values) for `run.created`, and a blob reference to the full definitions (the
+    /// executor reads them; `{{ secrets.NAME }}` stays unexpanded). `None`: no servers.
+    fn frozen_mcp_servers(
+        &self,
+        requested: Option<Vec<Value>>,
+        defaults: &crate::settings::AgentDefaults,
+    ) -> Result<Option<(Value, String)>, ApiError> {
+        let (refs, field) = match requested {
+            Some(r) => (r, "mcp_servers"),
+            None => (
+                defaults
+                    .mcp_servers
+                    .iter()
+                    .map(|r| match r {
+                        crate::settings::McpServerRef::Id(id) => Value::String(id.clone()),
+                        crate::settings::McpServerRef::Inline(d) => {
+                            serde_json::to_value(d).unwrap_or(Value::Null)
+                        }
+                    })
+                    .collect(),
+                "settings: run.agent.mcp_servers",
+            ),
+        };
+        if refs.is_empty() {
+            return Ok(None);
+        }
+        let catalog = self.mcp_catalog.get();
+        let lookup = |id: &str| {
+            let item = catalog?.get(id).ok()?;
+            crate::mcp::catalog::server_of(id, &item.definition).ok()
+        };
+        let servers = crate::mcp::catalog::resolve(&refs, field, &lookup)
+            .map_err(|e| crate::server::catalog::error(crate::catalog::CatalogError::Invalid(e)))?;
+        let views: Vec<Value> = servers.iter().map(|s| s.view()).collect();
+        let text = serde_json::to_string(&servers)
+            .map_err(|e| ApiError::internal(format!("cannot freeze the MCP servers: {e}")))?;
+        let id = self.store.put_blob(text.as_bytes()).map_err(store_error)?;
+        Ok(Some((Value::Array(views), crate::store::blob_ref(&id))))
     }
 }

@@ -86,6 +86,8 @@ pub struct Runs {
     /// of a run that did not pass through the engine's redaction (the `run.created`
     /// workflow source, `/files`).
     pub redactor: Arc<crate::settings::vault::VaultRedactor>,
+    /// The MCP servers catalog, for the ids a run names (set once at start).
+    mcp_catalog: std::sync::OnceLock<Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>>,
 }
 
 pub fn store_error(e: StoreError) -> ApiError {
@@ -138,6 +140,7 @@ impl Runs {
             state_dir,
             versions,
             stop: AtomicBool::new(false),
+            mcp_catalog: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&runs);
         settings.on_change(move |_, _| {

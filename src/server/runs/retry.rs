@@ -55,6 +55,8 @@ fn copy_of(old: &RunRow, actor: &Value) -> NewRun {
             "origin": {"kind": "api"},
             "models": meta("models"),
             "sandbox": meta("sandbox"),
+            "mcp_servers": meta("mcp_servers"),
+            "mcp_definitions": meta("mcp_definitions"),
             "retried_from": old.id,
         }),
     }

@@ -1,0 +1,336 @@
+//! MCP servers through the real server: the catalog (`/api/v1/mcp-servers`: write-only
+//! `env`/`headers`, ETags, 422 naming the field), its `test` route, and runs whose agent
+//! stages use catalog and inline servers frozen at creation: events, stage details, a
+//! `required` server failing the run before any model call, and a vault secret that reaches
+//! the server but never an event.
+
+use crate::support::llm::{text, tool_results, tools, ScriptedServer, SMALL_USAGE};
+use crate::support::mcp;
+use crate::support::server::*;
+use serde_json::{json, Value};
+use svc::llm::Provider;
+
+const P: Provider = Provider::Anthropic;
+
+fn put(s: &Server, path: &str, if_match: Option<&str>, body: &Value) -> Resp {
+    let auth = s.auth();
+    let mut h = vec![("Authorization", auth.as_str())];
+    if let Some(m) = if_match {
+        h.push(("If-Match", m));
+    }
+    s.raw("PUT", path, &h, Some(body.to_string().as_bytes()))
+}
+
+fn delete(s: &Server, path: &str, if_match: &str) -> Resp {
+    let auth = s.auth();
+    s.raw(
+        "DELETE",
+        path,
+        &[("Authorization", auth.as_str()), ("If-Match", if_match)],
+        None,
+    )
+}
+
+fn scripted_def(py: &str, mode: &str) -> Value {
+    json!({"type": "stdio", "command": [py, mcp::script("stdio_server.py"), mode]})
+}
+
+#[test]
+fn the_catalog_hides_values_checks_revisions_and_names_fields() {
+    let s = Server::start();
+    let body = json!({
+        "id": "tracker",
+        "description": "Issue tracker",
+        "transport": {"type": "http", "url": "https://tracker.example/mcp",
+                      "headers": {"Authorization": "Bearer {{ secrets.TRACKER_TOKEN }}",
+                                  "X-Team": "platform"}},
+        "required": true
+    });
+    let r = s.post("/api/v1/mcp-servers", &body.to_string());
+    assert_eq!(r.status, 201, "{}", r.text());
+    let etag = r.header("etag").unwrap().to_string();
+    let v = r.json();
+    assert_eq!(v["display_name"], "tracker");
+    assert_eq!(
+        v["transport"]["header_keys"],
+        json!(["Authorization", "X-Team"])
+    );
+    assert_eq!(v["transport"]["protocol"], "streamable_http");
+    assert_eq!(v["startup_timeout_secs"], 10);
+    assert_eq!(v["tool_timeout_secs"], 60);
+    assert_eq!(v["required"], true);
+    assert!(
+        !r.text().contains("platform") && !r.text().contains("secrets."),
+        "{}",
+        r.text()
+    );
+    assert_eq!(format!("\"{}\"", v["revision"].as_str().unwrap()), etag);
+
+    assert_eq!(s.post("/api/v1/mcp-servers", &body.to_string()).status, 409);
+    let bad = s.post(
+        "/api/v1/mcp-servers",
+        &json!({"id": "x", "transport": {"type": "stdio", "command": []}}).to_string(),
+    );
+    let e = assert_error(&bad, 422);
+    assert_eq!(e["errors"][0]["field"], "transport.command", "{e}");
+    let bad = s.post(
+        "/api/v1/mcp-servers",
+        &json!({"id": "x", "transport": {"type": "stdio", "command": ["a"],
+                "env": {"T": "{{ env.HOME }}"}}})
+        .to_string(),
+    );
+    assert_eq!(
+        assert_error(&bad, 422)["errors"][0]["field"],
+        "transport.env.T"
+    );
+    assert_error(&s.post("/api/v1/mcp-servers", "{not json"), 400);
+    assert_error(&s.get("/api/v1/mcp-servers/Not_A_Slug"), 400);
+    assert_error(&s.get("/api/v1/mcp-servers/nope"), 404);
+
+    // Replace without the header values: they are kept, and the view still hides them.
+    let mut edit = v.clone();
+    edit["tool_timeout_secs"] = json!(5);
+    let path = "/api/v1/mcp-servers/tracker";
+    assert_error(&put(&s, path, None, &edit), 428);
+    let r = put(&s, path, Some(&etag), &edit);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v2 = r.json();
+    assert_eq!(v2["tool_timeout_secs"], 5);
+    assert_eq!(
+        v2["transport"]["header_keys"],
+        json!(["Authorization", "X-Team"])
+    );
+    assert_error(&put(&s, path, Some(&etag), &edit), 409);
+    let list = s.get("/api/v1/mcp-servers").json();
+    assert_eq!(list["meta"]["total"], 1);
+    assert_error(&delete(&s, path, &etag), 409);
+    let r = delete(
+        &s,
+        path,
+        &format!("\"{}\"", v2["revision"].as_str().unwrap()),
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(s.get("/api/v1/mcp-servers").json()["meta"]["total"], 0);
+}
+
+#[test]
+fn the_test_route_reports_tools_and_timings_or_the_failed_step() {
+    let Some(time) = mcp::installed("the_test_route", "mcp-server-time") else {
+        return;
+    };
+    let Some(py) = mcp::python("the_test_route") else {
+        return;
+    };
+    let s = Server::start();
+    let r = s.post(
+        "/api/v1/mcp-servers",
+        &json!({"id": "time", "transport": {"type": "stdio", "command": [time]}}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let t = s.post("/api/v1/mcp-servers/time/test", "");
+    assert_eq!(t.status, 200, "{}", t.text());
+    let t = t.json();
+    assert_eq!(t["ok"], true, "{t}");
+    assert_eq!(t["server"]["name"], "mcp-time");
+    assert_eq!(t["protocol_version"], "2025-06-18");
+    assert!(
+        t["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("get_current_time")),
+        "{t}"
+    );
+    for step in ["start", "initialize", "list_tools", "total"] {
+        assert!(t["timings_ms"][step].is_u64(), "{t}");
+    }
+
+    let r = s.post(
+        "/api/v1/mcp-servers",
+        &json!({"id": "broken", "transport": scripted_def(&py, "exit")}).to_string(),
+    );
+    assert_eq!(r.status, 201);
+    let t = s.post("/api/v1/mcp-servers/broken/test", "").json();
+    assert_eq!(t["ok"], false, "{t}");
+    assert_eq!(t["step"], "initialize");
+    assert!(
+        t["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("cannot open the database"),
+        "{t}"
+    );
+    assert!(t["error"].as_str().unwrap().contains("exited"), "{t}");
+    assert_error(&s.post("/api/v1/mcp-servers/missing/test", ""), 404);
+}
+
+const AGENT: &str = r#"digraph mcp {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [shape=box, prompt="Look at the environment"]
+  start -> work -> exit
+}"#;
+
+fn with_servers(dot: &str, servers: Value) -> Value {
+    let mut b = run_body(dot);
+    b["mcp_servers"] = servers;
+    b
+}
+
+#[test]
+fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
+    let Some(node_js) = mcp::installed("a_run_uses_servers", "mcp-server-everything") else {
+        return;
+    };
+    let Some(py) = mcp::python("a_run_uses_servers") else {
+        return;
+    };
+    let llm = ScriptedServer::turns(
+        P,
+        vec![
+            tools(&[("c1", "mcp__everything__get-env", json!({}))]),
+            text("The environment has the token."),
+        ],
+        SMALL_USAGE,
+    );
+    let s = served_anthropic(&llm.base, "");
+    let secret = "tok-mcp-7f3e19c2d4";
+    store_key(&s, "EVERYTHING_TOKEN", secret);
+    let r = s
+        .post(
+            "/api/v1/mcp-servers",
+            &json!({"id": "everything",
+                "transport": {"type": "stdio", "command": [node_js, "stdio"],
+                              "env": {"EVERYTHING_TOKEN": "{{ secrets.EVERYTHING_TOKEN }}"}}})
+            .to_string(),
+        )
+        .json();
+    let body = with_servers(
+        AGENT,
+        json!(["everything", {"id": "flaky", "transport": scripted_def(&py, "exit")}]),
+    );
+    let id = create_run(&s, &body);
+    // A later edit of the catalog does not change the run: its servers are frozen.
+    let mut broken = r.clone();
+    broken["transport"] = json!({"type": "stdio", "command": ["/nonexistent/server"]});
+    let etag = format!("\"{}\"", r["revision"].as_str().unwrap());
+    assert_eq!(
+        put(&s, "/api/v1/mcp-servers/everything", Some(&etag), &broken).status,
+        200
+    );
+    start_run(&s, &id);
+    let end = wait_run_end(&s, &id);
+    assert_eq!(end["lifecycle"]["status"]["kind"], "succeeded", "{end}");
+
+    let evs = run_events(&s, &id);
+    let all = Value::Array(evs.clone()).to_string();
+    assert!(!all.contains(secret), "a vault secret reached an event");
+    let created = evs.iter().find(|e| e["event"] == "run.created").unwrap();
+    let frozen = &created["properties"]["mcp_servers"];
+    assert_eq!(frozen[0]["id"], "everything");
+    assert_eq!(
+        frozen[0]["transport"]["env_keys"],
+        json!(["EVERYTHING_TOKEN"])
+    );
+    assert!(!frozen.to_string().contains("secrets."), "{frozen}");
+    let kind = |k: &str| -> Vec<&Value> {
+        evs.iter()
+            .filter(|e| e["event"] == k)
+            .map(|e| &e["properties"])
+            .collect()
+    };
+    assert_eq!(kind("agent.mcp.ready")[0]["server"], "everything");
+    let failed = kind("agent.mcp.failed");
+    assert_eq!(failed[0]["server"], "flaky");
+    // The server got the secret (its environment, printed by the tool, shows the
+    // redaction marker where the value was); the model got the tool's result.
+    let done = kind("agent.tool.completed");
+    let out = done[0]["output"].as_str().unwrap();
+    assert!(
+        out.contains("\"EVERYTHING_TOKEN\": \"[REDACTED]\""),
+        "{out}"
+    );
+    let results = tool_results(P, &llm.requests()[1].body);
+    assert!(results[0].1.contains("EVERYTHING_TOKEN"), "{results:?}");
+    assert!(!results[0].1.contains(secret));
+
+    // The stage details list each server with its state and the tools offered and used.
+    let st = s.get(&format!("/api/v1/runs/{id}/stages/work")).json();
+    let servers = &st["visits"][0]["mcp_servers"];
+    assert_eq!(servers[0]["server"], "everything", "{st}");
+    assert_eq!(servers[0]["state"], "ready");
+    assert_eq!(servers[0]["used"], json!(["get-env"]));
+    assert!(servers[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "mcp__everything__echo" && t["original_name"] == "echo"));
+    assert_eq!(servers[1]["server"], "flaky");
+    assert_eq!(servers[1]["state"], "failed");
+    assert!(servers[1]["stderr"]
+        .as_str()
+        .unwrap()
+        .contains("cannot open the database"));
+}
+
+#[test]
+fn a_required_server_that_fails_fails_the_run_before_any_model_call() {
+    let Some(py) = mcp::python("a_required_server") else {
+        return;
+    };
+    let llm = ScriptedServer::turns(P, vec![text("never")], SMALL_USAGE);
+    let s = served_anthropic(&llm.base, "");
+    let body = with_servers(
+        AGENT,
+        json!([{"id": "db", "transport": scripted_def(&py, "exit"), "required": true}]),
+    );
+    let id = run_to_end(&s, &body);
+    let end = run_json(&s, &id);
+    assert_eq!(end["lifecycle"]["status"]["kind"], "failed", "{end}");
+    let evs = run_events(&s, &id);
+    let failed = evs
+        .iter()
+        .find(|e| e["event"] == "stage.failed")
+        .expect("stage.failed");
+    let text = failed.to_string();
+    assert!(
+        text.contains("the required MCP server `db` failed"),
+        "{text}"
+    );
+    assert_eq!(llm.count(), 0, "a model was called");
+}
+
+#[test]
+fn settings_give_runs_servers_and_bodies_are_checked() {
+    let Some(py) = mcp::python("settings_give_runs_servers") else {
+        return;
+    };
+    let llm = ScriptedServer::turns(P, vec![], SMALL_USAGE);
+    let script = mcp::script("stdio_server.py");
+    let extra = format!(
+        "[run.agent]\nmcp_servers = [{{ id = \"echo\", transport = {{ type = \"stdio\", command = [\"{py}\", \"{script}\", \"ok\"] }} }}]\n"
+    );
+    let s = served_anthropic(&llm.base, &extra);
+    let created = |body: &Value| {
+        let id = create_run(&s, body);
+        run_events(&s, &id)
+            .into_iter()
+            .find(|e| e["event"] == "run.created")
+            .map(|e| e["properties"]["mcp_servers"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(created(&run_body(AGENT))[0]["id"], "echo");
+    assert_eq!(created(&with_servers(AGENT, json!([]))), Value::Null);
+    let r = s.post(
+        "/api/v1/runs",
+        &with_servers(AGENT, json!(["echo", "missing"])).to_string(),
+    );
+    let e = assert_error(&r, 422);
+    assert_eq!(e["errors"][0]["field"], "mcp_servers[0]", "{e}");
+    let r = s.post(
+        "/api/v1/runs",
+        &with_servers(AGENT, json!([{"id": "x", "transport": {"type": "ftp"}}])).to_string(),
+    );
+    assert_eq!(
+        assert_error(&r, 422)["errors"][0]["field"],
+        "mcp_servers[0].transport.type"
+    );
+}
