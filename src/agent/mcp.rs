@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::tools::ToolOutput;
 use super::truncate;
 use crate::base::cancel::CancelToken;
-use crate::llm::{Provider, ToolSpec};
+use crate::llm::ToolSpec;
 use crate::mcp::spec::{expand_secrets, qualified_tool_name, HttpProtocol};
 use crate::mcp::{self, Client, McpError, ServerDef, ServerInfo, Transport};
 use crate::sandbox::Isolation;
@@ -34,6 +34,9 @@ pub struct StartContext<'a> {
     pub isolation: &'a Isolation,
     /// The stage's working directory (a stdio server's current directory).
     pub workdir: &'a Path,
+    /// The environment a stdio server starts from: the run's (`procs::env`), else the clean
+    /// allowlist. Never the server's own.
+    pub env: Option<&'a crate::procs::EnvSnapshot>,
     /// The vault: values for `{{ secrets.NAME }}`.
     pub secrets: &'a (dyn Fn(&str) -> Option<String> + Sync),
 }
@@ -99,9 +102,10 @@ fn open(def: &ServerDef, cx: &StartContext<'_>) -> Result<Client, String> {
             };
             let mut cmd = cx.isolation.command(program, cx.workdir);
             cmd.args(args);
-            // The run's provider keys are not the server's business.
-            for k in Provider::all_key_names() {
-                cmd.env_remove(k);
+            match cx.env {
+                Some(e) => e.apply_to(&mut cmd),
+                None => crate::procs::clean_command_env(&mut cmd)
+                    .map_err(|e| format!("cannot read the environment: {e}"))?,
             }
             for (k, v) in env {
                 let value = expand_secrets(v, &lookup).map_err(|e| format!("env {k}: {e}"))?;

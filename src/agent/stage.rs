@@ -466,6 +466,7 @@ impl StageBackend {
         let cx = super::mcp::StartContext {
             isolation: &req.isolation,
             workdir,
+            env: req.env.as_deref(),
             secrets: &lookup,
         };
         let tools = super::mcp::McpTools::start(&req.mcp_servers, &cx, cancel, on_event);

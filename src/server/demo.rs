@@ -443,6 +443,22 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             "meta": {"has_more": false, "schedules": [{"trigger_id": "tuesday",
                 "next_due_at": "2026-03-10T01:00:00.000Z", "last_due_at": "2026-03-03T01:00:00.000Z",
                 "last_fired_at": "2026-03-03T01:00:00.004Z"}]}})),
+        ("GET", "/api/v1/mcp-servers") => {
+            j(json!({"data": [demo_mcp_server()], "meta": {"total": 1}}))
+        }
+        ("POST", "/api/v1/mcp-servers") => Ok(Reply::json(201, &demo_mcp_server())),
+        ("GET", "/api/v1/mcp-servers/{id}") | ("PUT", "/api/v1/mcp-servers/{id}") => {
+            match ctx.param("id") {
+                "time" => j(demo_mcp_server()),
+                id => Err(ApiError::not_found(format!("No demo MCP server {id}."))),
+            }
+        }
+        ("DELETE", "/api/v1/mcp-servers/{id}") => Ok(Reply::empty(204)),
+        ("POST", "/api/v1/mcp-servers/{id}/test") => j(json!({
+            "ok": true, "server": {"name": "mcp-time", "version": "2026.10.19"},
+            "protocol_version": "2025-06-18", "tools": ["get_current_time", "convert_time"],
+            "timings_ms": {"start": 2, "initialize": 310, "list_tools": 4, "total": 316}
+        })),
         _ => Err(ApiError::not_implemented()),
     }
 }
@@ -455,6 +471,16 @@ fn demo_automation() -> Value {
                      {"id": "tuesday", "kind": "schedule", "enabled": true, "expression": "0 2 * * 2", "timezone": "Europe/Berlin"}],
         "inputs": {}, "goal": null, "title": null, "labels": {}, "sandbox": null,
         "policies": {"misfire": "fire_once", "overlap": "allow"},
+        "created_at": "2026-03-01T09:00:00.000Z", "updated_at": "2026-03-01T09:00:00.000Z"
+    })
+}
+
+fn demo_mcp_server() -> Value {
+    json!({
+        "id": "time", "revision": "0".repeat(64), "display_name": "Time",
+        "description": "Current time and time-zone conversion",
+        "transport": {"type": "stdio", "command": ["mcp-server-time"], "env_keys": []},
+        "startup_timeout_secs": 10, "tool_timeout_secs": 60, "required": false,
         "created_at": "2026-03-01T09:00:00.000Z", "updated_at": "2026-03-01T09:00:00.000Z"
     })
 }

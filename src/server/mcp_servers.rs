@@ -44,6 +44,7 @@ pub fn test(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let cx = crate::agent::mcp::StartContext {
         isolation: &isolation,
         workdir: &scratch,
+        env: None,
         secrets: &lookup,
     };
     let report = crate::agent::mcp::probe(&def, &cx, &crate::base::cancel::CancelToken::new());

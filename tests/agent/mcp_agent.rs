@@ -45,6 +45,7 @@ fn request(dir: &std::path::Path, servers: Vec<ServerDef>) -> StageRequest {
         max_turns: None,
         workdir: dir.to_path_buf(),
         isolation: Default::default(),
+        env: None,
         feedback: vec![],
         project_memory: false,
         preamble: None,
