@@ -62,6 +62,8 @@ pub struct App {
 
 impl App {
     /// An app over `state_dir` with the given settings, versions table and runs service.
+    // One argument per shared service the app holds.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         settings: SettingsHandle,
         state_dir: PathBuf,
