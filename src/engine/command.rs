@@ -81,7 +81,10 @@ impl CommandResult {
     pub fn summary(&self, timeout: Option<Duration>) -> String {
         match (self.termination, self.exit_code) {
             (Termination::TimedOut, _) => match timeout {
-                Some(t) => format!("command timed out after {}", human_duration(t)),
+                Some(t) => format!(
+                    "command timed out after {}",
+                    super::timing::describe_duration(t)
+                ),
                 None => "command timed out".to_string(),
             },
             (Termination::Cancelled, _) => "command cancelled".to_string(),
@@ -106,14 +109,6 @@ impl CommandResult {
 
 /// Bytes of each stream appended to a failure message.
 pub const FAILURE_TAIL: usize = 4096;
-
-fn human_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
-}
 
 fn tail_at_boundary(text: &str, max: usize) -> &str {
     if text.len() <= max {

@@ -23,6 +23,7 @@ pub mod prng;
 pub mod routing;
 pub mod run;
 pub mod services;
+mod timing;
 mod walker;
 pub mod watchdog;
 

@@ -9,9 +9,8 @@ use super::events::{Activity, Emitter};
 use super::failure::StageStatus;
 use super::prng::Prng;
 use super::services::Services;
-use super::walker::{
-    millis, FailureReason, RunFailure, Scope, ScopeKind, Shared, Stop, WalkEnd, Walker,
-};
+use super::timing::millis;
+use super::walker::{FailureReason, RunFailure, Scope, ScopeKind, Shared, Stop, WalkEnd, Walker};
 use super::watchdog;
 use crate::store::{EventDraft, StoreError};
 use crate::workflow::{FileSource, NoFiles, Workflow};

@@ -20,6 +20,7 @@ use super::prng::Prng;
 use super::routing::{self, Route, RoutingInput};
 use super::run::RunOptions;
 use super::services::Services;
+use super::timing::{describe_duration, millis, start_timer, TIMED_OUT};
 use crate::base::cancel::CancelToken;
 use crate::store::{EventDraft, StoreError};
 use crate::workflow::attrs::Fidelity;
@@ -30,10 +31,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-/// Cancel reason of a per-attempt token whose node `timeout` expired.
-pub(crate) const TIMED_OUT: &str = "node timeout";
 /// Cancel reason of a per-attempt token after its attempt ended.
 const ATTEMPT_DONE: &str = "attempt finished";
 const DEFAULT_SIGNATURE_LIMIT: i64 = 3;
@@ -1110,34 +1108,6 @@ fn uses_attempt_timer(kind: HandlerKind) -> bool {
         kind,
         HandlerKind::Command | HandlerKind::Human | HandlerKind::Start | HandlerKind::Exit
     )
-}
-
-/// Cancels `token` with [`TIMED_OUT`] after `after`, unless it is cancelled first.
-pub(crate) fn start_timer(token: &CancelToken, after: Duration) -> std::thread::JoinHandle<()> {
-    let t = token.clone();
-    std::thread::spawn(move || {
-        if !t.sleep(after) {
-            t.cancel(TIMED_OUT);
-        }
-    })
-}
-
-pub(crate) fn millis(d: Duration) -> u64 {
-    d.as_millis().min(u128::from(u64::MAX)) as u64
-}
-
-/// `1.5s`, `250ms`, `2m`.
-pub(crate) fn describe_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms % 60_000 == 0 {
-        format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
 }
 
 /// Whether a stage of this handler is "a stage that does work": it sets `last_stage`,

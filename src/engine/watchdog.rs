@@ -38,8 +38,8 @@ pub fn watch(
             ));
             run.cancel(&format!(
                 "{STALLED}: no activity for {} (stall_timeout={})",
-                super::walker::describe_duration(idle),
-                super::walker::describe_duration(stall)
+                super::timing::describe_duration(idle),
+                super::timing::describe_duration(stall)
             ));
             return;
         }

@@ -10,7 +10,7 @@ use crate::engine::context::{self, COMMAND_OUTPUT, COMMAND_STDERR, OUTPUT_PREFIX
 use crate::engine::failure::classify_command;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, OutputSchema, StructuredOutput};
-use crate::engine::walker::millis;
+use crate::engine::timing::millis;
 use crate::procs::Termination;
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -294,7 +294,7 @@ fn outcome(
             message: format!(
                 "manager stage `{}`: the child workflow did not finish within manager.max_cycles={max_cycles} ({cycles} polls every {})",
                 cx.scoped_id(),
-                crate::engine::walker::describe_duration(poll)
+                crate::engine::timing::describe_duration(poll)
             ),
             class: FailureClass::BudgetExhausted,
             retryable: false,

@@ -12,7 +12,7 @@ use crate::engine::context::{self, GATE_LABEL, GATE_SELECTED, GATE_TEXT};
 use crate::engine::failure::FailureClass;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::services::{InterviewError, Reply};
-use crate::engine::walker::{describe_duration, millis, start_timer, TIMED_OUT};
+use crate::engine::timing::{describe_duration, millis, start_timer, TIMED_OUT};
 use question::{build_question, default_answer, match_answer, Answer, Question};
 use serde_json::{json, Value};
 use std::time::Instant;
