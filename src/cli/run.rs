@@ -11,9 +11,9 @@ use super::Format;
 use crate::agent::backend::ProviderBackend;
 use crate::base::redact::redact_json;
 use crate::base::redact::Redact;
-use crate::engine::run::{ChildApproval, ModelChoice};
 use crate::engine::{
-    DryRunBackend, Engine, LlmBackend, RunOptions, RunOutcome, RunResult, Services,
+    ChildApproval, DryRunBackend, Engine, LlmBackend, ModelChoice, RunOptions, RunOutcome,
+    RunResult, Services,
 };
 use crate::settings::vault::Vault;
 use crate::store::{self, NewRun, RunStore, WorkflowMeta};

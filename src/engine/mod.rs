@@ -4,10 +4,14 @@
 //!
 //! Map: [`run`] (front door, run-level events) → `walker` (the stage loop: visits,
 //! attempts, retries, timeouts, recording, routing, restarts, goal gates, checkpoints) →
-//! `handlers` (one module per handler family). Around them: [`routing`] (edge selection),
-//! [`context`] (keys, seeding, expansion), [`events`] (emission, blobs, activity),
-//! [`checkpoint`], [`fidelity`] (fidelity, threads, preambles), [`watchdog`], [`services`]
-//! (store, interviewer, LLM, clock, redactor, cancel; the cancel token and the redactor are
+//! [`handlers`] (one module per handler kind, named after it). Around them: `options`
+//! ([`RunOptions`], [`ChildApproval`], [`ModelChoice`]), `scope` (what one walk is: run,
+//! branch or child), `timing` (timers and the one duration format), [`routing`] (edge
+//! selection), [`context`] (keys, seeding, expansion), [`events`] (emission, blobs,
+//! activity), [`checkpoint`], [`fidelity`] (fidelity, threads, preambles), [`outcome`],
+//! [`failure`] (statuses, classes, signatures), [`output`] (structured output), [`command`]
+//! (a command stage's script and result), [`prng`], [`watchdog`], [`services`] (store,
+//! interviewer, LLM, clock, redactor, cancel; the cancel token and the redactor are
 //! `base`'s).
 
 pub mod checkpoint;
@@ -17,17 +21,20 @@ pub mod events;
 pub mod failure;
 pub mod fidelity;
 pub mod handlers;
+mod options;
 pub mod outcome;
 pub mod output;
 pub mod prng;
 pub mod routing;
 pub mod run;
+mod scope;
 pub mod services;
 mod timing;
 mod walker;
 pub mod watchdog;
 
-pub use run::{Engine, RunOptions, RunOutcome, RunResult};
+pub use options::{ChildApproval, ModelChoice, RunOptions};
+pub use run::{Engine, RunOutcome, RunResult};
 pub use services::{
     Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmEvents, LlmMode,
     LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer, NoWorkspace, Reply, Services,

@@ -15,17 +15,17 @@ use super::events::Emitter;
 use super::failure::{self, FailureClass, StageStatus};
 use super::fidelity::{self, History, StageNote, StagePlan};
 use super::handlers::{self, Interrupt, StageCtx};
+use super::options::RunOptions;
 use super::outcome::{Failure, Nested, StageOutcome};
 use super::prng::Prng;
 use super::routing::{self, Route, RoutingInput};
-use super::run::RunOptions;
+use super::scope::{Mirror, Scope, ScopeKind};
 use super::services::Services;
 use super::timing::{describe_duration, millis, start_timer, TIMED_OUT};
-use crate::base::cancel::CancelToken;
 use crate::store::{EventDraft, StoreError};
 use crate::workflow::attrs::Fidelity;
 use crate::workflow::condition::MapEnv;
-use crate::workflow::{FileSource, HandlerKind, Workflow};
+use crate::workflow::{HandlerKind, Workflow};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -101,48 +101,6 @@ pub(crate) enum WalkEnd {
     /// A branch reached its join node or a node with no outgoing edges; the status is the
     /// branch's last stage's.
     Ended(StageStatus),
-}
-
-/// Which kind of walk this is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ScopeKind {
-    Run,
-    Branch,
-    Child,
-}
-
-/// What a walk is allowed to do and how its events are tagged.
-#[derive(Clone)]
-pub(crate) struct Scope {
-    pub kind: ScopeKind,
-    /// Prepended to node ids in events (`<manager node>/` for child workflows).
-    pub prefix: String,
-    /// `(parallel_group_id, parallel_branch_id)` for events inside a branch.
-    pub branch: Option<(String, String)>,
-    /// A branch stops when routing reaches this node (its join).
-    pub stop_at: Option<usize>,
-    pub cancel: CancelToken,
-    /// Files relative to this workflow (schemas, child workflows).
-    pub files: Arc<dyn FileSource + Send + Sync>,
-    /// The manager child runs this walk is inside, outermost first: each gets a copy of
-    /// every event with its node ids relative to it (the first `strip` bytes of the scoped
-    /// id removed). Empty for the run itself.
-    pub mirrors: Vec<Mirror>,
-}
-
-/// A child run that records the events of its subtree (see [`Scope::mirrors`]).
-#[derive(Clone, Debug)]
-pub(crate) struct Mirror {
-    pub run_id: String,
-    /// Length of the scoped-id prefix (`<manager>/`) that its node ids drop.
-    pub strip: usize,
-}
-
-impl Scope {
-    /// The run this walk belongs to (the innermost child run), `None` for the run itself.
-    pub fn run_id(&self) -> Option<&str> {
-        self.mirrors.last().map(|m| m.run_id.as_str())
-    }
 }
 
 /// State shared by every walker of one run.

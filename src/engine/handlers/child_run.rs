@@ -5,7 +5,7 @@
 //! Must not touch: running the child workflow (the manager handler does).
 
 use super::StageCtx;
-use crate::engine::run::ChildApproval;
+use crate::engine::options::ChildApproval;
 use crate::store::{EventDraft, NewRun, RunStatus, StoreError, WorkflowMeta};
 use crate::workflow::Workflow;
 use serde_json::{json, Value};

@@ -7,9 +7,9 @@
 use super::{HandlerResult, Interrupt, StageCtx};
 use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX, VISIT_COUNT};
 use crate::engine::failure::StageStatus;
+use crate::engine::options::ModelChoice;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::output::{self, StructuredOutput};
-use crate::engine::run::ModelChoice;
 use crate::engine::services::{LlmBackend, LlmMode, LlmRequest, LlmStop, LlmUsage};
 use crate::llm::{PricedUsage, Timing};
 use crate::workflow::HandlerKind;

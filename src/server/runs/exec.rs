@@ -8,8 +8,9 @@ use super::super::versions::{PackageFiles, Version};
 use super::interviewer::{AskEnd, RunHandle};
 use crate::base::cancel::CancelToken;
 use crate::engine::handlers::human::question::Question;
-use crate::engine::run::{ChildApproval, ModelChoice};
-use crate::engine::{Engine, InterviewError, Interviewer, Reply, RunOptions, Services};
+use crate::engine::{
+    ChildApproval, Engine, InterviewError, Interviewer, ModelChoice, Reply, RunOptions, Services,
+};
 use crate::sandbox::lifecycle;
 use crate::settings::ChildApprovalPolicy;
 use crate::store::{EventDraft, RunRow, RunStore};
