@@ -113,6 +113,9 @@ fn start(a: StartArgs) -> i32 {
         }
     };
     let mut out = std::io::stdout().lock();
+    if let Some(p) = running.preview_url() {
+        let _ = writeln!(out, "svc: previews on {p}");
+    }
     let _ = writeln!(out, "svc: listening on {}", running.url());
     if let Some((token, created)) = &running.dev_token {
         if a.dev {

@@ -58,6 +58,9 @@ pub struct App {
     pub mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
     pub router: Router,
     pub started: Instant,
+    /// The TCP addresses this server listens on, set once they are bound (previews refuse
+    /// svc's own ports and build URLs from them when no URL is configured).
+    pub listening: std::sync::OnceLock<preview::origin::Listeners>,
 }
 
 impl App {
@@ -85,13 +88,54 @@ impl App {
             mcp_servers,
             router: Router::new(routes::all()),
             started: Instant::now(),
+            listening: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The TCP addresses this server listens on (none before they are bound).
+    pub fn listeners(&self) -> preview::origin::Listeners {
+        self.listening.get().copied().unwrap_or_default()
+    }
+
+    /// svc's own TCP ports, which no preview reaches.
+    pub fn own_ports(&self) -> Vec<u16> {
+        let l = self.listeners();
+        [l.main, l.preview]
+            .into_iter()
+            .flatten()
+            .map(|a| a.port())
+            .collect()
+    }
+
+    /// Previews: on the previews' own host name, nothing else is served; on the UI's
+    /// origin, `/preview/` is served only when previews have no origin of their own.
+    fn previews(&self, inc: &mut Incoming<'_>) -> Option<Result<Reply, ApiError>> {
+        let s = self.settings.get();
+        if preview::origin::is_preview_host(&s, inc) {
+            return Some(if inc.path.starts_with(preview::PREFIX) {
+                preview::serve(self, inc)
+            } else {
+                Err(ApiError::not_found(
+                    "This host serves previews only (server.preview.url).",
+                ))
+            });
+        }
+        if !inc.path.starts_with(preview::PREFIX) {
+            return None;
+        }
+        if preview::origin::separate(&s) {
+            let base = preview::origin::public_base(&s, &self.listeners()).unwrap_or_default();
+            return Some(Err(ApiError::not_found(format!(
+                "Previews are served at {base}, never on this origin."
+            ))));
+        }
+        Some(preview::serve(self, inc))
     }
 
     fn dispatch(&self, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
         // Preview URLs take any method and any path below them: not a route-table pattern.
-        if inc.path.starts_with(preview::PREFIX) {
-            return preview::proxy(self, inc);
+        if let Some(r) = self.previews(inc) {
+            return r;
         }
         let (route, params) = match self.router.find(&inc.method, &inc.path) {
             Match::Found(r, p) => (r, p),
@@ -128,6 +172,27 @@ impl App {
             ctx.principal = Some(auth::authenticate(self, ctx.inc)?);
         }
         (route.handler)(self, &mut ctx)
+    }
+}
+
+/// The handler of `[server.preview] listen`: previews and nothing else.
+pub struct PreviewListener(pub Arc<App>);
+
+impl http::Handler for PreviewListener {
+    fn handle(&self, inc: &mut Incoming<'_>) -> Reply {
+        let r = if inc.path.starts_with(preview::PREFIX) {
+            preview::serve(&self.0, inc)
+        } else {
+            Err(ApiError::not_found(
+                "This listener serves previews only (server.preview.listen).",
+            ))
+        };
+        r.unwrap_or_else(|e| {
+            if e.status >= 500 {
+                log::error!("{} {} {}: {e}", inc.request_id, inc.method, inc.path);
+            }
+            Reply::error(&e, &inc.request_id)
+        })
     }
 }
 
@@ -198,6 +263,8 @@ impl StartError {
 /// A started server. Dropping it stops the listener.
 pub struct RunningServer {
     pub http: HttpServer,
+    /// `[server.preview] listen`, when set.
+    pub preview_http: Option<HttpServer>,
     pub app: Arc<App>,
     /// The dev token, and whether this start created it.
     pub dev_token: Option<(String, bool)>,
@@ -205,6 +272,13 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
+    /// `http://HOST:PORT` of the preview listener, when there is one.
+    pub fn preview_url(&self) -> Option<String> {
+        self.preview_http
+            .as_ref()
+            .map(|p| format!("http://{}", p.local_addr()))
+    }
+
     /// `http://HOST:PORT` or `unix:PATH`.
     pub fn url(&self) -> String {
         match self.http.listen() {
@@ -342,13 +416,40 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         listen: listen.clone(),
         source,
     })?;
+    let preview_http = match &app.settings.get().server.preview.listen {
+        Some(address) => {
+            let l = Listen::Tcp(address.clone());
+            let bind_err = |source| StartError::Bind {
+                listen: l.clone(),
+                source,
+            };
+            Some(HttpServer::bind(&l, &http_opts).map_err(bind_err)?)
+        }
+        None => None,
+    };
+    let tcp = |h: &HttpServer| match h.listen() {
+        Listen::Tcp(_) => h.local_addr().parse().ok(),
+        Listen::Unix(_) => None,
+    };
+    let _ = app.listening.set(preview::origin::Listeners {
+        main: tcp(&http),
+        preview: preview_http.as_ref().and_then(tcp),
+    });
     http.serve(app.clone(), http_opts)
         .map_err(|source| StartError::Bind {
             listen: listen.clone(),
             source,
         })?;
+    if let Some(p) = &preview_http {
+        p.serve(Arc::new(PreviewListener(app.clone())), http_opts)
+            .map_err(|source| StartError::Bind {
+                listen: p.listen().clone(),
+                source,
+            })?;
+    }
     Ok(RunningServer {
         http,
+        preview_http,
         app,
         dev_token,
         _watcher: watcher,

@@ -330,10 +330,12 @@ fn operations() -> Vec<Op> {
             .id()
             .body(r("PreviewRequest"), true)
             .resp(vec![
-                ok("201", "The URL (under /preview/, proxied to the port inside the sandbox) and its token.", r("Preview")),
+                ok("201", "The URL (`<base>/preview/...`, `<base>` from [server.preview] url or listen, else the configured public URL; proxied to the port inside the sandbox) and its token.", r("Preview")),
                 err("400", "Port outside 1-65535 or expires_in_secs outside 1-86400."),
+                err("403", "A host port no preview reaches: svc's own listener or one of [server.preview] deny_ports (code port_not_previewable)."),
                 nf(),
-                err("409", "The run has no ready sandbox."),
+                err("409", "The run has no ready sandbox (code sandbox_not_ready)."),
+                err("410", "Retention removed the run's sandbox (code sandbox_removed)."),
             ]),
         op("get", "/api/v1/sandboxes", "Sandboxes", "Live sandboxes of every configured provider")
             .paging()

@@ -75,10 +75,29 @@ pub struct ServerSettings {
     pub scheduler: SchedulerSettings,
     pub http: HttpSettings,
     pub recovery: RecoverySettings,
+    pub preview: PreviewSettings,
     /// Where shared objects (artifacts) go; written by install mode. Nothing reads objects
     /// from it yet: runs, events and blobs live in the SQLite store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectStoreSettings>,
+}
+
+/// `[server.preview]` (ours): where previews are served (docs/decisions.md "Previews").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreviewSettings {
+    /// The previews' own public origin (e.g. `https://preview.svc-example.net`, routed by
+    /// the reverse proxy to this server): preview URLs are made from it, and previews are
+    /// served only to requests for that host, never on the UI's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A second TCP listener (`host:port`) that serves previews and nothing else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Host ports a `local` run's previews never reach (svc's own listeners are always
+    /// refused).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny_ports: Vec<u16>,
 }
 
 /// `[server.recovery]` (ours): what a start does with runs the previous process left active.
@@ -573,7 +592,18 @@ impl Settings {
         if h.max_headers < 8 {
             return bad("server.http.max_headers must be at least 8".into());
         }
+        if let Some(address) = &self.server.preview.listen {
+            match address.rsplit_once(':') {
+                Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => {}
+                _ => {
+                    return bad(format!(
+                        "server.preview.listen `{address}` is not host:port"
+                    ))
+                }
+            }
+        }
         let urls = [
+            ("server.preview.url", self.server.preview.url.as_deref()),
             ("server.api.url", self.server.api.url.as_deref()),
             ("server.web.url", self.server.web.url.as_deref()),
             (

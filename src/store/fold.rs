@@ -376,12 +376,25 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 kind: SandboxKind::Ready,
                 instance: Some(sandbox_instance(p)),
                 failure: None,
+                removed: None,
+            }
+        }
+        "sandbox.cleanup.completed" => {
+            row.sandbox = SandboxState {
+                kind: SandboxKind::Planned,
+                instance: None,
+                failure: None,
+                removed: Some(json!({
+                    "reason": p.get("reason").cloned().unwrap_or(json!("retention")),
+                    "removed_at": ts,
+                })),
             }
         }
         "sandbox.failed" => {
             let field = |k: &str| p.get(k).cloned().unwrap_or(Value::Null);
             row.sandbox = SandboxState {
                 kind: SandboxKind::Failed,
+                removed: None,
                 instance: None,
                 failure: Some(json!({
                     "provider": field("provider"),

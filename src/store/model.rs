@@ -337,6 +337,11 @@ pub struct SandboxState {
     pub kind: SandboxKind,
     pub instance: Option<Value>,
     pub failure: Option<Value>,
+    /// Set when retention removed the sandbox (`sandbox.cleanup.completed`): `{reason,
+    /// removed_at}`. The kind is then `planned` again (nothing runs; a resume makes a new
+    /// one) and there is no instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<Value>,
 }
 
 /// Run-level sums of the `usage` objects on `stage.completed` / `stage.failed` events

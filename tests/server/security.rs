@@ -6,6 +6,7 @@
 
 use crate::support::server::*;
 use serde_json::{json, Value};
+use std::io::Write;
 use std::process::Command;
 use svc::test_tools::{require, Tool};
 
@@ -218,4 +219,487 @@ fn the_servers_own_credentials_cannot_be_given_to_runs() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("run."), "{settings}: {err}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Previews: nothing crosses the proxy that should not.
+
+/// A server for the sandbox: any request is answered with its own request line and headers
+/// as JSON, plus headers a hostile page would send (cookies for svc's origin, a
+/// `Clear-Site-Data`); `GET /ws` with an upgrade is a WebSocket echo (text frames of up to
+/// 125 bytes, enough for the test).
+const ECHO_SERVER: &str = r#"
+import base64, hashlib, http.server, json, socketserver, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def log_message(self, *a): pass
+    def answer(self):
+        if self.headers.get('Upgrade', '').lower() == 'websocket':
+            return self.websocket()
+        n = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(n).decode()
+        out = json.dumps({'line': self.requestline, 'headers': [[k, v] for k, v in self.headers.items()], 'body': body}).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Set-Cookie', '__svc_session=planted; Path=/; HttpOnly')
+        self.send_header('Set-Cookie', 'svc-demo=1; Path=/; Domain=127.0.0.1')
+        self.send_header('Clear-Site-Data', '"cookies"')
+        self.send_header('Strict-Transport-Security', 'max-age=31536000')
+        self.send_header('Content-Length', str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    do_GET = do_POST = do_PUT = do_DELETE = answer
+    def websocket(self):
+        key = self.headers['Sec-WebSocket-Key']
+        accept = base64.b64encode(hashlib.sha1((key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').encode()).digest()).decode()
+        self.send_response(101)
+        self.send_header('Upgrade', 'websocket')
+        self.send_header('Connection', 'Upgrade')
+        self.send_header('Sec-WebSocket-Accept', accept)
+        self.end_headers()
+        self.wfile.flush()
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2: return
+            op, n = head[0] & 0x0f, head[1] & 0x7f
+            mask = self.rfile.read(4) if head[1] & 0x80 else b'\0\0\0\0'
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if op == 8:
+                self.wfile.write(b'\x88\x00'); self.wfile.flush(); return
+            reply = b'echo:' + data
+            self.wfile.write(bytes([0x81, len(reply)]) + reply)
+            self.wfile.flush()
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+S(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
+"#;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A run whose only stage serves [`ECHO_SERVER`] on `port` until cancelled; returns its id
+/// once the sandbox is ready and the server answers on the host's loopback.
+fn echo_run(s: &Server, dir: &std::path::Path, port: u16) -> String {
+    let script = dir.join("echo_server.py");
+    std::fs::write(&script, ECHO_SERVER).unwrap();
+    let flow = command_flow(&format!("exec python3 {} {port}", script.display()));
+    let id = create_run(s, &json!({"workflow": package(&flow)}));
+    start_run(s, &id);
+    wait_for(30, "the echo server", || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .map(|_| ())
+    });
+    id
+}
+
+/// `POST /api/v1/runs/{id}/preview` for `port`; the response.
+fn make_preview(s: &Server, id: &str, port: u16, signed: bool) -> Resp {
+    s.post(
+        &format!("/api/v1/runs/{id}/preview"),
+        &json!({"port": port, "expires_in_secs": 600, "signed": signed}).to_string(),
+    )
+}
+
+/// The path part of a preview URL.
+fn preview_path(made: &Resp) -> String {
+    let url = made.json()["url"].as_str().unwrap_or("").to_string();
+    url[url.find("/preview/").expect("a preview URL")..].to_string()
+}
+
+/// What the echo server saw: its request line and header names (lowercase) and values.
+fn seen(r: &Resp) -> (String, Vec<(String, String)>) {
+    let v = r.json();
+    let headers = v["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h[0].as_str().unwrap().to_ascii_lowercase(),
+                h[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (v["line"].as_str().unwrap().to_string(), headers)
+}
+
+#[test]
+fn the_preview_proxy_passes_nothing_it_should_not() {
+    if git_missing() {
+        return;
+    }
+    let settings = "[server.auth]\nmethods = [\"dev-token\"]\n[server.api]\nurl = \"https://svc.example.com/api/v1\"\n[server.preview]\ndeny_ports = [2222]\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let id = echo_run(&s, dir.path(), port);
+
+    // The URL comes from the configured public URL, never from the request's Host.
+    let auth = s.auth();
+    let made = s.raw(
+        "POST",
+        &format!("/api/v1/runs/{id}/preview"),
+        &[("Authorization", &auth), ("Host", "evil.example")],
+        Some(
+            json!({"port": port, "expires_in_secs": 600, "signed": true})
+                .to_string()
+                .as_bytes(),
+        ),
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    let url = made.json()["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with("https://svc.example.com/preview/"), "{url}");
+    let path = preview_path(&made);
+
+    // Credentials and svc's headers stay with svc.
+    let r = s.raw(
+        "POST",
+        &format!("{path}echo?q=1"),
+        &[
+            ("Cookie", "__svc_session=the-users-session; svc-demo=1"),
+            ("Authorization", &auth),
+            ("Proxy-Authorization", "Basic eDp5"),
+            ("X-Svc-Demo", "1"),
+            ("X-Install-Token", "t"),
+            ("X-App", "kept"),
+            ("Content-Type", "text/plain"),
+        ],
+        Some(b"payload"),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (line, headers) = seen(&r);
+    assert_eq!(line, "POST /echo?q=1 HTTP/1.0");
+    let names: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+    for private in [
+        "cookie",
+        "authorization",
+        "proxy-authorization",
+        "x-svc-demo",
+        "x-install-token",
+    ] {
+        assert!(
+            !names.contains(&private),
+            "{private} reached the sandbox: {names:?}"
+        );
+    }
+    assert!(
+        headers.contains(&("x-app".into(), "kept".into())),
+        "{headers:?}"
+    );
+    assert_eq!(r.json()["body"], "payload");
+    assert!(
+        !r.text().contains(&s.token),
+        "the dev token reached the sandbox"
+    );
+
+    // Cookies and site-wide headers do not come back; every answer is sandboxed.
+    assert!(r.headers_named("set-cookie").is_empty(), "{:?}", r.headers);
+    assert_eq!(r.header("clear-site-data"), None);
+    assert_eq!(r.header("strict-transport-security"), None);
+    let csp = r.header("content-security-policy").expect("CSP");
+    assert!(csp.starts_with("sandbox "), "{csp}");
+    assert!(!csp.contains("allow-same-origin"), "{csp}");
+    assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
+
+    // Header injection through the path: 400, and nothing reaches the sandbox.
+    for evil in [
+        "x%20HTTP/1.0%0d%0aX-Injected:%20yes%0d%0aY:%20",
+        "a%0aX-Injected:%20yes",
+        "a%0d%0a%0d%0aGET%20/smuggled",
+        "a%09b",
+        "a%00b",
+    ] {
+        let r = s.raw("GET", &format!("{path}{evil}"), &[], None);
+        assert_eq!(
+            assert_error(&r, 400)["errors"][0]["code"],
+            "invalid_preview_path",
+            "{evil}"
+        );
+    }
+    // An encoded path is passed on as sent.
+    let r = s.raw("GET", &format!("{path}a%2Fb%3Fc"), &[], None);
+    assert_eq!(seen(&r).0, "GET /a%2Fb%3Fc HTTP/1.0");
+
+    // svc's own port and a denied port: no URL, and no proxying with a URL made anyway.
+    let own = s.tcp_port();
+    let key = std::fs::read(s.path().join("preview.key")).unwrap();
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        + 600;
+    for p in [own, 2222] {
+        let r = make_preview(&s, &id, p, true);
+        assert_eq!(
+            assert_error(&r, 403)["errors"][0]["code"],
+            "port_not_previewable",
+            "{p}"
+        );
+        let tok = svc::server::preview::token(&key, true, &id, p, exp);
+        for path in ["health", "api/v1/user"] {
+            let r = s.raw("GET", &format!("/preview/{id}/{p}/{tok}/{path}"), &[], None);
+            assert_eq!(
+                assert_error(&r, 403)["errors"][0]["code"],
+                "port_not_previewable"
+            );
+        }
+    }
+
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_run_end(&s, &id);
+}
+
+/// Reads one HTTP response head from `r` (status and lowercase headers).
+fn read_head(r: &mut impl std::io::BufRead) -> (u16, Vec<(String, String)>) {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut headers = Vec::new();
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        let l = l.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    (status, headers)
+}
+
+/// A masked WebSocket text frame (client to server) of up to 125 bytes.
+fn ws_frame(text: &str) -> Vec<u8> {
+    let mask = [0x12u8, 0x34, 0x56, 0x78];
+    let mut f = vec![0x81, 0x80 | text.len() as u8];
+    f.extend_from_slice(&mask);
+    f.extend(text.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    f
+}
+
+/// One unmasked frame from the server: (opcode, payload).
+fn ws_read(r: &mut impl std::io::Read) -> (u8, String) {
+    let mut head = [0u8; 2];
+    r.read_exact(&mut head).unwrap();
+    let mut data = vec![0u8; (head[1] & 0x7f) as usize];
+    r.read_exact(&mut data).unwrap();
+    (head[0] & 0x0f, String::from_utf8_lossy(&data).into_owned())
+}
+
+#[test]
+fn a_websocket_in_the_sandbox_is_reached_through_the_preview_both_ways() {
+    if git_missing() {
+        return;
+    }
+    let s = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let id = echo_run(&s, dir.path(), port);
+    let made = make_preview(&s, &id, port, true);
+    assert_eq!(made.status, 201, "{}", made.text());
+    let path = preview_path(&made);
+    let mut conn = s.connect();
+    write!(
+        conn,
+        "GET {path}ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Cookie: __svc_session=s\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = std::io::BufReader::new(conn);
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 101, "{headers:?}");
+    let get = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    // RFC 6455's example key: the sandbox's accept value comes through unchanged.
+    assert_eq!(
+        get("sec-websocket-accept"),
+        Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+    );
+    assert_eq!(
+        get("upgrade").map(str::to_ascii_lowercase).as_deref(),
+        Some("websocket")
+    );
+    for text in ["hello", "second message", &"x".repeat(100)] {
+        r.get_mut().write_all(&ws_frame(text)).unwrap();
+        assert_eq!(ws_read(&mut r), (1, format!("echo:{text}")));
+    }
+    // A close from the browser reaches the sandbox, whose close comes back.
+    r.get_mut().write_all(&[0x88, 0x80, 1, 2, 3, 4]).unwrap();
+    assert_eq!(ws_read(&mut r).0, 8);
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_run_end(&s, &id);
+}
+
+#[test]
+fn a_server_started_in_the_background_by_one_stage_answers_a_preview_in_a_later_one() {
+    if git_missing() {
+        return;
+    }
+    let s = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("echo_server.py");
+    std::fs::write(&script, ECHO_SERVER).unwrap();
+    let port = free_port();
+    let flow = format!(
+        "digraph w {{ start [shape=Mdiamond]; exit [shape=Msquare];\n\
+         serve [shape=parallelogram, script={}];\n\
+         review [shape=hexagon, label=\"Looks right?\"];\n\
+         start -> serve -> review; review -> exit [label=\"[Y] Yes\"]\n}}",
+        serde_json::to_string(&format!(
+            "nohup python3 {} {port} >/dev/null 2>&1 &",
+            script.display()
+        ))
+        .unwrap()
+    );
+    let id = create_run(&s, &json!({"workflow": package(&flow)}));
+    start_run(&s, &id);
+    wait_kind(&s, &id, &["blocked"]);
+    let path = preview_path(&make_preview(&s, &id, port, true));
+    let page = wait_for(30, "the background server", || {
+        let r = s.raw("GET", &format!("{path}page"), &[], None);
+        (r.status == 200).then_some(r)
+    });
+    assert_eq!(seen(&page).0, "GET /page HTTP/1.0");
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_run_end(&s, &id);
+    // The background server is the `local` provider's to leave behind (docs/decisions.md):
+    // stop it by its pid.
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(&script.display().to_string()) {
+            if let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() {
+                // SAFETY: a signal to the test's own child process, found by its script.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+#[test]
+fn previews_on_their_own_listener_are_never_served_on_the_uis_origin() {
+    if git_missing() {
+        return;
+    }
+    let settings =
+        "[server.auth]\nmethods = [\"dev-token\"]\n[server.preview]\nlisten = \"127.0.0.1:0\"\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let base = s
+        .banner
+        .iter()
+        .find_map(|l| l.strip_prefix("svc: previews on "))
+        .unwrap_or_else(|| panic!("no preview listener in {:?}", s.banner))
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let id = echo_run(&s, dir.path(), port);
+    let made = make_preview(&s, &id, port, true);
+    let url = made.json()["url"].as_str().unwrap().to_string();
+    assert!(
+        url.starts_with(&format!("{base}/preview/")),
+        "{url} vs {base}"
+    );
+    let path = preview_path(&made);
+    // The UI's origin does not serve it.
+    let r = s.raw("GET", &format!("{path}page"), &[], None);
+    assert_error(&r, 404);
+    // The preview listener does, and serves nothing else.
+    let addr = base.trim_start_matches("http://").to_string();
+    let get = |p: &str, headers: &[(&str, &str)]| {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        let mut head = format!("GET {p} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        c.write_all(head.as_bytes()).unwrap();
+        let r = read_response(&mut std::io::BufReader::new(c));
+        let csp = r.header("content-security-policy").map(String::from);
+        (r.status, csp)
+    };
+    let (status, csp) = get(&format!("{path}page"), &[]);
+    assert_eq!(status, 200);
+    // Another port of the same host shares cookies: pages stay without an origin.
+    assert!(!csp.unwrap_or_default().contains("allow-same-origin"));
+    let auth = s.auth();
+    assert_eq!(get("/api/v1/user", &[("Authorization", &auth)]).0, 404);
+    assert_eq!(get("/health", &[]).0, 404);
+    // Its own port is one of svc's: never a preview target.
+    let preview_port: u16 = base.rsplit_once(':').unwrap().1.parse().unwrap();
+    assert_error(&make_preview(&s, &id, preview_port, true), 403);
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_run_end(&s, &id);
+}
+
+#[test]
+fn previews_on_their_own_host_keep_an_origin_and_their_cookies_only() {
+    if git_missing() {
+        return;
+    }
+    let settings = "[server.auth]\nmethods = [\"dev-token\"]\n[server.api]\nurl = \"http://svc.test/api/v1\"\n[server.preview]\nurl = \"http://preview.test\"\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let id = echo_run(&s, dir.path(), port);
+    let made = make_preview(&s, &id, port, true);
+    let url = made.json()["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with("http://preview.test/preview/"), "{url}");
+    let path = preview_path(&made);
+    // On the UI's host: not served.
+    assert_error(
+        &s.raw("GET", &format!("{path}page"), &[("Host", "svc.test")], None),
+        404,
+    );
+    // On the preview host: served with an origin of its own, cookies kept to itself.
+    let r = s.raw(
+        "GET",
+        &format!("{path}page"),
+        &[("Host", "preview.test")],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let csp = r.header("content-security-policy").unwrap();
+    assert!(csp.contains("allow-same-origin"), "{csp}");
+    let cookies = r.headers_named("set-cookie");
+    assert_eq!(cookies.len(), 2, "{cookies:?}");
+    for c in cookies {
+        assert!(c.ends_with(&format!("; Path={path}")), "{c}");
+        assert!(!c.to_ascii_lowercase().contains("domain="), "{c}");
+    }
+    assert_eq!(r.header("clear-site-data"), None);
+    // The preview host serves nothing but previews, credentials or not.
+    let auth = s.auth();
+    let api = s.raw(
+        "GET",
+        "/api/v1/user",
+        &[("Host", "preview.test"), ("Authorization", &auth)],
+        None,
+    );
+    assert_error(&api, 404);
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_run_end(&s, &id);
 }

@@ -783,6 +783,20 @@ fn retention_removes_a_finished_runs_sandbox() {
             .then_some(())
     });
     assert_error(&s.get(&format!("/api/v1/runs/{id}/files")), 404);
+    // The run says so: no longer `ready`, no instance, and why.
+    let run = run_json(&s, &id);
+    assert_eq!(run["sandbox"]["kind"], "planned", "{run}");
+    assert_eq!(run["sandbox"]["instance"], Value::Null);
+    assert_eq!(run["sandbox"]["removed"]["reason"], "retention");
+    // A preview of a removed sandbox is gone, not handed out.
+    let p = s.post(
+        &format!("/api/v1/runs/{id}/preview"),
+        &json!({"port": 8000, "expires_in_secs": 60, "signed": true}).to_string(),
+    );
+    assert_eq!(
+        assert_error(&p, 410)["errors"][0]["code"],
+        "sandbox_removed"
+    );
     let list = s.get("/api/v1/sandboxes").json();
     assert!(list["data"].as_array().unwrap().is_empty(), "{list}");
     assert!(!s.path().join("workspaces").join(&id).exists());

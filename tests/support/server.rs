@@ -198,6 +198,17 @@ impl Server {
         }
     }
 
+    /// The TCP port the server listens on (panics on a Unix socket).
+    pub fn tcp_port(&self) -> u16 {
+        match &self.addr {
+            Addr::Tcp(a) => a
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse().ok())
+                .expect("a port"),
+            Addr::Unix(p) => panic!("{} is a Unix socket", p.display()),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -255,9 +266,16 @@ impl Server {
         body: Option<&[u8]>,
     ) -> Resp {
         let mut s = self.connect();
-        let mut req =
-            format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-        for (k, v) in headers {
+        // A `Host` among `headers` replaces the default one (there is only ever one).
+        let host = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+            .map_or("localhost", |(_, v)| *v);
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        for (k, v) in headers
+            .iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+        {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
         if let Some(b) = body {

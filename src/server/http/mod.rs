@@ -82,10 +82,26 @@ pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: &mut Incoming<'_>) -> Reply;
 }
 
-/// A response: whole, or streamed in chunks (SSE).
+/// A response: whole, streamed in chunks (SSE), or a protocol switch (a proxied
+/// WebSocket).
 pub enum Reply {
     Full(rouille::Response),
     Stream(StreamReply),
+    Upgrade(UpgradeReply),
+}
+
+/// Relays an upgraded connection: given the client's read and write halves, runs until the
+/// protocol ends.
+pub type Relay = Box<dyn FnOnce(Box<dyn Read + Send>, Box<dyn Write + Send>) + Send>;
+
+/// `101 Switching Protocols` to `protocol` with `headers` (besides `Upgrade` and
+/// `Connection`), then `relay` owns the connection. Each read from the client may block at
+/// most `read_timeout`.
+pub struct UpgradeReply {
+    pub protocol: String,
+    pub headers: Vec<(String, String)>,
+    pub read_timeout: Option<std::time::Duration>,
+    pub relay: Relay,
 }
 
 impl Reply {
@@ -119,6 +135,7 @@ impl Reply {
         match self {
             Reply::Full(r) => r.status_code,
             Reply::Stream(s) => s.status,
+            Reply::Upgrade(_) => 101,
         }
     }
 }
@@ -184,6 +201,8 @@ pub struct Incoming<'a> {
     pub method: String,
     /// Percent-decoded path without the query string.
     pub path: String,
+    /// The path as sent (still percent-encoded), for passing on unchanged.
+    pub raw_path: String,
     pub raw_query: String,
     pub headers: Vec<(String, String)>,
     pub http10: bool,

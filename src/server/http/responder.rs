@@ -53,6 +53,7 @@ pub(super) fn serve_one(
             request_id: request_id.clone(),
             method: method.clone(),
             path,
+            raw_path: raw_path.to_string(),
             raw_query: raw_query.to_string(),
             headers,
             http10,
@@ -92,6 +93,35 @@ pub(super) fn serve_one(
             bound.nudge();
             stream(rq, s, &request_id, http10)
         }
+        Reply::Upgrade(u) => {
+            bound.nudge();
+            upgrade(rq, u, &request_id)
+        }
+    }
+}
+
+/// Answers `101 Switching Protocols` and hands both halves of the connection to the relay,
+/// which runs on this thread until the protocol ends.
+fn upgrade(rq: tiny_http::Request, u: super::UpgradeReply, request_id: &str) {
+    let mut headers: Vec<tiny_http::Header> = u
+        .headers
+        .iter()
+        .filter(|(k, _)| {
+            !k.eq_ignore_ascii_case("upgrade") && !k.eq_ignore_ascii_case("connection")
+        })
+        .filter_map(|(k, v)| header(k, v))
+        .collect();
+    headers.extend(header("x-request-id", request_id));
+    let resp = tiny_http::Response::new(
+        tiny_http::StatusCode(101),
+        headers,
+        io::empty(),
+        Some(0),
+        None,
+    );
+    match rq.upgrade_split(&u.protocol, resp, u.read_timeout) {
+        Ok((reader, writer)) => (u.relay)(reader, writer),
+        Err(e) => log::debug!("{request_id}: client went away before the upgrade: {e}"),
     }
 }
 

@@ -19,6 +19,12 @@ pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let row = app.runs.row(ctx.param("id"))?;
     let (limit, offset) = super::page(ctx)?;
     let checkpoint = ctx.inc.query("checkpoint").filter(|c| !c.trim().is_empty());
+    if row.sandbox.removed.is_some() {
+        return Err(ApiError::not_found(format!(
+            "The workspace of run {} was removed; its file changes are gone.",
+            row.id
+        )));
+    }
     if row.sandbox.instance.is_none() {
         // No workspace was ever made: nothing changed.
         if let Some(cp) = checkpoint {

@@ -157,6 +157,7 @@ pub fn run_view<'a>(
             },
             "instance": row.sandbox.instance,
             "failure": row.sandbox.failure,
+            "removed": row.sandbox.removed,
         }),
         _ => Value::Null,
     };

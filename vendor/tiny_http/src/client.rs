@@ -253,6 +253,10 @@ impl ClientConnection {
             }
         })?;
 
+        // svc patch: an upgrade may change the connection's read deadline
+        let mut request = request;
+        request.set_deadline(Arc::clone(&self.deadline));
+
         // return the request
         Ok(request)
     }

@@ -76,6 +76,9 @@ pub struct Request {
 
     // If Some, a message must be sent after responding
     notify_when_responded: Option<Sender<()>>,
+
+    // svc patch: the connection's read deadline, so an upgrade can change it
+    deadline: Option<Arc<crate::util::deadline::Deadline>>,
 }
 
 struct NotifyOnDrop<R> {
@@ -246,6 +249,7 @@ where
         body_length: content_length,
         must_send_continue: expects_continue,
         notify_when_responded: None,
+        deadline: None,
     })
 }
 
@@ -341,6 +345,39 @@ impl Request {
         }
     }
 
+    /// svc patch: like `upgrade`, but returns the connection's read and write halves apart
+    /// (so two threads can relay both ways at once), and from then on each read from the
+    /// client may block at most `per_read` (no limit for `None`) instead of the request
+    /// body's deadline. Writing the response fails as an error, not silently.
+    pub fn upgrade_split<R: Read>(
+        mut self,
+        protocol: &str,
+        response: Response<R>,
+        per_read: Option<std::time::Duration>,
+    ) -> io::Result<(Box<dyn Read + Send>, Box<dyn Write + Send>)> {
+        if let Some(d) = &self.deadline {
+            d.each(per_read);
+        }
+        response.raw_print(
+            self.response_writer.as_mut().unwrap().by_ref(),
+            self.http_version.clone(),
+            &self.headers,
+            false,
+            Some(protocol),
+        )?;
+        self.response_writer.as_mut().unwrap().flush()?;
+        let reader = self.extract_reader_impl();
+        let writer = self.extract_writer_impl();
+        let writer = match self.notify_when_responded.take() {
+            Some(sender) => Box::new(NotifyOnDrop {
+                sender,
+                inner: writer,
+            }) as Box<dyn Write + Send>,
+            None => writer,
+        };
+        Ok((reader, writer))
+    }
+
     /// Allows to read the body of the request.
     ///
     /// # Example
@@ -420,6 +457,11 @@ impl Request {
         let mut writer = None;
         mem::swap(&mut self.response_writer, &mut writer);
         writer.unwrap()
+    }
+
+    /// svc patch: the connection's read deadline (set by the connection after building).
+    pub(crate) fn set_deadline(&mut self, d: Arc<crate::util::deadline::Deadline>) {
+        self.deadline = Some(d);
     }
 
     /// Extract the body `Reader` object from the Request.

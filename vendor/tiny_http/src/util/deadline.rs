@@ -20,6 +20,8 @@ enum Phase {
     },
     /// Reading until this instant.
     Until(Instant),
+    /// svc patch (upgraded connections): each read may block at most this long.
+    Each(Duration),
 }
 
 #[derive(Debug)]
@@ -59,6 +61,15 @@ impl Deadline {
         });
     }
 
+    /// An upgraded connection: each read may block at most `d` (no limit for `None`), with
+    /// no deadline for the connection as a whole.
+    pub(crate) fn each(&self, d: Option<Duration>) {
+        self.set(match d {
+            Some(d) => Phase::Each(d),
+            None => Phase::Off,
+        });
+    }
+
     /// True while no byte of the awaited request has arrived.
     pub(crate) fn is_idle(&self) -> bool {
         matches!(self.phase.lock().map(|g| *g), Ok(Phase::Idle { .. }))
@@ -70,6 +81,7 @@ impl Deadline {
         let until = match self.phase.lock().map(|g| *g) {
             Ok(Phase::Until(t)) => Some(t),
             Ok(Phase::Idle { until, .. }) => until,
+            Ok(Phase::Each(d)) => Some(Instant::now() + d),
             _ => None,
         };
         match until {

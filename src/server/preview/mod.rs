@@ -1,17 +1,27 @@
 //! Previews (SPEC 2.9): `POST /api/v1/runs/{id}/preview` hands out a URL and a token for a
 //! port inside the run's sandbox, and `/preview/{run}/{port}/{token}/...` proxies HTTP
-//! requests there (method, headers, body; the response streamed back as it arrives).
+//! requests (and WebSocket upgrades) there.
 //!
 //! Tokens are `{s|u}.{expiry}.{hmac}`: HMAC-SHA256, keyed by `<state-dir>/preview.key`
 //! (32 random bytes, 0600, made on first use), over the kind, run, port and expiry (Unix
 //! seconds). A signed (`s`) URL works without other credentials; an unsigned (`u`) one also
 //! needs the normal API credentials. Expired or forged tokens get 401.
 //!
-//! Owns: tokens, the proxy. Must not touch: sandboxes' lifecycle, the store beyond reading
-//! the run.
+//! Where previews are served ([`origin`]): on their own origin when `[server.preview] url`
+//! or `listen` is set (never on the UI's then), else under the UI's origin, sandboxed. What
+//! crosses the proxy ([`proxy`]): no credentials or svc headers upstream, no cookies or
+//! site-wide headers downstream, a request line built from a checked path. Which port
+//! ([`upstream`]): only the run's sandbox; for `local`, never svc's own or a denied port.
+//!
+//! Owns: tokens, serving previews. Must not touch: sandboxes' lifecycle, the store beyond
+//! reading the run.
+
+pub mod origin;
+pub mod proxy;
+pub mod upstream;
 
 use super::error::ApiError;
-use super::http::{parse_json, Incoming, Reply, StreamReply};
+use super::http::{parse_json, Incoming, Reply};
 use super::router::Ctx;
 use super::App;
 use crate::store::SandboxKind;
@@ -19,10 +29,9 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::Sha256;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{Read, Write};
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Longest preview lifetime (one day).
 pub const MAX_EXPIRY_SECS: i64 = 86_400;
@@ -141,36 +150,47 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         )));
     }
     let row = app.runs.get_row(&id)?;
-    if row.sandbox.kind != SandboxKind::Ready {
-        return Err(ApiError::conflict(format!(
-            "Run {id} has no ready sandbox to preview."
-        )));
-    }
+    ready_sandbox(&row)?;
+    let s = app.settings.get();
+    // A port no preview may reach gets no URL either.
+    upstream::target(row.sandbox.instance.as_ref(), port, &s, &app.own_ports())?;
     let exp = now_secs() + body.expires_in_secs;
     let tok = token(&key(&app.state_dir)?, body.signed, &row.id, port, exp);
     let path = format!("{PREFIX}{}/{port}/{tok}/", row.id);
-    let url = match ctx.inc.header("host") {
-        Some(h) => format!("http://{h}{path}"),
+    // From the configured public URL (or the listener), never from the request's `Host`.
+    let url = match origin::public_base(&s, &app.listeners()) {
+        Some(base) => format!("{base}{path}"),
         None => path,
     };
     Ok(Reply::json(201, &json!({"url": url, "token": tok})))
 }
 
-/// Headers that belong to one connection and are not passed through.
-const HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "te",
-    "trailer",
-    "host",
-];
+/// 409 while the run has no ready sandbox, 410 once retention removed it.
+fn ready_sandbox(row: &crate::store::RunRow) -> Result<(), ApiError> {
+    if let Some(removed) = &row.sandbox.removed {
+        return Err(ApiError::gone(format!(
+            "The sandbox of run {} was removed ({}); there is nothing to preview.",
+            row.id,
+            removed
+                .get("reason")
+                .and_then(|r| r.as_str())
+                .unwrap_or("retention")
+        ))
+        .with_code("sandbox_removed"));
+    }
+    if row.sandbox.kind != SandboxKind::Ready {
+        return Err(
+            ApiError::conflict(format!("Run {} has no ready sandbox to preview.", row.id))
+                .with_code("sandbox_not_ready"),
+        );
+    }
+    Ok(())
+}
 
-/// Serves one request under [`PREFIX`].
-pub fn proxy(app: &App, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
-    let rest = &inc.path[PREFIX.len()..];
+/// Serves one request under [`PREFIX`] (the caller decided this origin serves previews).
+pub fn serve(app: &App, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+    let raw = inc.raw_path.clone();
+    let rest = raw.get(PREFIX.len()..).unwrap_or("");
     let mut parts = rest.splitn(4, '/');
     let (Some(run), Some(port), Some(tok)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(ApiError::not_found("No such preview."));
@@ -185,158 +205,15 @@ pub fn proxy(app: &App, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
         super::auth::authenticate(app, inc)?;
     }
     let row = app.runs.get_row(&run)?;
-    if row.sandbox.kind != SandboxKind::Ready {
-        return Err(ApiError::conflict(format!(
-            "Run {run} has no ready sandbox to preview."
-        )));
-    }
-    let runtime = row.sandbox.instance.as_ref().and_then(|i| i.get("runtime"));
-    let isolated = row
-        .sandbox
-        .instance
-        .as_ref()
-        .and_then(|i| i.get("provider"))
-        == Some(&json!("container"))
-        && runtime.and_then(|r| r.get("network")) != Some(&json!(true));
-    let netns_of = isolated
-        .then(|| runtime.and_then(|r| r.get("working_directory")?.as_str()))
-        .flatten()
-        .map(std::path::PathBuf::from);
-    forward(inc, port, &tail, netns_of.as_deref())
-}
-
-/// A process of the container whose workspace is `workdir`: one whose working directory is
-/// inside it and whose network namespace is not ours.
-fn sandbox_pid(workdir: &Path) -> Option<u32> {
-    let own = std::fs::read_link("/proc/self/ns/net").ok()?;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let inside =
-            std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(workdir));
-        if inside && std::fs::read_link(entry.path().join("ns/net")).is_ok_and(|ns| ns != own) {
-            return Some(pid);
-        }
-    }
-    None
-}
-
-/// Connects to `port` on the loopback of the container running in `workdir`: a short-lived
-/// thread joins the container's network namespace (`setns`), connects, and ends; the
-/// socket stays in that namespace.
-fn connect_in_container(workdir: &Path, port: u16) -> std::io::Result<TcpStream> {
-    use std::os::fd::AsRawFd;
-    let pid = sandbox_pid(workdir)
-        .ok_or_else(|| std::io::Error::other("no process is running in the container"))?;
-    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
-    std::thread::spawn(move || {
-        // SAFETY: setns changes only this thread's network namespace; the thread ends
-        // right after connecting.
-        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        connect_loopback(port)
-    })
-    .join()
-    .map_err(|_| std::io::Error::other("the connecting thread panicked"))?
-}
-
-fn connect_loopback(port: u16) -> std::io::Result<TcpStream> {
-    TcpStream::connect_timeout(
-        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        Duration::from_secs(5),
-    )
-}
-
-fn upstream_error(port: u16, e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        502,
-        format!("Nothing answered on port {port} in the sandbox: {e}"),
-    )
-}
-
-/// Sends the request to the port over HTTP/1.0 (so the answer is never chunked and ends
-/// when the connection closes) and streams the answer back.
-/// `netns_of`: the workspace of a container without network, whose loopback is its own.
-fn forward(
-    inc: &mut Incoming<'_>,
-    port: u16,
-    tail: &str,
-    netns_of: Option<&Path>,
-) -> Result<Reply, ApiError> {
-    let body = inc.body()?.to_vec();
-    let mut target = format!("/{tail}");
-    if !inc.raw_query.is_empty() {
-        target.push('?');
-        target.push_str(&inc.raw_query);
-    }
-    let mut head = format!(
-        "{} {target} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n",
-        inc.method
-    );
-    for (k, v) in &inc.headers {
-        let lower = k.to_ascii_lowercase();
-        // svc's own credentials stay with svc.
-        if HOP.contains(&lower.as_str()) || lower == "authorization" || lower == "content-length" {
-            continue;
-        }
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    ));
-    let mut conn = match netns_of {
-        Some(dir) => connect_in_container(dir, port),
-        None => connect_loopback(port),
-    }
-    .map_err(|e| upstream_error(port, e))?;
-    conn.set_read_timeout(Some(Duration::from_secs(300))).ok();
-    conn.write_all(head.as_bytes())
-        .and_then(|()| conn.write_all(&body))
-        .map_err(|e| upstream_error(port, e))?;
-    let mut reader = BufReader::new(conn);
-    let mut status_line = String::new();
-    reader
-        .read_line(&mut status_line)
-        .map_err(|e| upstream_error(port, e))?;
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| upstream_error(port, format!("not an HTTP answer: {status_line:?}")))?;
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        let n = reader
-            .read_line(&mut line)
-            .map_err(|e| upstream_error(port, e))?;
-        let line = line.trim_end();
-        if n == 0 || line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            let lower = k.trim().to_ascii_lowercase();
-            if !HOP.contains(&lower.as_str()) && lower != "content-length" {
-                headers.push((k.trim().to_string(), v.trim().to_string()));
-            }
-        }
-    }
-    Ok(Reply::Stream(StreamReply {
-        status,
-        headers,
-        body: Box::new(move |w| {
-            let mut buf = vec![0u8; 16 * 1024];
-            loop {
-                let n = reader.read(&mut buf)?;
-                if n == 0 {
-                    return Ok(());
-                }
-                w.send(&buf[..n])?;
-            }
-        }),
-    }))
+    ready_sandbox(&row)?;
+    let s = app.settings.get();
+    let target = upstream::target(row.sandbox.instance.as_ref(), port, &s, &app.own_ports())?;
+    let listeners = app.listeners();
+    let opts = proxy::Options {
+        own_host: origin::has_own_host(&s, &listeners),
+        cookie_path: format!("{PREFIX}{run}/{port}/{tok}/"),
+    };
+    proxy::forward(inc, &target, &tail, &opts)
 }
 
 #[cfg(test)]
