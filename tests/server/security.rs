@@ -330,10 +330,9 @@ fn seen(r: &Resp) -> (String, Vec<(String, String)>) {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn the_preview_proxy_passes_nothing_it_should_not() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let settings = "[server.auth]\nmethods = [\"dev-token\"]\n[server.api]\nurl = \"https://svc.example.com/api/v1\"\n[server.preview]\ndeny_ports = [2222]\n";
     let s = Server::with(Opts {
         settings: Some(settings),
@@ -501,10 +500,9 @@ fn ws_read(r: &mut impl std::io::Read) -> (u8, String) {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_websocket_in_the_sandbox_is_reached_through_the_preview_both_ways() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let s = Server::start();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -550,10 +548,9 @@ fn a_websocket_in_the_sandbox_is_reached_through_the_preview_both_ways() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_server_started_in_the_background_by_one_stage_answers_a_preview_in_a_later_one() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let s = Server::start();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("echo_server.py");
@@ -595,10 +592,9 @@ fn a_server_started_in_the_background_by_one_stage_answers_a_preview_in_a_later_
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn previews_on_their_own_listener_are_never_served_on_the_uis_origin() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let settings =
         "[server.auth]\nmethods = [\"dev-token\"]\n[server.preview]\nlisten = \"127.0.0.1:0\"\n";
     let s = Server::with(Opts {
@@ -653,10 +649,9 @@ fn previews_on_their_own_listener_are_never_served_on_the_uis_origin() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn previews_on_their_own_host_keep_an_origin_and_their_cookies_only() {
-    if git_missing() {
-        return;
-    }
+    require(Tool::Git);
     let settings = "[server.auth]\nmethods = [\"dev-token\"]\n[server.api]\nurl = \"http://svc.test/api/v1\"\n[server.preview]\nurl = \"http://preview.test\"\n";
     let s = Server::with(Opts {
         settings: Some(settings),
