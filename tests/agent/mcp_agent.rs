@@ -15,6 +15,7 @@ use svc::agent::stage::{StageBackend, StageMode, StageRequest};
 use svc::base::cancel::CancelToken;
 use svc::llm::{Provider, StaticCredentials};
 use svc::mcp::{ServerDef, Transport};
+use svc::test_tools::{require, Tool};
 
 const P: Provider = Provider::Anthropic;
 
@@ -129,13 +130,14 @@ fn children_running(needle: &str) -> Vec<i32> {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn an_agent_calls_a_real_mcp_server_and_a_failed_one_is_never_silent() {
-    let Some(time) = installed("an_agent_calls_a_real_mcp_server", "mcp-server-time") else {
-        return;
-    };
-    let Some(py) = python("an_agent_calls_a_real_mcp_server") else {
-        return;
-    };
+    require(Tool::McpServers);
+    let time = installed("mcp-server-time");
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("broken.log");
@@ -240,7 +242,7 @@ fn an_agent_calls_a_real_mcp_server_and_a_failed_one_is_never_silent() {
 
 #[test]
 fn a_required_server_that_fails_fails_the_stage_before_any_model_call() {
-    let Some(py) = python("required") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedServer::turns(P, vec![text("never")], SMALL_USAGE);
@@ -269,9 +271,7 @@ fn a_required_server_that_fails_fails_the_stage_before_any_model_call() {
 
 #[test]
 fn tool_errors_reach_the_model_and_changed_tool_lists_are_offered() {
-    let Some(py) = python("list_changed") else {
-        return;
-    };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("s.log");
@@ -328,7 +328,7 @@ fn tool_errors_reach_the_model_and_changed_tool_lists_are_offered() {
 
 #[test]
 fn a_call_that_times_out_is_a_tool_error_and_secrets_reach_only_the_server() {
-    let Some(py) = python("timeout") else { return };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedServer::turns(
@@ -383,9 +383,7 @@ fn a_call_that_times_out_is_a_tool_error_and_secrets_reach_only_the_server() {
 
 #[test]
 fn five_servers_start_concurrently() {
-    let Some(py) = python("concurrent") else {
-        return;
-    };
+    let py = python();
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedServer::turns(P, vec![text("ok")], SMALL_USAGE);

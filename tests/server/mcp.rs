@@ -9,6 +9,7 @@ use crate::support::mcp;
 use crate::support::server::*;
 use serde_json::{json, Value};
 use svc::llm::Provider;
+use svc::test_tools::{require, Tool};
 
 const P: Provider = Provider::Anthropic;
 
@@ -114,13 +115,14 @@ fn the_catalog_hides_values_checks_revisions_and_names_fields() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn the_test_route_reports_tools_and_timings_or_the_failed_step() {
-    let Some(time) = mcp::installed("the_test_route", "mcp-server-time") else {
-        return;
-    };
-    let Some(py) = mcp::python("the_test_route") else {
-        return;
-    };
+    require(Tool::McpServers);
+    let time = mcp::installed("mcp-server-time");
+    let py = mcp::python();
     let s = Server::start();
     let r = s.post(
         "/api/v1/mcp-servers",
@@ -176,13 +178,14 @@ fn with_servers(dot: &str, servers: Value) -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+)]
 fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
-    let Some(node_js) = mcp::installed("a_run_uses_servers", "mcp-server-everything") else {
-        return;
-    };
-    let Some(py) = mcp::python("a_run_uses_servers") else {
-        return;
-    };
+    require(Tool::McpServers);
+    let node_js = mcp::installed("mcp-server-everything");
+    let py = mcp::python();
     let llm = ScriptedServer::turns(
         P,
         vec![
@@ -273,9 +276,7 @@ fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
 
 #[test]
 fn a_required_server_that_fails_fails_the_run_before_any_model_call() {
-    let Some(py) = mcp::python("a_required_server") else {
-        return;
-    };
+    let py = mcp::python();
     let llm = ScriptedServer::turns(P, vec![text("never")], SMALL_USAGE);
     let s = served_anthropic(&llm.base, "");
     let body = with_servers(
@@ -300,9 +301,7 @@ fn a_required_server_that_fails_fails_the_run_before_any_model_call() {
 
 #[test]
 fn settings_give_runs_servers_and_bodies_are_checked() {
-    let Some(py) = mcp::python("settings_give_runs_servers") else {
-        return;
-    };
+    let py = mcp::python();
     let llm = ScriptedServer::turns(P, vec![], SMALL_USAGE);
     let script = mcp::script("stdio_server.py");
     let extra = format!(
