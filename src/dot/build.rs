@@ -2,16 +2,12 @@
 
 use pest::iterators::Pair;
 use pest::Parser;
-use pest_derive::Parser;
 
 use super::error::{describe_failure, LineIndex, ParseError};
+use super::grammar::{DotParser, Rule};
 use super::value::unescape;
 use super::IdIndex;
 use super::{split_classes, Attrs, Edge, Graph, Node, Pos, Value};
-
-#[derive(Parser)]
-#[grammar = "../grammar/dot.pest"]
-pub(crate) struct DotParser;
 
 /// Node and edge defaults in effect, plus the classes of the enclosing labelled subgraphs.
 #[derive(Clone, Default)]

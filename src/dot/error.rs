@@ -1,7 +1,7 @@
 //! Parse errors in plain words. pest reports which grammar rules it tried; users need to
 //! hear what was expected where, so failures are re-described from the text around them.
 
-use super::build::Rule;
+use super::grammar::{DotParser, Rule};
 use super::Pos;
 
 /// A syntax error with its position, the offending source line and a plain-words message.
@@ -327,7 +327,7 @@ fn strict_reparse(
 /// Parses `src[from..]` with a strict rule and words its failure, if it fails.
 fn strict_failure(src: &str, lines: &LineIndex, rule: Rule, from: usize) -> Option<ParseError> {
     use pest::Parser;
-    let e = super::build::DotParser::parse(rule, &src[from..]).err()?;
+    let e = DotParser::parse(rule, &src[from..]).err()?;
     let rel = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,

@@ -7,6 +7,7 @@
 
 mod build;
 mod error;
+mod grammar;
 mod id;
 mod index;
 mod print;
