@@ -7,8 +7,7 @@
 //!
 //! Owns: the finish plan and its rollback. Must not touch: the run store.
 
-use super::steps::ObjectStoreStep;
-use super::{Answers, Wizard};
+use super::{Answers, ObjectStoreStep, Wizard};
 use crate::server::error::ApiError;
 use crate::server::http::{Listen, Reply};
 use crate::settings::vault::{write_private_atomic, SecretType, Vault};
@@ -239,7 +238,7 @@ pub(super) fn handle(w: &Wizard, request_id: &str) -> Result<Reply, ApiError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::steps::{LlmKey, ServerStep};
+    use super::super::{LlmKey, ServerStep};
     use super::*;
 
     fn err(r: Result<Reply, ApiError>) -> ApiError {

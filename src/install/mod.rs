@@ -21,7 +21,10 @@ pub mod steps;
 
 use crate::server::error::ApiError;
 use crate::server::http::{HttpOptions, HttpServer, Incoming, Listen, Reply};
+use crate::settings::AuthMethod;
 use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -29,15 +32,57 @@ use std::sync::Arc;
 /// The listener install mode uses when none is given.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:32276";
 
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerStep {
+    pub canonical_url: String,
+    pub auth_methods: Vec<AuthMethod>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectStoreStep {
+    Local {
+        root: PathBuf,
+    },
+    S3 {
+        bucket: String,
+        region: String,
+        endpoint: Option<String>,
+        path_style: bool,
+        access_key_id: String,
+        secret_access_key: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmKey {
+    pub provider: String,
+    pub api_key: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodehostStep {
+    pub client_id: String,
+    pub client_secret: String,
+    pub allowed_usernames: Vec<String>,
+    #[serde(default)]
+    pub web_url: Option<String>,
+    #[serde(default)]
+    pub api_url: Option<String>,
+}
+
 /// The wizard's answers so far (in memory until finish).
 #[derive(Debug, Default, Clone)]
 pub struct Answers {
-    pub server: Option<steps::ServerStep>,
-    pub object_store: Option<steps::ObjectStoreStep>,
+    pub server: Option<ServerStep>,
+    pub object_store: Option<ObjectStoreStep>,
     /// `Some(empty)` = skipped.
-    pub llm: Option<Vec<steps::LlmKey>>,
+    pub llm: Option<Vec<LlmKey>>,
     /// `Some(None)` = skipped.
-    pub codehost: Option<Option<steps::CodehostStep>>,
+    pub codehost: Option<Option<CodehostStep>>,
 }
 
 /// The install-mode application.
@@ -234,12 +279,55 @@ impl Wizard {
             )
             .with_code("invalid_install_token"));
         }
-        steps::dispatch(self, inc, &method, &path)
+        dispatch(self, inc, &method, &path)
     }
 
     /// Tells the process that install mode is over.
     pub(crate) fn signal_done(&self) {
         let _ = self.done.try_send(());
+    }
+}
+
+/// Routes an authorized `/install*` request to its page or step.
+fn dispatch(
+    w: &Wizard,
+    inc: &mut Incoming<'_>,
+    method: &str,
+    path: &str,
+) -> Result<Reply, ApiError> {
+    match (method, path.trim_end_matches('/')) {
+        ("GET", "/install") => Ok(pages::page(pages::Page::Server)),
+        ("GET", "/install/object-store") => Ok(pages::page(pages::Page::ObjectStore)),
+        ("GET", "/install/llm") => Ok(pages::page(pages::Page::Llm)),
+        ("GET", "/install/codehost") => Ok(pages::page(pages::Page::Codehost)),
+        ("GET", "/install/finish") => Ok(pages::page(pages::Page::Finish)),
+        ("GET", "/install/session") => Ok(Reply::json(200, &steps::session(w, inc))),
+        ("PUT", "/install/server") => steps::put_server(w, inc),
+        ("POST", "/install/object-store/test") => {
+            let step = steps::object_store_body(w, inc)?;
+            steps::test_object_store(&step)?;
+            Ok(Reply::json(200, &json!({"ok": true})))
+        }
+        ("PUT", "/install/object-store") => {
+            let step = steps::object_store_body(w, inc)?;
+            steps::test_object_store(&step)?;
+            w.answers.lock().object_store = Some(step);
+            Ok(Reply::empty(204))
+        }
+        ("POST", "/install/llm/test") => {
+            let key: LlmKey = inc.json()?;
+            let (model, ms) = steps::test_llm(&key)?;
+            Ok(Reply::json(
+                200,
+                &json!({"ok": true, "model": model, "latency_ms": ms}),
+            ))
+        }
+        ("PUT", "/install/llm") => steps::put_llm(w, inc),
+        ("PUT", "/install/codehost") => steps::put_codehost(w, inc),
+        ("POST", "/install/finish") => finish::handle(w, &inc.request_id),
+        _ => Err(ApiError::not_found(format!(
+            "No install route for {method} {path}."
+        ))),
     }
 }
 

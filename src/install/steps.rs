@@ -1,5 +1,5 @@
-//! The wizard's JSON API (api.md 7) and the dispatch of `/install*` requests to it and to
-//! the pages.
+//! The wizard's JSON API (api.md 7): one function per step request, called by
+//! [`super::dispatch`].
 //!
 //! | request | body | answer |
 //! |---|---|---|
@@ -13,7 +13,7 @@
 //!
 //! Owns: validating and recording answers. Must not touch: files (see [`super::finish`]).
 
-use super::{pages, Wizard};
+use super::{CodehostStep, LlmKey, ObjectStoreStep, ServerStep, Wizard};
 use crate::server::error::ApiError;
 use crate::server::http::{Incoming, Reply};
 use crate::settings::AuthMethod;
@@ -21,48 +21,6 @@ use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServerStep {
-    pub canonical_url: String,
-    pub auth_methods: Vec<AuthMethod>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum ObjectStoreStep {
-    Local {
-        root: PathBuf,
-    },
-    S3 {
-        bucket: String,
-        region: String,
-        endpoint: Option<String>,
-        path_style: bool,
-        access_key_id: String,
-        secret_access_key: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LlmKey {
-    pub provider: String,
-    pub api_key: String,
-    #[serde(default)]
-    pub base_url: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CodehostStep {
-    pub client_id: String,
-    pub client_secret: String,
-    pub allowed_usernames: Vec<String>,
-    #[serde(default)]
-    pub web_url: Option<String>,
-    #[serde(default)]
-    pub api_url: Option<String>,
-}
 
 fn invalid(detail: impl Into<String>) -> ApiError {
     ApiError::new(422, detail).with_code("invalid_install_step")
@@ -74,49 +32,7 @@ fn is_http_url(u: &str) -> bool {
             .is_some_and(|(_, r)| !r.is_empty() && !r.contains(' '))
 }
 
-pub(super) fn dispatch(
-    w: &Wizard,
-    inc: &mut Incoming<'_>,
-    method: &str,
-    path: &str,
-) -> Result<Reply, ApiError> {
-    match (method, path.trim_end_matches('/')) {
-        ("GET", "/install") => Ok(pages::page(pages::Page::Server)),
-        ("GET", "/install/object-store") => Ok(pages::page(pages::Page::ObjectStore)),
-        ("GET", "/install/llm") => Ok(pages::page(pages::Page::Llm)),
-        ("GET", "/install/codehost") => Ok(pages::page(pages::Page::Codehost)),
-        ("GET", "/install/finish") => Ok(pages::page(pages::Page::Finish)),
-        ("GET", "/install/session") => Ok(Reply::json(200, &session(w, inc))),
-        ("PUT", "/install/server") => put_server(w, inc),
-        ("POST", "/install/object-store/test") => {
-            let step = object_store_body(w, inc)?;
-            test_object_store(&step)?;
-            Ok(Reply::json(200, &json!({"ok": true})))
-        }
-        ("PUT", "/install/object-store") => {
-            let step = object_store_body(w, inc)?;
-            test_object_store(&step)?;
-            w.answers.lock().object_store = Some(step);
-            Ok(Reply::empty(204))
-        }
-        ("POST", "/install/llm/test") => {
-            let key: LlmKey = inc.json()?;
-            let (model, ms) = test_llm(&key)?;
-            Ok(Reply::json(
-                200,
-                &json!({"ok": true, "model": model, "latency_ms": ms}),
-            ))
-        }
-        ("PUT", "/install/llm") => put_llm(w, inc),
-        ("PUT", "/install/codehost") => put_codehost(w, inc),
-        ("POST", "/install/finish") => super::finish::handle(w, &inc.request_id),
-        _ => Err(ApiError::not_found(format!(
-            "No install route for {method} {path}."
-        ))),
-    }
-}
-
-fn session(w: &Wizard, inc: &Incoming<'_>) -> serde_json::Value {
+pub(super) fn session(w: &Wizard, inc: &Incoming<'_>) -> serde_json::Value {
     let a = w.answers.lock().clone();
     let mut done = Vec::new();
     if a.server.is_some() {
@@ -169,7 +85,7 @@ struct ServerBody {
     auth_methods: Option<Vec<AuthMethod>>,
 }
 
-fn put_server(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+pub(super) fn put_server(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
     let b: ServerBody = inc.json()?;
     let url = b.canonical_url.trim().trim_end_matches('/').to_string();
     if !is_http_url(&url) {
@@ -209,7 +125,10 @@ struct ObjectStoreBody {
     secret_access_key: Option<String>,
 }
 
-fn object_store_body(w: &Wizard, inc: &mut Incoming<'_>) -> Result<ObjectStoreStep, ApiError> {
+pub(super) fn object_store_body(
+    w: &Wizard,
+    inc: &mut Incoming<'_>,
+) -> Result<ObjectStoreStep, ApiError> {
     let b: ObjectStoreBody = inc.json()?;
     let need = |v: Option<String>, name: &str| {
         v.filter(|s| !s.trim().is_empty())
@@ -244,7 +163,7 @@ fn object_store_body(w: &Wizard, inc: &mut Incoming<'_>) -> Result<ObjectStoreSt
 }
 
 /// Local: the root can be created, written, read and cleaned. S3: a signed PUT and DELETE.
-fn test_object_store(step: &ObjectStoreStep) -> Result<(), ApiError> {
+pub(super) fn test_object_store(step: &ObjectStoreStep) -> Result<(), ApiError> {
     match step {
         ObjectStoreStep::Local { root } => {
             let probe = root.join(".svc-install-check");
@@ -293,7 +212,7 @@ fn provider_of(key: &LlmKey) -> Result<crate::llm::Provider, ApiError> {
 }
 
 /// One real call to the provider with the given key.
-fn test_llm(key: &LlmKey) -> Result<(String, u64), ApiError> {
+pub(super) fn test_llm(key: &LlmKey) -> Result<(String, u64), ApiError> {
     use crate::llm::{HttpOptions, LlmClient, RetryPolicy, StaticCredentials};
     use std::time::Duration;
     let p = provider_of(key)?;
@@ -339,7 +258,7 @@ struct LlmBody {
     skip: bool,
 }
 
-fn put_llm(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+pub(super) fn put_llm(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
     let b: LlmBody = inc.json()?;
     if b.skip {
         if !b.providers.is_empty() {
@@ -359,7 +278,7 @@ fn put_llm(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
     Ok(Reply::empty(204))
 }
 
-fn put_codehost(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
+pub(super) fn put_codehost(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, ApiError> {
     let v: serde_json::Value = inc.json()?;
     if v.get("skip").and_then(|s| s.as_bool()) == Some(true) {
         w.answers.lock().codehost = Some(None);
