@@ -16,7 +16,7 @@
 use super::context::Context;
 use super::events::resolve_blobs;
 use super::failure::StageStatus;
-use super::fidelity::StageNote;
+use super::outcome::StageNote;
 use crate::store::RunStore;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};

@@ -8,7 +8,7 @@
 //! ([`RunOptions`], [`ChildApproval`], [`ModelChoice`]), `scope` (what one walk is: run,
 //! branch or child), `timing` (timers and the one duration format), [`routing`] (edge
 //! selection), [`context`] (keys, seeding, expansion), [`events`] (emission, blobs,
-//! activity), [`checkpoint`], [`fidelity`] (fidelity, threads, preambles), [`outcome`],
+//! activity), [`checkpoint`], [`fidelity`] (fidelity, threads), [`preamble`] (the run so far as text), [`outcome`],
 //! [`failure`] (statuses, classes, signatures), [`output`] (structured output), [`command`]
 //! (a command stage's script and result), [`prng`], [`watchdog`], [`services`] (store,
 //! interviewer, LLM, clock, redactor, cancel; the cancel token and the redactor are
@@ -24,6 +24,7 @@ pub mod handlers;
 mod options;
 pub mod outcome;
 pub mod output;
+pub mod preamble;
 pub mod prng;
 pub mod routing;
 pub mod run;

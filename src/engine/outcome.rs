@@ -2,9 +2,11 @@
 //! the context keys it wrote. Handlers build these; the stage loop post-processes them.
 //! Must not touch: routing or events.
 
-use super::context::Context;
+use super::context::{self, Context, COMMAND_OUTPUT, COMMAND_STDERR};
 use super::failure::{FailureClass, StageStatus};
 use super::output::Directive;
+use crate::workflow::HandlerKind;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -84,7 +86,7 @@ pub struct Nested {
     pub outcomes: Vec<(String, StageStatus)>,
     pub retries: Vec<(String, u32)>,
     /// Preamble details of the branch stages' latest visits.
-    pub notes: Vec<(String, crate::engine::fidelity::StageNote)>,
+    pub notes: Vec<(String, StageNote)>,
     /// Visits added per node.
     pub visits: BTreeMap<String, u32>,
     /// Failures added per signature.
@@ -168,5 +170,105 @@ mod tests {
         let f = o.failure.unwrap_or_else(|| Failure::timeout("none"));
         assert!(!f.retryable);
         assert_eq!(f.message, "bad input");
+    }
+}
+
+/// Output lines kept per stream of a command stage (the summary:high entry shows them all).
+pub const HIGH_TAIL_LINES: usize = 50;
+/// Bytes kept of each stream's tail (long lines would otherwise defeat the line limit).
+pub const TAIL_BYTES: usize = 4096;
+/// Characters kept of a failure message.
+const FAILURE_CHARS: usize = 2000;
+
+/// Details of a node's latest visit that the preamble shows and the run state does not
+/// otherwise keep. Empty fields are left out of checkpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StageNote {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_in: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_out: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// The last [`HIGH_TAIL_LINES`] lines (at most [`TAIL_BYTES`]) of a command's stdout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
+impl StageNote {
+    /// What a finished stage leaves for later preambles.
+    pub fn of(kind: HandlerKind, o: &StageOutcome) -> StageNote {
+        let usage = o.usage.as_ref();
+        let stream = |key: &str| {
+            (kind == HandlerKind::Command)
+                .then(|| o.context_updates.get(key))
+                .flatten()
+                .map(|v| tail(&context::value_text(v), HIGH_TAIL_LINES).to_string())
+        };
+        StageNote {
+            notes: o.notes.clone(),
+            failure: o
+                .failure
+                .as_ref()
+                .filter(|_| o.is_failed())
+                .map(|f| clip(&f.message, FAILURE_CHARS)),
+            model: usage
+                .and_then(|u| u.get("model"))
+                .and_then(Value::as_str)
+                .map(String::from),
+            tokens_in: usage.and_then(|u| u.pointer("/tokens/input")?.as_u64()),
+            tokens_out: usage.and_then(|u| u.pointer("/tokens/output")?.as_u64()),
+            files: o.files_touched.clone(),
+            stdout: stream(COMMAND_OUTPUT),
+            stderr: stream(COMMAND_STDERR),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self == &StageNote::default()
+    }
+}
+
+/// The last `n` lines of `text` (a trailing newline does not count as a line), at most
+/// [`TAIL_BYTES`] of them (cut at a character boundary).
+pub fn tail(text: &str, n: usize) -> &str {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let mut start = body.len();
+    for _ in 0..n {
+        match body[..start].rfind('\n') {
+            Some(i) => start = i,
+            None => {
+                start = 0;
+                break;
+            }
+        }
+    }
+    let mut from = if start == 0 { 0 } else { start + 1 };
+    if body.len() - from > TAIL_BYTES {
+        from = body.len() - TAIL_BYTES;
+        while !body.is_char_boundary(from) {
+            from += 1;
+        }
+    }
+    &body[from..]
+}
+
+/// At most `max` characters of `text`, with a marker saying how many were left out.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((cut, _)) => {
+            let rest = text[cut..].chars().count();
+            format!("{}… [{rest} more characters]", &text[..cut])
+        }
     }
 }

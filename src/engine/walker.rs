@@ -13,10 +13,11 @@ use super::checkpoint::RunState;
 use super::context::{self, Context};
 use super::events::Emitter;
 use super::failure::{self, FailureClass, StageStatus};
-use super::fidelity::{self, History, StageNote, StagePlan};
+use super::fidelity::{self, StagePlan};
 use super::handlers::{self, Interrupt, StageCtx};
 use super::options::RunOptions;
-use super::outcome::{Failure, Nested, StageOutcome};
+use super::outcome::{Failure, Nested, StageNote, StageOutcome};
+use super::preamble::{self, History};
 use super::prng::Prng;
 use super::routing::{self, Route, RoutingInput};
 use super::scope::{Mirror, Scope, ScopeKind};
@@ -462,8 +463,8 @@ impl<'w> Walker<'w> {
                     run_id,
                     state: &self.state,
                 };
-                let parent = ctx.get(fidelity::PARENT_PREAMBLE).and_then(Value::as_str);
-                fidelity::preamble_for(mode, &history, parent)
+                let parent = ctx.get(preamble::PARENT_PREAMBLE).and_then(Value::as_str);
+                preamble::preamble_for(mode, &history, parent)
             })
             .flatten();
         let conversation = (mode == Fidelity::Full).then(|| {

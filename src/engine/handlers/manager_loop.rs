@@ -12,8 +12,8 @@ use super::{HandlerResult, Interrupt, StageCtx};
 use crate::engine::checkpoint::RunState;
 use crate::engine::context::{self, Context};
 use crate::engine::failure::FailureClass;
-use crate::engine::fidelity;
 use crate::engine::outcome::{Failure, StageOutcome};
+use crate::engine::preamble;
 use crate::engine::scope::{Mirror, Scope, ScopeKind};
 use crate::engine::walker::{Stop, WalkEnd, Walker};
 use crate::workflow::condition::{Condition, MapEnv};
@@ -153,10 +153,10 @@ fn supervise(
                 Some(p) => {
                     state
                         .context
-                        .insert(fidelity::PARENT_PREAMBLE.into(), Value::String(p));
+                        .insert(preamble::PARENT_PREAMBLE.into(), Value::String(p));
                 }
                 None => {
-                    state.context.remove(fidelity::PARENT_PREAMBLE);
+                    state.context.remove(preamble::PARENT_PREAMBLE);
                 }
             }
             let mut walker = Walker::new(child, cx.walker.shared, scope, state);
