@@ -19,6 +19,8 @@ pub enum TokenError {
         "{path} does not hold a dev token (expected svc_dev_ followed by 64 lowercase hex digits)"
     )]
     Malformed { path: String },
+    #[error("{path} does not hold a session secret (expected 64 hex digits); remove it to get a new one")]
+    MalformedSecret { path: String },
 }
 
 pub fn is_dev_token(s: &str) -> bool {
@@ -65,6 +67,42 @@ pub fn load_or_create_dev_token(state_dir: &Path) -> Result<(String, bool), Toke
     }
 }
 
+/// Where `--dev` keeps the session secret it generated (when neither the environment nor the
+/// vault holds `SESSION_SECRET`): 64 lowercase hex digits, mode 0600.
+pub const DEV_SESSION_SECRET_FILE: &str = "dev-session-secret";
+
+/// Reads `<state-dir>/dev-session-secret`, creating it (32 random bytes as hex) when absent,
+/// so browser sessions survive a restart of a dev server. A file holding anything but 64 hex
+/// digits is an error, never silently replaced.
+pub fn load_or_create_dev_session_secret(state_dir: &Path) -> Result<String, TokenError> {
+    let path = state_dir.join(DEV_SESSION_SECRET_FILE);
+    let shown = path.display().to_string();
+    let io = |source| TokenError::Io {
+        path: shown.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let t = text.trim();
+            if t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Ok(t.to_string())
+            } else {
+                Err(TokenError::MalformedSecret { path: shown })
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut raw = [0u8; 32];
+            super::random_bytes(&mut raw).map_err(io)?;
+            let secret = crate::store::hex(&raw);
+            std::fs::create_dir_all(state_dir).map_err(io)?;
+            crate::settings::vault::write_private_atomic(&path, format!("{secret}\n").as_bytes())
+                .map_err(io)?;
+            Ok(secret)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +122,18 @@ mod tests {
         assert_eq!((t2, created2), (t, false));
         std::fs::write(dir.path().join(DEV_TOKEN_FILE), "junk").unwrap();
         assert!(load_or_create_dev_token(dir.path()).is_err());
+        let secret = load_or_create_dev_session_secret(dir.path()).unwrap();
+        assert_eq!(secret.len(), 64);
+        let file = dir.path().join(DEV_SESSION_SECRET_FILE);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            load_or_create_dev_session_secret(dir.path()).unwrap(),
+            secret
+        );
+        std::fs::write(&file, "short").unwrap();
+        assert!(load_or_create_dev_session_secret(dir.path()).is_err());
     }
 }

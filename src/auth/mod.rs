@@ -26,7 +26,10 @@ use crate::settings::{AuthMethod, Settings};
 use serde_json::{json, Value};
 use std::path::Path;
 
-pub use devtoken::{is_dev_token, load_or_create_dev_token, TokenError, DEV_TOKEN_FILE};
+pub use devtoken::{
+    is_dev_token, load_or_create_dev_session_secret, load_or_create_dev_token, TokenError,
+    DEV_SESSION_SECRET_FILE, DEV_TOKEN_FILE,
+};
 pub use session::{SessionClaims, Sessions, SESSION_COOKIE};
 
 /// The prefix of every dev token.

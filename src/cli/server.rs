@@ -33,7 +33,9 @@ struct StartArgs {
     /// Settings file (default: `<state-dir>/settings.toml`).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Boot configured with dev-token auth and throw-away defaults; print the dev token.
+    /// Boot configured with throw-away defaults, dev-token sign-in and the web UI, on
+    /// loopback (127.0.0.1:32276 unless --listen says otherwise); print the dev token and the
+    /// board's URL.
     #[arg(long)]
     dev: bool,
 }
@@ -124,12 +126,29 @@ fn start(a: StartArgs) -> i32 {
                 "svc: dev token{}: {token}",
                 if *created { " (new)" } else { "" }
             );
+            let _ = writeln!(out, "{}", board_line(&running, &dir));
         }
     }
     let _ = out.flush();
     drop(out);
     loop {
         std::thread::park();
+    }
+}
+
+/// Where a `--dev` server's board is and how to sign in to it.
+fn board_line(running: &server::RunningServer, state_dir: &std::path::Path) -> String {
+    let token_file = state_dir.join(crate::auth::DEV_TOKEN_FILE);
+    match running.http.listen() {
+        Listen::Tcp(_) => format!(
+            "svc: board: open {}/ in a browser and sign in with the dev token above (also in {})",
+            running.url(),
+            token_file.display()
+        ),
+        Listen::Unix(_) => format!(
+            "svc: board: a browser cannot open a Unix socket; start with --listen {} to use the web UI",
+            server::DEV_LISTEN
+        ),
     }
 }
 

@@ -298,6 +298,38 @@ pub fn listen_of(s: &Settings, state_dir: &Path) -> Listen {
     }
 }
 
+/// Where `--dev` listens without `--listen`: TCP on loopback, so the web UI can be opened
+/// in a browser ([`DEV_LISTEN`] unless `settings.toml` names a loopback address or a socket
+/// path). A non-loopback address from the settings is not used: dev-token sign-in stays on
+/// this machine unless `--listen` says otherwise.
+pub fn dev_listen(s: &Settings, state_dir: &Path) -> Listen {
+    match &s.server.listen {
+        ListenSettings::Unix { path: Some(_) } => listen_of(s, state_dir),
+        ListenSettings::Tcp { address } if is_loopback(address) => Listen::Tcp(address.clone()),
+        ListenSettings::Tcp { address } => {
+            let port = address.rsplit_once(':').map_or("32276", |(_, p)| p);
+            log::warn!(
+                "--dev listens on loopback only: ignoring server.listen.address `{address}` (pass --listen {address} to serve it)"
+            );
+            Listen::Tcp(format!("127.0.0.1:{port}"))
+        }
+        ListenSettings::Unix { path: None } => Listen::Tcp(DEV_LISTEN.to_string()),
+    }
+}
+
+/// The address `svc server start --dev` listens on by default.
+pub const DEV_LISTEN: &str = "127.0.0.1:32276";
+
+/// Whether `host:port` names this machine only (`127.0.0.0/8`, `::1`, `localhost`).
+pub fn is_loopback(address: &str) -> bool {
+    let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Boots the server (see the module docs for the order) and starts serving.
 pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     let settings_path = opts
@@ -312,12 +344,8 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         return Err(StartError::NotConfigured(settings_path));
     };
     let mut initial = initial;
-    if opts.dev && !initial.has_auth(settings::AuthMethod::DevToken) {
-        initial
-            .server
-            .auth
-            .methods
-            .push(settings::AuthMethod::DevToken);
+    if opts.dev {
+        Settings::dev_overlay(&mut initial);
     }
     let state_err = |e: &dyn std::fmt::Display| StartError::State {
         path: opts.state_dir.clone(),
@@ -329,7 +357,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     } else {
         None
     };
-    let authenticator = authenticator(&initial, &opts.state_dir, &dev_token)?;
+    let authenticator = authenticator(&initial, &opts.state_dir, &dev_token, opts.dev)?;
     let sqlite = Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
     let versions = Arc::new(versions::VersionStore::new(Arc::clone(&sqlite) as _));
     let automations = Arc::new(
@@ -343,12 +371,17 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     );
     let store: Arc<dyn crate::store::RunStore> = sqlite;
 
-    let listen = opts
-        .listen
-        .clone()
-        .unwrap_or_else(|| listen_of(&initial, &opts.state_dir));
+    let listen = match (&opts.listen, opts.dev) {
+        (Some(l), _) => l.clone(),
+        (None, true) => dev_listen(&initial, &opts.state_dir),
+        (None, false) => listen_of(&initial, &opts.state_dir),
+    };
     let http_opts = http_options(&initial.server.http);
-    let handle = SettingsHandle::new(initial);
+    let handle = if opts.dev {
+        SettingsHandle::with_overlay(initial, Settings::dev_overlay)
+    } else {
+        SettingsHandle::new(initial)
+    };
     handle.on_change(|old, new| {
         if old.server.listen != new.server.listen || old.server.http != new.server.http {
             log::warn!("server.listen / server.http changed: restart the server to apply");
@@ -491,16 +524,22 @@ fn automations_kind(versions: &Arc<versions::VersionStore>) -> crate::automation
 pub const PROCS_DIR: &str = "procs";
 
 /// The credential checker: the dev token, session keys when the web UI is on
-/// (`SESSION_SECRET` from the environment or the vault, at least 32 bytes), and the JWT key
+/// (`SESSION_SECRET` from the environment or the vault, at least 32 bytes; with `--dev`,
+/// else `<state-dir>/dev-session-secret`, made on first use), and the JWT key
 /// when `SVC_JWT_PUBLIC_KEY` is set.
 fn authenticator(
     s: &Settings,
     state_dir: &Path,
     dev_token: &Option<(String, bool)>,
+    dev: bool,
 ) -> Result<crate::auth::Authenticator, StartError> {
     let sessions = if s.server.web.enabled {
-        let secret =
-            crate::auth::session_secret(state_dir).ok_or(StartError::SessionSecret("missing"))?;
+        // `--dev` makes one up (and keeps it) rather than asking for it.
+        let secret = match crate::auth::session_secret(state_dir) {
+            Some(s) => s,
+            None if dev => crate::auth::load_or_create_dev_session_secret(state_dir)?,
+            None => return Err(StartError::SessionSecret("missing")),
+        };
         if secret.len() < crate::auth::session::MIN_SECRET_BYTES {
             return Err(StartError::SessionSecret("too short"));
         }

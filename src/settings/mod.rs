@@ -508,9 +508,22 @@ impl Settings {
         Settings::parse(&text)
     }
 
-    /// The throw-away configuration of `svc server start --dev`.
+    /// The throw-away configuration of `svc server start --dev`: the defaults with
+    /// [`Settings::dev_overlay`] applied.
     pub fn dev() -> Settings {
-        Settings::default()
+        let mut s = Settings::default();
+        Settings::dev_overlay(&mut s);
+        s
+    }
+
+    /// What `--dev` turns on whatever `settings.toml` says (and keeps on across reloads):
+    /// dev-token sign-in and the web UI. (Its listener stays on loopback: see
+    /// `server::dev_listen`.)
+    pub fn dev_overlay(s: &mut Settings) {
+        if !s.has_auth(AuthMethod::DevToken) {
+            s.server.auth.methods.push(AuthMethod::DevToken);
+        }
+        s.server.web.enabled = true;
     }
 
     pub fn validate(&self) -> Result<(), SettingsError> {
@@ -694,14 +707,27 @@ pub struct SettingsHandle {
 struct HandleInner {
     current: RwLock<Arc<Settings>>,
     callbacks: Mutex<Vec<Callback>>,
+    overlay: Option<fn(&mut Settings)>,
 }
 
 impl SettingsHandle {
     pub fn new(s: Settings) -> SettingsHandle {
+        SettingsHandle::build(s, None)
+    }
+
+    /// Settings that `overlay` amends now and after every reload (what `--dev` turns on
+    /// holds whatever the file says).
+    pub fn with_overlay(mut s: Settings, overlay: fn(&mut Settings)) -> SettingsHandle {
+        overlay(&mut s);
+        SettingsHandle::build(s, Some(overlay))
+    }
+
+    fn build(s: Settings, overlay: Option<fn(&mut Settings)>) -> SettingsHandle {
         SettingsHandle {
             inner: Arc::new(HandleInner {
                 current: RwLock::new(Arc::new(s)),
                 callbacks: Mutex::new(Vec::new()),
+                overlay,
             }),
         }
     }
@@ -717,7 +743,10 @@ impl SettingsHandle {
     }
 
     /// Swaps in `new` (already validated) and runs the callbacks. No-op when equal.
-    pub fn replace(&self, new: Settings) -> bool {
+    pub fn replace(&self, mut new: Settings) -> bool {
+        if let Some(overlay) = self.inner.overlay {
+            overlay(&mut new);
+        }
         let old = {
             let mut cur = self.inner.current.write();
             if **cur == new {
