@@ -252,15 +252,16 @@ fn operations() -> Vec<Op> {
             .resp(vec![run(), nf(), conflict()]),
         op("get", "/api/v1/runs/{id}/questions", "Human-in-the-Loop", "Pending questions")
             .id()
-            .resp(vec![ok("200", "Every pending question.", r("QuestionList")), nf()]),
+            .param("wait", "query", json!({"type": "string", "pattern": "^[0-9]+(ms|s|m)?$"}), "Wait (up to 60 s) until the run has an open question or has ended: seconds (`30`) or a duration (`30s`, `500ms`, `1m`).")
+            .resp(vec![ok("200", "Every pending question (none when the wait ended without one).", r("QuestionList")), err("400", "Malformed run id or wait value."), nf()]),
         op("post", "/api/v1/runs/{id}/questions/{qid}/answer", "Human-in-the-Loop", "Answer a question")
             .id()
-            .param("qid", "path", json!({"type": "string"}), "Question id.")
+            .param("qid", "path", json!({"type": "string", "pattern": "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"}), "Question id (a ULID, as listed by GET .../questions).")
             .body(r("SubmitAnswer"), true)
             .resp(vec![
                 no_content("204", "Accepted."),
-                err("400", "Malformed run id, no answer field, or an unknown option."),
-                nf(),
+                err("400", "Malformed run or question id, no answer field, or an unknown option."),
+                err("404", "Unknown run, or a question the run never asked."),
                 err("409", "The question is not pending or the run is not running."),
             ]),
         op("get", "/api/v1/runs/{id}/events", "Run Internals", "Events of a run")

@@ -25,6 +25,44 @@ fn command(script: &str) -> String {
     )
 }
 
+/// `?wait=` holds the list until the run reaches its gate, so a script that starts a run and
+/// asks for its question at once gets it (the README's example does exactly that).
+#[test]
+fn the_question_list_waits_for_the_gate() {
+    let s = Server::start();
+    let slow = GATE.replace("echo built", "sleep 1; echo built");
+    let id = create(&s, &slow)["id"].as_str().unwrap().to_string();
+    assert_error(
+        &s.get(&format!("/api/v1/runs/{id}/questions?wait=soon")),
+        400,
+    );
+    assert_eq!(s.post(&format!("/api/v1/runs/{id}/start"), "").status, 200);
+    let qs = s
+        .get(&format!("/api/v1/runs/{id}/questions?wait=30s"))
+        .json();
+    assert_eq!(qs["data"][0]["text"], "Ship it?", "{qs}");
+    let qid = qs["data"][0]["id"].as_str().unwrap().to_string();
+    let ok = s.post(
+        &format!("/api/v1/runs/{id}/questions/{qid}/answer"),
+        "{\"selected_option_key\":\"Y\"}",
+    );
+    assert_eq!(ok.status, 204, "{}", ok.text());
+    // Asked but answered: 409, not 404.
+    assert_error(
+        &s.post(
+            &format!("/api/v1/runs/{id}/questions/{qid}/answer"),
+            "{\"selected_option_key\":\"Y\"}",
+        ),
+        409,
+    );
+    wait_status(&s, &id, "succeeded", 20);
+    // A run that has ended answers at once (the client gives up after 30 s; the wait asked
+    // for is 60 s).
+    let done = s.get(&format!("/api/v1/runs/{id}/questions?wait=60s"));
+    assert_eq!(done.status, 200);
+    assert_eq!(done.json()["data"], json!([]));
+}
+
 fn human_flow(s: &Server) {
     let run = create_run_json(s, &run_body(GATE));
     let id = run["id"].as_str().unwrap().to_string();
@@ -32,12 +70,27 @@ fn human_flow(s: &Server) {
     assert_eq!(run["title"], "ship the thing");
     assert_eq!(run["workflow"]["node_count"], 4);
     assert_eq!(run["created_by"]["login"], "dev");
-    // Answering before the run runs: 409.
+    // A question id that is no id: 400 saying what one looks like; an id the run never
+    // asked: 404.
+    for bad in ["nope", "null"] {
+        let b = assert_error(
+            &s.post(
+                &format!("/api/v1/runs/{id}/questions/{bad}/answer"),
+                "{\"value\":\"yes\"}",
+            ),
+            400,
+        );
+        let detail = b["errors"][0]["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&format!("`{bad}`")) && detail.contains("ULID"),
+            "{detail}"
+        );
+    }
     let early = s.post(
-        &format!("/api/v1/runs/{id}/questions/nope/answer"),
+        &format!("/api/v1/runs/{id}/questions/01ARZ3NDEKTSV4RRFFQ69G5FAV/answer"),
         "{\"value\":\"yes\"}",
     );
-    assert_error(&early, 409);
+    assert_error(&early, 404);
 
     let mut live = s.sse(&format!("/api/v1/runs/{id}/attach"), &[]);
     assert_eq!(live.status, 200);

@@ -23,11 +23,13 @@
 //!   `start {"resume": true}`. Runnable runs stay queued, in order, across restarts. The
 //!   server sweeps the previous process's stage processes (`procs::sweep`) before this.
 //!
-//! - [`usage`] serves `GET /runs/{id}/usage` from the run's stage events.
+//! - [`usage`] serves `GET /runs/{id}/usage` from the run's stage events; [`answers`] the
+//!   questions routes (`?wait=` long-polling, question id checks).
 //!
 //! Owns: the runs API and run scheduling. Must not touch: SQL (through `RunStore` only),
 //! workflow parsing beyond `workflow::load`, engine internals.
 
+pub mod answers;
 mod control;
 mod create;
 pub mod exec;
@@ -49,13 +51,14 @@ pub use interviewer::RunHandle;
 pub use recovery::Recovered;
 
 use super::error::ApiError;
-use super::http::{parse_json, Reply};
+use super::http::Reply;
 use super::router::Ctx;
 use super::versions::VersionStore;
 use super::App;
 use crate::base::clock::is_canonical_ulid;
 use crate::settings::SettingsHandle;
 use crate::store::{RunQuery, RunRow, RunStatus, RunStore, StoreError};
+pub use answers::{answer, questions};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use exec::{Executor, Job};
 use parking_lot::Mutex;
@@ -322,49 +325,6 @@ pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 pub fn get(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let row = app.runs.row(ctx.param("id"))?;
     Ok(app.runs.run_reply(200, &row))
-}
-
-pub fn questions(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let row = app.runs.row(ctx.param("id"))?;
-    let data: Vec<Value> = row.questions.iter().map(view::question_item).collect();
-    Ok(Reply::json(
-        200,
-        &json!({"data": data, "meta": {"has_more": false}}),
-    ))
-}
-
-pub fn answer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let body: interviewer::SubmitAnswer = parse_json(ctx.inc.body()?)?;
-    let id = ctx.param("id").to_string();
-    let qid = ctx.param("qid").to_string();
-    let row = app.runs.row(&id)?;
-    if row.archived {
-        return Err(ApiError::conflict(format!("Run {id} is archived.")));
-    }
-    let listed = row
-        .questions
-        .iter()
-        .any(|q| q.get("question_id").and_then(Value::as_str) == Some(qid.as_str()));
-    match &row.status {
-        RunStatus::Running | RunStatus::Blocked { .. } => {}
-        RunStatus::Paused { .. } => {
-            return Err(ApiError::conflict(format!(
-                "Run {id} is paused; unpause it before answering."
-            )))
-        }
-        s => {
-            return Err(ApiError::conflict(format!(
-                "Run {id} is {}; only a running run can take answers.",
-                s.name()
-            )))
-        }
-    }
-    let handle = app
-        .runs
-        .handle(&id)
-        .ok_or_else(|| ApiError::conflict(format!("Run {id} has no live engine to answer.")))?;
-    handle.answer(&qid, &body, listed)?;
-    Ok(Reply::empty(204))
 }
 
 pub fn events(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
