@@ -85,7 +85,9 @@
     if (r.lifecycle.queue_position) facts.push(['Queue position', String(r.lifecycle.queue_position)]);
     if (r.lifecycle.pending_control) facts.push(['Pending', r.lifecycle.pending_control]);
     if (r.lifecycle.archived) facts.push(['Archived', fmtTime(r.lifecycle.archived_at)]);
-    svc.fill(ui.facts, ...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+    // Each label and its value in one cell, so the grid never wraps a value onto the row
+    // below its label.
+    svc.fill(ui.facts, ...facts.map(([k, v]) => el('div', {class: 'fact'}, el('dt', {}, k), el('dd', {}, v))));
     ui.goal.textContent = r.goal || '';
     svc.fill(ui.runError, r.lifecycle.error
       ? el('p', {class: 'error', role: 'alert'}, r.lifecycle.error.message) : '');
@@ -119,6 +121,18 @@
     return true;
   }
 
+  // The path the run took: each `edge.selected` marks its edge (the one with the same label
+  // or condition when several join the same two nodes), also when the graph loads later.
+  const taken = [];
+  function markTaken(t) {
+    if (!ui.graph) return;
+    const all = [...ui.graph.querySelectorAll('g.edge')].filter((g) =>
+      g.dataset.from === t.from && g.dataset.to === t.to);
+    const g = all.find((g) => (t.label && g.dataset.label === t.label) ||
+      (t.condition && g.dataset.condition === t.condition)) || all[0];
+    if (g) g.classList.add('taken');
+  }
+
   async function loadGraph() {
     try {
       const text = await svc.text(base + '/graph');
@@ -132,6 +146,7 @@
         g.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pick(); } });
         paint(g.dataset.node);
       }
+      for (const t of taken) markTaken(t);
     } catch (e) {
       svc.fill(ui.graph, errorBox(e, 'The graph is unavailable'));
     }
@@ -385,6 +400,12 @@
         agents.delete(node); renderSteer();
         if (p.usage) loadUsageSoon();
         break;
+      case 'edge.selected': {
+        const t = {from: p.from_node, to: p.to_node, label: p.label, condition: p.condition};
+        taken.push(t);
+        markTaken(t);
+        break;
+      }
       case 'interview.started': addQuestion(p, node); break;
       case 'interview.completed': case 'interview.timeout': case 'interview.interrupted':
         questions.delete(p.question_id);
@@ -537,7 +558,7 @@
     ui.title = el('h1', {id: 'run-title'});
     ui.badge = el('span', {class: 'badge', id: 'run-status'});
     ui.live = el('span', {class: 'live', role: 'status'}, 'Connecting…');
-    ui.facts = el('dl', {class: 'facts'});
+    ui.facts = el('dl', {class: 'facts', id: 'facts'});
     ui.goal = el('p', {class: 'goal'});
     ui.runError = el('div');
     ui.controls = el('div', {class: 'controls', id: 'controls', role: 'group', 'aria-label': 'Run controls'});

@@ -1,26 +1,28 @@
-//! The workflow drawn as SVG: a layered layout of the graph's nodes and edges, computed here
-//! (no Graphviz, no external service) and served by `GET /api/v1/runs/{id}/graph`.
+//! The workflow drawn as SVG: the layered layout of [`layout`] (no Graphviz, no external
+//! service) written as SVG text, served by `GET /api/v1/runs/{id}/graph`.
 //!
-//! Layout: edges that close a cycle (found by a depth-first walk from the start node) are
-//! set aside; every other node's layer is its longest path from a source; nodes within a
-//! layer are ordered by the mean position of their predecessors (two sweeps); layers are
-//! centred. `rankdir=LR` lays layers left to right, anything else top to bottom. Back edges
-//! are drawn as arcs beside the nodes.
+//! `rankdir=LR` lays layers left to right, anything else top to bottom. Edges never pass
+//! through a node: long edges get lanes of their own through the layers they cross, and an
+//! edge's label sits in its own slot beside its edge. Edges closing a cycle are dashed.
 //!
 //! Each node is `<g class="node h-<handler>" data-node="<id>">` with a `<title>` (its label)
 //! and a `<desc>` (its prompt or script as written), so the page can colour nodes by state
-//! and show what a stage was asked to do.
+//! and show what a stage was asked to do. Each edge is `<g class="edge" data-from data-to
+//! [data-label] [data-condition]>`, so the page can mark the edges a run took (an
+//! `edge.selected` event names them the same way).
 //!
-//! Owns: layout and SVG text. Must not touch: run state (the page colours nodes) or HTTP.
+//! Owns: node sizes and shapes, and the SVG text. Must not touch: run state (the page
+//! colours nodes and edges) or HTTP.
+
+pub mod layout;
 
 use crate::workflow::{HandlerKind, Workflow};
 use std::collections::HashMap;
 use std::fmt::Write;
 
+pub use layout::{Layout, Piece, Placed};
+
 const NODE_H: f64 = 40.0;
-const GAP_LAYER: f64 = 56.0;
-const GAP_NODE: f64 = 28.0;
-const MARGIN: f64 = 24.0;
 const MAX_LABEL: usize = 28;
 
 /// Which way layers run.
@@ -39,28 +41,6 @@ impl Direction {
             Direction::TopBottom
         }
     }
-}
-
-/// A placed node: centre and size.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Placed {
-    pub x: f64,
-    pub y: f64,
-    pub w: f64,
-    pub h: f64,
-    pub layer: usize,
-}
-
-/// The layout of a graph: one box per node (index-aligned with `graph.nodes`), which edges
-/// are back edges, and the canvas size.
-#[derive(Debug, Clone)]
-pub struct Layout {
-    pub nodes: Vec<Placed>,
-    /// `(from, to, is_back_edge)` per edge, index-aligned with `graph.edges`.
-    pub edges: Vec<(usize, usize, bool)>,
-    pub width: f64,
-    pub height: f64,
-    pub direction: Direction,
 }
 
 fn short_label(s: &str) -> String {
@@ -85,201 +65,53 @@ fn node_width(label: &str) -> f64 {
     (short_label(label).chars().count() as f64 * 7.5 + 28.0).clamp(72.0, 240.0)
 }
 
-/// Edges closing a cycle, by a depth-first walk from the start node then from every node
-/// not yet seen (declaration order), iteratively so deep graphs cannot overflow the stack.
-fn back_edges(n: usize, out: &[Vec<(usize, usize)>], start: Option<usize>) -> Vec<bool> {
-    let m: usize = out.iter().map(Vec::len).sum();
-    let mut back = vec![false; m];
-    // 0 unseen, 1 on the stack, 2 done.
-    let mut state = vec![0u8; n];
-    let roots = start.into_iter().chain(0..n);
-    for root in roots {
-        if state[root] != 0 {
-            continue;
-        }
-        let mut stack = vec![(root, 0usize)];
-        state[root] = 1;
-        while let Some(top) = stack.last_mut() {
-            let (u, k) = *top;
-            if k < out[u].len() {
-                top.1 += 1;
-                let (v, e) = out[u][k];
-                match state[v] {
-                    0 => {
-                        state[v] = 1;
-                        stack.push((v, 0));
-                    }
-                    1 => back[e] = true,
-                    _ => {}
-                }
-            } else {
-                state[u] = 2;
-                stack.pop();
-            }
-        }
+fn outline(h: Option<HandlerKind>) -> layout::Outline {
+    match h {
+        Some(HandlerKind::Conditional) => layout::Outline::Diamond,
+        Some(HandlerKind::Human) => layout::Outline::Hexagon,
+        Some(HandlerKind::Start | HandlerKind::Exit) => layout::Outline::Pill,
+        _ => layout::Outline::Rect,
     }
-    back
+}
+
+/// An edge's label as drawn: its `label`, else its `condition`.
+fn edge_label(wf: &Workflow, e: usize) -> Option<&str> {
+    let attrs = &wf.graph.edges[e].attrs;
+    attrs
+        .text("label")
+        .or_else(|| attrs.text("condition"))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
 }
 
 /// Lays the workflow out.
 pub fn layout(wf: &Workflow, direction: Direction) -> Layout {
     let g = &wf.graph;
-    let n = g.nodes.len();
     let index: HashMap<&str, usize> = g
         .nodes
         .iter()
         .enumerate()
         .map(|(i, nd)| (nd.id.as_str(), i))
         .collect();
-    let ends: Vec<(usize, usize)> = g
-        .edges
-        .iter()
-        .map(|e| {
-            (
-                index.get(e.from.as_str()).copied().unwrap_or(0),
-                index.get(e.to.as_str()).copied().unwrap_or(0),
-            )
+    let nodes: Vec<layout::NodeSpec> = (0..g.nodes.len())
+        .map(|i| layout::NodeSpec {
+            w: node_width(&node_label(wf, i)),
+            h: NODE_H,
+            outline: outline(wf.handlers.get(i).copied().flatten()),
         })
         .collect();
-    let mut out: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
-    for (e, &(a, b)) in ends.iter().enumerate() {
-        out[a].push((b, e));
-    }
-    let back = back_edges(n, &out, wf.start);
-
-    // Longest path over forward edges (Kahn's order).
-    let mut indeg = vec![0usize; n];
-    for (e, &(_, b)) in ends.iter().enumerate() {
-        if !back[e] {
-            indeg[b] += 1;
-        }
-    }
-    let mut layer = vec![0usize; n];
-    let mut queue: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
-    let mut head = 0;
-    while head < queue.len() {
-        let u = queue[head];
-        head += 1;
-        for &(v, e) in &out[u] {
-            if back[e] {
-                continue;
-            }
-            layer[v] = layer[v].max(layer[u] + 1);
-            indeg[v] -= 1;
-            if indeg[v] == 0 {
-                queue.push(v);
-            }
-        }
-    }
-    let layers = layer.iter().copied().max().map_or(0, |m| m + 1);
-    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); layers];
-    for i in 0..n {
-        rows[layer[i]].push(i);
-    }
-    // Order each layer by the mean position of its forward predecessors (two sweeps).
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (e, &(a, b)) in ends.iter().enumerate() {
-        if !back[e] && a != b {
-            preds[b].push(a);
-        }
-    }
-    let mut pos = vec![0f64; n];
-    for _ in 0..2 {
-        for row in rows.iter_mut() {
-            let key = |i: &usize| {
-                let p = &preds[*i];
-                if p.is_empty() {
-                    pos[*i]
-                } else {
-                    p.iter().map(|&q| pos[q]).sum::<f64>() / p.len() as f64
-                }
-            };
-            let mut keyed: Vec<(f64, usize)> = row.iter().map(|i| (key(i), *i)).collect();
-            keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            *row = keyed.into_iter().map(|(_, i)| i).collect();
-            for (k, &i) in row.iter().enumerate() {
-                pos[i] = k as f64;
-            }
-        }
-    }
-
-    let widths: Vec<f64> = (0..n).map(|i| node_width(&node_label(wf, i))).collect();
-    let mut nodes = vec![
-        Placed {
-            x: 0.0,
-            y: 0.0,
-            w: 0.0,
-            h: NODE_H,
-            layer: 0
-        };
-        n
-    ];
-    let (width, height);
-    match direction {
-        Direction::TopBottom => {
-            let spans: Vec<f64> = rows
-                .iter()
-                .map(|r| {
-                    r.iter().map(|&i| widths[i]).sum::<f64>()
-                        + GAP_NODE * r.len().saturating_sub(1) as f64
-                })
-                .collect();
-            let widest = spans.iter().copied().fold(0.0, f64::max);
-            for (l, row) in rows.iter().enumerate() {
-                let mut x = MARGIN + (widest - spans[l]) / 2.0;
-                let y = MARGIN + l as f64 * (NODE_H + GAP_LAYER) + NODE_H / 2.0;
-                for &i in row {
-                    nodes[i] = Placed {
-                        x: x + widths[i] / 2.0,
-                        y,
-                        w: widths[i],
-                        h: NODE_H,
-                        layer: l,
-                    };
-                    x += widths[i] + GAP_NODE;
-                }
-            }
-            width = widest + 2.0 * MARGIN + 80.0;
-            height = layers as f64 * (NODE_H + GAP_LAYER) - GAP_LAYER + 2.0 * MARGIN;
-        }
-        Direction::LeftRight => {
-            let col_w: Vec<f64> = rows
-                .iter()
-                .map(|r| r.iter().map(|&i| widths[i]).fold(0.0, f64::max))
-                .collect();
-            let tallest = rows.iter().map(Vec::len).max().unwrap_or(0) as f64;
-            let span_h = tallest * NODE_H + (tallest - 1.0).max(0.0) * GAP_NODE;
-            let mut x = MARGIN;
-            for (l, row) in rows.iter().enumerate() {
-                let own = row.len() as f64 * NODE_H + (row.len() as f64 - 1.0).max(0.0) * GAP_NODE;
-                let mut y = MARGIN + (span_h - own) / 2.0 + NODE_H / 2.0;
-                for &i in row {
-                    nodes[i] = Placed {
-                        x: x + col_w[l] / 2.0,
-                        y,
-                        w: widths[i],
-                        h: NODE_H,
-                        layer: l,
-                    };
-                    y += NODE_H + GAP_NODE;
-                }
-                x += col_w[l] + GAP_LAYER;
-            }
-            width = x - GAP_LAYER + MARGIN;
-            height = span_h + 2.0 * MARGIN + 80.0;
-        }
-    }
-    Layout {
-        nodes,
-        edges: ends
-            .iter()
-            .zip(&back)
-            .map(|(&(a, b), &bk)| (a, b, bk))
-            .collect(),
-        width: width.max(2.0 * MARGIN),
-        height: height.max(2.0 * MARGIN),
-        direction,
-    }
+    let edges: Vec<layout::EdgeSpec> = g
+        .edges
+        .iter()
+        .enumerate()
+        .map(|(e, edge)| layout::EdgeSpec {
+            from: index.get(edge.from.as_str()).copied().unwrap_or(0),
+            to: index.get(edge.to.as_str()).copied().unwrap_or(0),
+            label_w: edge_label(wf, e)
+                .map(|t| short_label(t).chars().count() as f64 * layout::LABEL_CHAR),
+        })
+        .collect();
+    layout::layout(&nodes, &edges, wf.start, direction)
 }
 
 /// Text escaped for SVG/XML content and attribute values.
@@ -307,59 +139,26 @@ fn handler_class(h: Option<HandlerKind>) -> &'static str {
     }
 }
 
-fn edge_path(l: &Layout, a: usize, b: usize, back: bool) -> (String, f64, f64) {
-    let (p, q) = (&l.nodes[a], &l.nodes[b]);
-    if a == b || back {
-        // An arc beside both nodes (right in TB, below in LR).
-        return match l.direction {
-            Direction::TopBottom => {
-                let (x1, y1) = (p.x + p.w / 2.0, p.y);
-                let (x2, y2) = (q.x + q.w / 2.0, q.y);
-                let bulge = x1.max(x2) + 40.0 + (p.layer.abs_diff(q.layer) as f64) * 6.0;
-                (
-                    format!(
-                        "M{x1:.1},{y1:.1} C{bulge:.1},{y1:.1} {bulge:.1},{y2:.1} {x2:.1},{y2:.1}"
-                    ),
-                    bulge - 8.0,
-                    (y1 + y2) / 2.0,
-                )
-            }
-            Direction::LeftRight => {
-                let (x1, y1) = (p.x, p.y + p.h / 2.0);
-                let (x2, y2) = (q.x, q.y + q.h / 2.0);
-                let bulge = y1.max(y2) + 40.0 + (p.layer.abs_diff(q.layer) as f64) * 6.0;
-                (
-                    format!(
-                        "M{x1:.1},{y1:.1} C{x1:.1},{bulge:.1} {x2:.1},{bulge:.1} {x2:.1},{y2:.1}"
-                    ),
-                    (x1 + x2) / 2.0,
-                    bulge - 8.0,
-                )
-            }
-        };
-    }
-    match l.direction {
-        Direction::TopBottom => {
-            let (x1, y1) = (p.x, p.y + p.h / 2.0);
-            let (x2, y2) = (q.x, q.y - q.h / 2.0);
-            let my = (y1 + y2) / 2.0;
-            (
-                format!("M{x1:.1},{y1:.1} C{x1:.1},{my:.1} {x2:.1},{my:.1} {x2:.1},{y2:.1}"),
-                (x1 + x2) / 2.0,
-                my,
-            )
+/// SVG path data of an edge's pieces.
+fn path_data(pieces: &[Piece]) -> String {
+    let mut d = String::with_capacity(pieces.len() * 48);
+    let mut at: Option<layout::Point> = None;
+    for p in pieces {
+        if at != Some(p.start()) {
+            let (x, y) = p.start();
+            let _ = write!(d, "M{x:.1},{y:.1}");
         }
-        Direction::LeftRight => {
-            let (x1, y1) = (p.x + p.w / 2.0, p.y);
-            let (x2, y2) = (q.x - q.w / 2.0, q.y);
-            let mx = (x1 + x2) / 2.0;
-            (
-                format!("M{x1:.1},{y1:.1} C{mx:.1},{y1:.1} {mx:.1},{y2:.1} {x2:.1},{y2:.1}"),
-                mx,
-                (y1 + y2) / 2.0,
-            )
+        match *p {
+            Piece::Line(_, (x, y)) => {
+                let _ = write!(d, " L{x:.1},{y:.1}");
+            }
+            Piece::Cubic(_, (ax, ay), (bx, by), (x, y)) => {
+                let _ = write!(d, " C{ax:.1},{ay:.1} {bx:.1},{by:.1} {x:.1},{y:.1}");
+            }
         }
+        at = Some(p.end());
     }
+    d
 }
 
 fn node_shape(p: &Placed, h: Option<HandlerKind>) -> String {
@@ -409,27 +208,34 @@ pub fn svg(wf: &Workflow, direction: Direction) -> String {
         w = l.width,
         h = l.height
     );
-    s.push_str("<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\"/></marker></defs><g class=\"edges\">");
-    for (e, &(a, b, back)) in l.edges.iter().enumerate() {
+    s.push_str("<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\"/></marker><marker id=\"arrow-taken\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\"/></marker></defs><g class=\"edges\">");
+    for (e, route) in l.edges.iter().enumerate() {
         let edge = &wf.graph.edges[e];
-        let (d, lx, ly) = edge_path(&l, a, b, back);
         let _ = write!(
             s,
-            "<g class=\"edge{}\" data-from=\"{}\" data-to=\"{}\"><path d=\"{d}\" marker-end=\"url(#arrow)\"/>",
-            if back { " back" } else { "" },
+            "<g class=\"edge{}\" data-from=\"{}\" data-to=\"{}\"",
+            if route.back { " back" } else { "" },
             xml_escape(&edge.from),
             xml_escape(&edge.to)
         );
-        let label = edge
-            .attrs
-            .text("label")
-            .or_else(|| edge.attrs.text("condition"))
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
-        if let Some(t) = label {
+        for key in ["label", "condition"] {
+            if let Some(v) = edge.attrs.text(key).filter(|v| !v.trim().is_empty()) {
+                let _ = write!(s, " data-{key}=\"{}\"", xml_escape(v));
+            }
+        }
+        let _ = write!(
+            s,
+            "><path d=\"{}\" marker-end=\"url(#arrow)\"/>",
+            path_data(&route.pieces)
+        );
+        if let (Some(t), Some(at)) = (edge_label(wf, e), &route.label) {
             let _ = write!(
                 s,
-                "<text x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"middle\">{}</text>",
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{}\" dominant-baseline=\"{}\">{}</text>",
+                at.x,
+                at.y,
+                at.anchor,
+                at.baseline,
                 xml_escape(&short_label(t))
             );
         }
@@ -481,17 +287,25 @@ mod tests {
         let l = layout(&w, Direction::TopBottom);
         let layer =
             |id: &str| l.nodes[w.graph.nodes.iter().position(|n| n.id == id).unwrap()].layer;
-        assert_eq!(
-            [
-                layer("start"),
-                layer("build"),
-                layer("review"),
-                layer("exit")
-            ],
-            [0, 1, 2, 3]
-        );
-        let backs: Vec<_> = l.edges.iter().filter(|e| e.2).collect();
+        let layers = [
+            layer("start"),
+            layer("build"),
+            layer("review"),
+            layer("exit"),
+        ];
+        assert!(layers.windows(2).all(|p| p[0] < p[1]), "{layers:?}");
+        let backs: Vec<_> = l.edges.iter().filter(|e| e.back).collect();
         assert_eq!(backs.len(), 1, "only review -> build closes a cycle");
+        // The back edge is drawn from review to build: it starts at review's box.
+        let back = backs[0];
+        let review = &l.nodes[w.graph.nodes.iter().position(|n| n.id == "review").unwrap()];
+        let (x, y) = back.pieces[0].start();
+        assert!(
+            (x - review.x).abs() <= review.w / 2.0 && (y - review.y).abs() <= review.h / 2.0 + 0.1,
+            "back edge starts at ({x}, {y}), review is at ({}, {})",
+            review.x,
+            review.y
+        );
         // Nodes of one layer never overlap.
         for a in &l.nodes {
             for b in &l.nodes {
@@ -535,5 +349,321 @@ mod tests {
         src.push_str(" -> exit }");
         let l = layout(&wf(&src), Direction::TopBottom);
         assert_eq!(l.nodes.iter().map(|p| p.layer).max(), Some(5001));
+    }
+
+    /// The issue's example: `gate -> exit` skips the layer of `fix`; it must go around it,
+    /// with its label beside it, not under `fix`.
+    #[test]
+    fn an_edge_skipping_a_layer_goes_around_the_node_in_between() {
+        let w = wf("digraph review { start [shape=Mdiamond]; exit [shape=Msquare]; fix [shape=parallelogram, script=\"echo fixing\"]; gate [shape=hexagon, label=\"Ship it?\"]; start -> gate; gate -> exit [label=\"[Y] Yes\"]; gate -> fix [label=\"[N] No\"]; fix -> exit }");
+        for dir in [Direction::TopBottom, Direction::LeftRight] {
+            let text = svg(&w, dir);
+            let drawn = geometry::parse(&text);
+            assert_eq!(drawn.edges.len(), 4);
+            let problems = geometry::problems(&drawn);
+            assert!(problems.is_empty(), "{dir:?}: {problems:#?}\n{text}");
+        }
+    }
+
+    /// Every workflow of the conformance corpora (this repository's, and the shared one when
+    /// it is there) drawn both ways: no edge crosses a node other than its own ends, every
+    /// label sits on its own edge and clear of every node, no two labels overlap.
+    #[test]
+    fn corpus_graphs_have_no_edge_through_a_node() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        // The shared corpus is optional (a CI machine has only this repository's copy).
+        let shared = std::env::var_os("SVC_SHARED_CORPUS").unwrap_or("/work/shared/corpus".into());
+        for dir in [root.join("testdata"), std::path::PathBuf::from(shared)] {
+            collect(&dir, &mut files);
+        }
+        // The same workflow in both corpora is drawn once.
+        let mut seen = std::collections::HashSet::new();
+        files.retain(|f| std::fs::read(f).is_ok_and(|bytes| seen.insert(bytes)));
+        let mut drawn_count = 0;
+        let mut failures = Vec::new();
+        for f in &files {
+            let Ok(src) = std::fs::read_to_string(f) else {
+                continue;
+            };
+            let Ok(loaded) = load(&src, &crate::workflow::DirFiles::for_file(f)) else {
+                continue;
+            };
+            for dir in [Direction::TopBottom, Direction::LeftRight] {
+                let text = svg(&loaded.workflow, dir);
+                let problems = geometry::problems(&geometry::parse(&text));
+                if !problems.is_empty() {
+                    failures.push(format!("{} {dir:?}: {problems:?}", f.display()));
+                }
+                drawn_count += 1;
+            }
+        }
+        assert!(
+            drawn_count >= 80,
+            "only {drawn_count} drawings: is testdata/ there?"
+        );
+        assert!(
+            failures.is_empty(),
+            "{} of {drawn_count} drawings are wrong:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+
+    fn collect(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                collect(&p, out);
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "dot" || x == "gv" || x == "fabro")
+            {
+                out.push(p);
+            }
+        }
+    }
+}
+
+/// Reads our own SVG back as geometry (node boxes, edge paths, label boxes) and checks it:
+/// the graph test's measuring tape, kept apart from the code it measures.
+#[cfg(test)]
+mod geometry {
+    pub type Pt = (f64, f64);
+
+    #[derive(Debug)]
+    pub struct Edge {
+        pub from: String,
+        pub to: String,
+        /// The path flattened to points (cubics sampled).
+        pub points: Vec<Pt>,
+        pub label: Option<(Pt, String, String)>,
+    }
+
+    #[derive(Debug, Default)]
+    pub struct Drawn {
+        /// id -> (x0, y0, x1, y1)
+        pub nodes: Vec<(String, (f64, f64, f64, f64))>,
+        pub edges: Vec<Edge>,
+    }
+
+    fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+        let key = format!(" {name}=\"");
+        let at = tag.find(&key)? + key.len();
+        let end = tag[at..].find('"')?;
+        Some(&tag[at..at + end])
+    }
+
+    fn num(s: Option<&str>) -> f64 {
+        s.and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+    }
+
+    fn flatten(d: &str) -> Vec<Pt> {
+        let mut nums = Vec::new();
+        let mut ops = Vec::new();
+        for tok in d
+            .split([' ', ','])
+            .filter(|t| !t.is_empty())
+        {
+            let (op, rest) = match tok.chars().next() {
+                Some(c @ ('M' | 'L' | 'C')) => (Some(c), &tok[1..]),
+                _ => (None, tok),
+            };
+            if let Some(op) = op {
+                ops.push((op, nums.len()));
+            }
+            if !rest.is_empty() {
+                nums.push(rest.parse::<f64>().expect("a number in path data"));
+            }
+        }
+        let mut pts: Vec<Pt> = Vec::new();
+        for (k, &(op, at)) in ops.iter().enumerate() {
+            let end = ops.get(k + 1).map_or(nums.len(), |o| o.1);
+            let v = &nums[at..end];
+            match op {
+                'M' | 'L' => pts.push((v[0], v[1])),
+                _ => {
+                    let p0 = *pts.last().expect("a cubic after a point");
+                    for i in 1..=24 {
+                        let t = i as f64 / 24.0;
+                        let s = 1.0 - t;
+                        let k = [s * s * s, 3.0 * s * s * t, 3.0 * s * t * t, t * t * t];
+                        pts.push((
+                            k[0] * p0.0 + k[1] * v[0] + k[2] * v[2] + k[3] * v[4],
+                            k[0] * p0.1 + k[1] * v[1] + k[2] * v[3] + k[3] * v[5],
+                        ));
+                    }
+                }
+            }
+        }
+        pts
+    }
+
+    pub fn parse(svg: &str) -> Drawn {
+        let mut out = Drawn::default();
+        for part in svg.split("<g class=\"").skip(1) {
+            let tag = &part[..part.find('>').unwrap_or(part.len())];
+            if part.starts_with("node ") {
+                let id = attr(tag, "data-node").unwrap_or_default().to_string();
+                let shape = &part[part
+                    .find("<rect")
+                    .or_else(|| part.find("<polygon"))
+                    .expect("a shape")..];
+                let bbox = if shape.starts_with("<rect") {
+                    let (x, y) = (num(attr(shape, "x")), num(attr(shape, "y")));
+                    (
+                        x,
+                        y,
+                        x + num(attr(shape, "width")),
+                        y + num(attr(shape, "height")),
+                    )
+                } else {
+                    let pts: Vec<f64> = attr(shape, "points")
+                        .unwrap_or_default()
+                        .split([' ', ','])
+                        .filter_map(|v| v.parse().ok())
+                        .collect();
+                    let xs = pts.iter().step_by(2);
+                    let ys = pts.iter().skip(1).step_by(2);
+                    (
+                        xs.clone().copied().fold(f64::INFINITY, f64::min),
+                        ys.clone().copied().fold(f64::INFINITY, f64::min),
+                        xs.copied().fold(f64::NEG_INFINITY, f64::max),
+                        ys.copied().fold(f64::NEG_INFINITY, f64::max),
+                    )
+                };
+                out.nodes.push((id, bbox));
+            } else if part.starts_with("edge\"") || part.starts_with("edge ") {
+                let path = &part[part.find("<path").expect("a path")..];
+                let label = part.find("<text").map(|at| {
+                    let t = &part[at..];
+                    let text = t
+                        [t.find('>').unwrap_or(0) + 1..t.find("</text>").unwrap_or(t.len())]
+                        .to_string();
+                    (
+                        (num(attr(t, "x")), num(attr(t, "y"))),
+                        attr(t, "text-anchor").unwrap_or_default().to_string()
+                            + "/"
+                            + attr(t, "dominant-baseline").unwrap_or_default(),
+                        text,
+                    )
+                });
+                out.edges.push(Edge {
+                    from: attr(tag, "data-from").unwrap_or_default().to_string(),
+                    to: attr(tag, "data-to").unwrap_or_default().to_string(),
+                    points: flatten(attr(path, "d").unwrap_or_default()),
+                    label,
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether segment p-q passes through the inside of box b (shrunk by half a pixel, so
+    /// touching an edge of it is not crossing).
+    fn crosses(p: Pt, q: Pt, b: (f64, f64, f64, f64)) -> bool {
+        let (x0, y0, x1, y1) = (b.0 + 0.5, b.1 + 0.5, b.2 - 0.5, b.3 - 0.5);
+        // Liang-Barsky clipping.
+        let (dx, dy) = (q.0 - p.0, q.1 - p.1);
+        let (mut t0, mut t1) = (0.0f64, 1.0f64);
+        for (pk, qk) in [
+            (-dx, p.0 - x0),
+            (dx, x1 - p.0),
+            (-dy, p.1 - y0),
+            (dy, y1 - p.1),
+        ] {
+            if pk == 0.0 {
+                if qk < 0.0 {
+                    return false;
+                }
+            } else {
+                let r = qk / pk;
+                if pk < 0.0 {
+                    t0 = t0.max(r);
+                } else {
+                    t1 = t1.min(r);
+                }
+            }
+        }
+        t0 < t1
+    }
+
+    /// A label's box from its anchor (the same estimate of text width as the layout).
+    fn label_box(at: Pt, how: &str, text: &str) -> (f64, f64, f64, f64) {
+        let plain = text
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&");
+        let w = plain.chars().count() as f64 * super::layout::LABEL_CHAR;
+        let h = super::layout::LABEL_FONT;
+        match how {
+            "start/central" => (at.0, at.1 - h / 2.0, at.0 + w, at.1 + h / 2.0),
+            _ => (at.0 - w / 2.0, at.1 - h, at.0 + w / 2.0, at.1),
+        }
+    }
+
+    fn distance_to_path(at: Pt, pts: &[Pt]) -> f64 {
+        pts.windows(2)
+            .map(|s| {
+                let (p, q) = (s[0], s[1]);
+                let (dx, dy) = (q.0 - p.0, q.1 - p.1);
+                let len2 = dx * dx + dy * dy;
+                let t = if len2 == 0.0 {
+                    0.0
+                } else {
+                    (((at.0 - p.0) * dx + (at.1 - p.1) * dy) / len2).clamp(0.0, 1.0)
+                };
+                ((p.0 + t * dx - at.0).powi(2) + (p.1 + t * dy - at.1).powi(2)).sqrt()
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    pub fn problems(d: &Drawn) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut labels = Vec::new();
+        for e in &d.edges {
+            for (id, b) in &d.nodes {
+                if *id == e.from || *id == e.to {
+                    continue;
+                }
+                if e.points.windows(2).any(|s| crosses(s[0], s[1], *b)) {
+                    out.push(format!("edge {} -> {} crosses node {id}", e.from, e.to));
+                }
+            }
+            if let Some((at, how, text)) = &e.label {
+                let b = label_box(*at, how, text);
+                // On its own edge: the edge passes within a few pixels of the text's box.
+                let near = distance_to_path(((b.0 + b.2) / 2.0, (b.1 + b.3) / 2.0), &e.points);
+                let reach = (b.2 - b.0).max(b.3 - b.1) / 2.0 + 8.0;
+                if near > reach {
+                    out.push(format!(
+                        "label `{text}` of {} -> {} is {near:.0} px from its edge",
+                        e.from, e.to
+                    ));
+                }
+                for (id, nb) in &d.nodes {
+                    if b.0 < nb.2 && nb.0 < b.2 && b.1 < nb.3 && nb.1 < b.3 {
+                        out.push(format!(
+                            "label `{text}` of {} -> {} overlaps node {id}",
+                            e.from, e.to
+                        ));
+                    }
+                }
+                labels.push((b, text.clone()));
+            }
+        }
+        for (i, (a, ta)) in labels.iter().enumerate() {
+            for (b, tb) in &labels[i + 1..] {
+                if a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3 {
+                    out.push(format!("labels `{ta}` and `{tb}` overlap"));
+                }
+            }
+        }
+        out
     }
 }
