@@ -566,3 +566,45 @@ pub fn executor(state_dir: &Path, settings: SettingsHandle) -> Arc<dyn runs::exe
         settings,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dev_mode_listens_on_loopback_unless_told_otherwise() {
+        let dir = Path::new("/state");
+        let with = |listen: ListenSettings| {
+            let mut s = Settings::dev();
+            s.server.listen = listen;
+            dev_listen(&s, dir)
+        };
+        // Nothing configured: TCP on loopback, so a browser can open the board.
+        assert_eq!(
+            with(ListenSettings::Unix { path: None }),
+            Listen::Tcp(DEV_LISTEN.into())
+        );
+        // A loopback address or a socket path the settings name is kept.
+        for a in ["127.0.0.1:9000", "localhost:9000", "[::1]:9000"] {
+            assert_eq!(
+                with(ListenSettings::Tcp { address: a.into() }),
+                Listen::Tcp(a.into())
+            );
+        }
+        let sock = PathBuf::from("/run/svc.sock");
+        assert_eq!(
+            with(ListenSettings::Unix {
+                path: Some(sock.clone())
+            }),
+            Listen::Unix(sock)
+        );
+        // Any other address is not used: its port, on loopback.
+        assert_eq!(
+            with(ListenSettings::Tcp {
+                address: "0.0.0.0:9000".into()
+            }),
+            Listen::Tcp("127.0.0.1:9000".into())
+        );
+        assert!(!is_loopback("10.0.0.1:80") && !is_loopback("example.com:80"));
+    }
+}

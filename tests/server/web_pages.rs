@@ -67,7 +67,11 @@ fn pages_and_assets_carry_a_strict_csp_and_stay_small() {
 
 #[test]
 fn the_ui_is_off_unless_enabled() {
-    let s = Server::start();
+    let s = Server::with(Opts {
+        dev: false,
+        settings: Some("[server.auth]\nmethods = [\"dev-token\"]\n"),
+        ..Opts::default()
+    });
     let root = page(&s, "/");
     assert!(root.json()["urls"].is_object(), "discovery, not a page");
     let b = assert_error(&page(&s, "/runs/new"), 404);
@@ -76,6 +80,107 @@ fn the_ui_is_off_unless_enabled() {
         .unwrap()
         .contains("server.web.enabled"));
     assert_error(&s.raw("GET", "/assets/app.css", &[], None), 404);
+}
+
+/// `--dev` with nothing configured: the board at its address, sign-in with the dev token,
+/// the session secret made once and kept (0600), and the URL printed.
+#[test]
+fn dev_mode_serves_the_board_with_a_kept_session_secret() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let start = || {
+        let mut child = std::process::Command::new(server_support::bin())
+            .args([
+                "server",
+                "start",
+                "--dev",
+                "--listen",
+                "127.0.0.1:0",
+                "--state-dir",
+            ])
+            .arg(dir.path())
+            .env_remove("SESSION_SECRET")
+            .env("RUST_LOG", "warn,tiny_http=off")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines: Vec<String> = std::io::BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .map_while(Result::ok)
+            .take_while(|l| !l.starts_with("svc: board:"))
+            .chain(std::iter::once(String::new()))
+            .collect();
+        (child, lines)
+    };
+    let (mut child, lines) = start();
+    let addr = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("svc: listening on http://"))
+        .unwrap_or_else(|| panic!("{lines:?}"))
+        .to_string();
+    let secret_file = dir.path().join("dev-session-secret");
+    let secret = std::fs::read_to_string(&secret_file).unwrap();
+    assert_eq!(secret.trim().len(), 64);
+    assert_eq!(
+        std::fs::metadata(&secret_file)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    let token = std::fs::read_to_string(dir.path().join("dev-token")).unwrap();
+    let get = |path: &str, cookie: Option<&str>| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        let cookie = cookie
+            .map(|c| format!("Cookie: {c}\r\n"))
+            .unwrap_or_default();
+        std::io::Write::write_all(
+            &mut s,
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/html\r\n{cookie}Connection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut s, &mut out).unwrap();
+        out
+    };
+    let board = get("/", None);
+    assert!(board.starts_with("HTTP/1.1 200"), "{board}");
+    assert!(board.contains("data-page=\"board\""), "{board}");
+    // Signing in with the dev token gives a session cookie that opens the API.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    let body = format!("{{\"token\":\"{}\"}}", token.trim());
+    std::io::Write::write_all(
+        &mut s,
+        format!(
+            "POST /auth/dev-token HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+    let cookie = answer
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Set-Cookie: ")
+                .or_else(|| l.strip_prefix("set-cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("no session cookie: {answer}"))
+        .to_string();
+    let runs = get("/api/v1/runs", Some(&cookie));
+    assert!(runs.starts_with("HTTP/1.1 200"), "{runs}");
+    // A restart keeps the secret (sessions outlive a restart).
+    let _ = child.kill();
+    let _ = child.wait();
+    let (mut again, _) = start();
+    assert_eq!(std::fs::read_to_string(&secret_file).unwrap(), secret);
+    let _ = again.kill();
+    let _ = again.wait();
 }
 
 #[test]
