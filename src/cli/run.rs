@@ -376,6 +376,7 @@ fn execute(
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));
     services.llm = llm;
     services.redactor = Arc::clone(&redactor);
+    let work = sandbox.as_ref().map(|r| (r.git.clone(), r.base.clone()));
     if let Some(ready) = sandbox {
         services.isolation = ready.isolation;
         services.workspace = Arc::new(crate::workspace::EngineWorkspace::new(
@@ -398,7 +399,8 @@ fn execute(
             eprintln!("warning: the stage logs were not written: {e}");
         }
     }
-    report(&outcome, flags.format, redactor.as_ref());
+    let work = work.and_then(|(git, base)| work_report(&git, &base, &options.run_id));
+    report(&outcome, work.as_ref(), flags.format, redactor.as_ref());
     Ok(match outcome.status {
         RunResult::Succeeded => 0,
         RunResult::Failed => 1,
@@ -431,8 +433,126 @@ fn parse_answers(raw: &[String]) -> Result<Vec<(String, String)>, Usage> {
         .collect()
 }
 
-/// Prints the outcome with secret values hidden, as in the run's events.
-fn report(outcome: &RunOutcome, format: Format, redactor: &dyn Redact) {
+/// Where a `--repo` run's work went: its workspace (a clone), the run branch, and what
+/// changed there since the base it started from.
+struct WorkReport {
+    path: PathBuf,
+    branch: String,
+    base: String,
+    head: String,
+    commits: u64,
+    changes: Vec<crate::workspace::diff::FileChange>,
+}
+
+/// Files listed one by one in text mode; the rest are counted.
+const LISTED_FILES: usize = 20;
+
+impl WorkReport {
+    fn summary(&self) -> crate::workspace::diff::DiffSummary {
+        crate::workspace::diff::DiffSummary::of(&self.changes)
+    }
+
+    /// The command that shows the run's commits and what each changed.
+    fn look(&self) -> String {
+        format!(
+            "git -C {} log --stat {}..{}",
+            shell_word(&self.path.display().to_string()),
+            short(&self.base),
+            self.branch
+        )
+    }
+
+    fn json(&self) -> Value {
+        let files: Vec<Value> = self
+            .changes
+            .iter()
+            .map(|c| json!({"path": c.path, "kind": c.kind, "additions": c.additions, "deletions": c.deletions, "binary": c.binary}))
+            .collect();
+        json!({
+            "path": self.path,
+            "branch": self.branch,
+            "base": self.base,
+            "head": self.head,
+            "commits": self.commits,
+            "diff": self.summary(),
+            "files": files,
+            "look": self.look(),
+        })
+    }
+
+    fn print(&self) {
+        let s = self.summary();
+        eprintln!("workspace: {}", self.path.display());
+        eprintln!(
+            "branch:    {} ({} commit{} on top of {})",
+            self.branch,
+            self.commits,
+            if self.commits == 1 { "" } else { "s" },
+            short(&self.base)
+        );
+        eprintln!(
+            "changes:   {} file{} changed, +{} -{}",
+            s.files_changed,
+            if s.files_changed == 1 { "" } else { "s" },
+            s.additions,
+            s.deletions
+        );
+        for c in self.changes.iter().take(LISTED_FILES) {
+            if c.binary {
+                eprintln!("  {} (binary)", c.path);
+            } else {
+                eprintln!("  {} +{} -{}", c.path, c.additions, c.deletions);
+            }
+        }
+        if self.changes.len() > LISTED_FILES {
+            eprintln!("  ... and {} more", self.changes.len() - LISTED_FILES);
+        }
+        eprintln!("look at it: {}", self.look());
+    }
+}
+
+/// The report of a `--repo` run's workspace; `None` (with a warning) when git cannot say.
+fn work_report(git: &crate::workspace::Git, base: &str, run_id: &str) -> Option<WorkReport> {
+    let read = || -> Result<WorkReport, crate::workspace::git::GitError> {
+        let head = git.head()?;
+        let range = format!("{base}..{head}");
+        let commits = git
+            .text(&["rev-list", "--count", &range])?
+            .parse()
+            .unwrap_or(0);
+        Ok(WorkReport {
+            path: std::fs::canonicalize(&git.work_tree).unwrap_or_else(|_| git.work_tree.clone()),
+            branch: crate::workspace::run_branch(run_id),
+            base: base.to_string(),
+            changes: crate::workspace::diff::changes(git, base, &head)?,
+            head,
+            commits,
+        })
+    };
+    read()
+        .map_err(|e| eprintln!("warning: cannot read the run's workspace: {e}"))
+        .ok()
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// `s` as one shell word: as is when it is plain, else single-quoted.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:@%".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Prints the outcome with secret values hidden, as in the run's events; with `--repo`,
+/// where the work went.
+fn report(outcome: &RunOutcome, work: Option<&WorkReport>, format: Format, redactor: &dyn Redact) {
     match format {
         Format::Json => {
             let mut out = json!({
@@ -443,6 +563,9 @@ fn report(outcome: &RunOutcome, format: Format, redactor: &dyn Redact) {
                 "context": Value::Object(outcome.context.clone()),
                 "error": outcome.error,
             });
+            if let (Some(w), Value::Object(map)) = (work, &mut out) {
+                map.insert("workspace".into(), w.json());
+            }
             redact_json(redactor, &mut out);
             println!("{out}");
         }
@@ -455,6 +578,9 @@ fn report(outcome: &RunOutcome, format: Format, redactor: &dyn Redact) {
                     outcome.run_id,
                     redactor.redact(e)
                 ),
+            }
+            if let Some(w) = work {
+                w.print();
             }
         }
     }

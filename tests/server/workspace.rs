@@ -737,6 +737,52 @@ fn svc_run_with_repo_works_on_a_clone() {
         "svc: checkpoint after stage edit"
     );
     assert_eq!(sh(&origin, "git show-ref"), refs_before);
+    // The report says where the work went: the workspace, the run branch, what changed and
+    // how to look at it; the command it gives works.
+    let work = &report["workspace"];
+    assert_eq!(work["path"], ws.display().to_string(), "{report}");
+    assert_eq!(
+        work["branch"],
+        format!("svc/run/{}", id.to_ascii_lowercase())
+    );
+    assert_eq!(work["commits"], 1);
+    assert_eq!(
+        work["diff"],
+        json!({"files_changed": 1, "additions": 1, "deletions": 0})
+    );
+    assert_eq!(work["files"][0]["path"], "d.txt");
+    let look = work["look"].as_str().unwrap();
+    let shown = sh(tmp.path(), look);
+    assert!(
+        shown.contains("svc: checkpoint after stage edit") && shown.contains("d.txt"),
+        "{look}: {shown}"
+    );
+    // In text mode the same, as the last lines on stderr.
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(&flow)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--repo")
+        .arg(&origin)
+        .args(["--branch", "dev"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    assert!(
+        tail[0].starts_with("workspace: ") && tail[0].contains("/workspaces/"),
+        "{text}"
+    );
+    assert!(
+        tail[1].starts_with("branch:    svc/run/") && tail[1].contains("1 commit on top of"),
+        "{text}"
+    );
+    assert_eq!(tail[2], "changes:   1 file changed, +1 -0", "{text}");
+    assert_eq!(tail[3], "  d.txt +1 -0", "{text}");
+    assert!(tail[4].starts_with("look at it: git -C "), "{text}");
     // A branch the origin lacks: the run fails saying so.
     let out = Command::new(bin())
         .arg("run")
