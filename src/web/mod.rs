@@ -116,12 +116,19 @@ impl Page {
     }
 }
 
+/// The shell's sign-out link: not on the sign-in page, where nobody is signed in.
+const SIGN_OUT_LINK: &str = "<a href=\"/logout\" id=\"nav-signout\">Sign out</a>";
+
 /// The page's HTML.
 pub fn render(page: Page) -> String {
-    SHELL
+    let html = SHELL
         .replace("{{title}}", page.title())
         .replace("{{page}}", page.name())
-        .replace("{{script}}", page.script())
+        .replace("{{script}}", page.script());
+    match page {
+        Page::SignIn => html.replace(SIGN_OUT_LINK, ""),
+        _ => html,
+    }
 }
 
 /// Headers every page and asset carries besides its content type.
@@ -165,6 +172,17 @@ mod tests {
                 page_weight(p) <= 150 * 1024,
                 "{p:?} weighs {}",
                 page_weight(p)
+            );
+        }
+    }
+
+    #[test]
+    fn only_the_sign_in_page_has_no_sign_out_link() {
+        for p in Page::ALL {
+            assert_eq!(
+                render(p).contains("Sign out</a>"),
+                p != Page::SignIn,
+                "{p:?}"
             );
         }
     }

@@ -519,6 +519,127 @@ def test_steering(d, binary):
         llm.stop()
 
 
+TINY = "digraph tiny { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"
+
+
+def rect(d, css):
+    return d.execute_script(
+        "const e = document.querySelector(arguments[0]); if (!e) return null;"
+        "const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}", css)
+
+
+def no_horizontal_overflow(d, what):
+    over = d.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    check(over <= 1, f"{what} overflows the window by {over}px")
+
+
+def test_polish(d, s):
+    """The layout details a newcomer noticed, at 1280 px and at phone width: the board's last
+    column fully on screen, a card of a run without a repository not saying "unknown", the run
+    details keeping each label above its value, the new-run page's errors on screen where the
+    button is, and no "Sign out" on the sign-in page."""
+    run_id = s.create(TINY)
+    deadline = time.time() + 30
+    while s.api("GET", f"/api/v1/runs/{run_id}")[1]["lifecycle"]["status"]["kind"] != "succeeded":
+        check(time.time() < deadline, "the tiny run to succeed")
+        time.sleep(0.1)
+    for width, height in [(1280, 900), (390, 844)]:
+        d.set_window_size(width, height)
+        where = f"at {width} px"
+        d.get(s.base + "/")
+        wait(d, f"the board {where}", lambda: q(d, f'.card[data-id="{run_id}"]'))
+        no_horizontal_overflow(d, f"the board {where}")
+        # Every column inside the board and the window: none clipped, nothing to scroll to
+        # (a desktop browser's scrollbar takes ~15 px more than headless Chromium's).
+        edges = d.execute_script(
+            "const b = document.getElementById('board'); const r = b.getBoundingClientRect();"
+            "const w = Math.min(document.documentElement.clientWidth, r.right);"
+            "return [b.scrollWidth - b.clientWidth, [...document.querySelectorAll('.column')]"
+            ".map(c => [c.dataset.column, c.getBoundingClientRect().right, w])]")
+        check(edges[0] <= 0, f"the board scrolls sideways by {edges[0]}px {where}")
+        for col, right, w in edges[1]:
+            check(right <= w + 0.5, f"column {col} ends at {right}px, past the board's {w}px {where}")
+        card = q(d, f'.card[data-id="{run_id}"]')[0]
+        check("unknown" not in card.text, f"a run without a repository shows no repository {where}: {card.text!r}")
+        check(not card.find_elements(By.CSS_SELECTOR, ".repo"), f"no repository on the card {where}")
+
+        d.get(s.base + "/runs/" + run_id)
+        wait(d, f"the run details {where}", lambda: len(q(d, "#facts dd")) >= 6)
+        pairs = d.execute_script(
+            "return [...document.querySelectorAll('#facts dt')].map(dt => {"
+            " const dd = dt.nextElementSibling; const a = dt.getBoundingClientRect(), b = dd.getBoundingClientRect();"
+            " return [dt.textContent, a.left, a.bottom, b.left, b.top]; })")
+        for label, dt_left, dt_bottom, dd_left, dd_top in pairs:
+            check(abs(dd_left - dt_left) <= 1 and -1 <= dd_top - dt_bottom <= 8,
+                  f"{label!r}: its value is not right under it {where} (label at {dt_left},{dt_bottom}; value at {dd_left},{dd_top})")
+        no_horizontal_overflow(d, f"the run page {where}")
+
+        d.get(s.base + "/runs/new")
+        wait(d, f"the new-run form {where}", lambda: q(d, "#wf-source"))
+        d.execute_script("document.getElementById('wf-source').value = arguments[0]", BROKEN)
+        d.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+        d.execute_script("document.getElementById('create').click()")
+        wait(d, f"the diagnostics {where}", lambda: q(d, "#diagnostics li"))
+        r = rect(d, "#diagnostics li")
+        inner = d.execute_script("return window.innerHeight")
+        check(r["top"] >= 0 and r["bottom"] <= inner,
+              f"the first error is off-screen {where}: {r['top']:.0f}..{r['bottom']:.0f} of {inner}px")
+        check("errors" in q(d, "#form-msg")[0].text, f"the button's message points at the errors {where}")
+        shot(d, f"new-run-errors-{width}")
+
+        d.get(s.base + "/login")
+        wait(d, f"the sign-in page {where}", lambda: q(d, "#dev-token"))
+        shown = d.execute_script(
+            "return [...document.querySelectorAll('a, button')].filter(e => e.offsetParent !== null"
+            " && /sign out/i.test(e.textContent)).length")
+        check(shown == 0, f"the sign-in page offers Sign out {where}")
+    d.set_window_size(1400, 1000)
+
+
+def test_dev_board(d, binary):
+    """`svc server start --dev` with nothing configured: the web UI is on, the board's URL
+    and how to sign in are printed, the session secret is made and kept (0600)."""
+    state = tempfile.mkdtemp(prefix="svc-dev-")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "SESSION_SECRET"}
+    env["RUST_LOG"] = "warn,tiny_http=off"
+    proc = subprocess.Popen([binary, "server", "start", "--dev", "--state-dir", state, "--listen", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    try:
+        lines = []
+        deadline = time.time() + 20
+        while time.time() < deadline and not any(l.startswith("svc: board:") for l in lines):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+        board = next((l for l in lines if l.startswith("svc: board:")), None)
+        check(board is not None, f"the board line: {lines}")
+        url = board.split("open ", 1)[1].split(" ", 1)[0]
+        check(url == f"http://127.0.0.1:{port}/", f"the board's URL: {board}")
+        check("dev token" in board, f"how to sign in: {board}")
+        token = next(l for l in lines if l.startswith("svc: dev token")).rsplit(" ", 1)[1]
+        secret = os.path.join(state, "dev-session-secret")
+        check(os.stat(secret).st_mode & 0o777 == 0o600, "the session secret is private")
+        # Cookies are per host, not per port: the other server's session must not count here.
+        d.get(url)
+        d.delete_all_cookies()
+        d.get(url)
+        wait(d, "sign-in first", lambda: "/login" in d.current_url and q(d, "#dev-token"))
+        q(d, "#dev-token")[0].send_keys(token)
+        q(d, "#signin-submit")[0].click()
+        wait(d, "the dev board", lambda: q(d, "#board") and q(d, ".live.ok"))
+        no_csp_violations(d)
+        shot(d, "dev-board")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def test_errors_in_words(d, s):
     d.get(s.base + "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV")
     wait(d, "a not-found message", lambda: q(d, "main .error"))
@@ -625,7 +746,8 @@ def main():
                      ("live run with a human gate", test_live_run), ("errors in words", test_errors_in_words),
                      ("freeform answer", test_freeform_answer),
                      ("reconnect with Last-Event-ID", test_reconnect),
-                     ("board pages and archive filter", test_board_pages_and_archive)]
+                     ("board pages and archive filter", test_board_pages_and_archive),
+                     ("layout at 1280 px and phone width", test_polish)]
             steps.append(("sign out", sign_out))
             for name, f in steps:
                 if a.only and a.only not in name and name != "sign in":
@@ -635,6 +757,10 @@ def main():
                 print(f"ok: {name} ({time.time() - t:.1f}s)", flush=True)
         finally:
             s.stop()
+        if not a.only or a.only in "dev mode board":
+            t = time.time()
+            test_dev_board(d, a.bin)
+            print(f"ok: dev mode board ({time.time() - t:.1f}s)", flush=True)
         if not a.only or a.only in "steering an agent":
             t = time.time()
             test_steering(d, a.bin)

@@ -31,6 +31,13 @@
       ? base + (Date.now() - c.since) / 1000 : base;
   }
 
+  // The board API names a run without a repository `unknown` (docs/decisions.md,
+  // RepositoryRef): such a card shows no repository rather than a made-up one.
+  function repoName(item) {
+    const name = item.repository && item.repository.name;
+    return name && name !== 'unknown' ? name : null;
+  }
+
   function cardNode(item, c) {
     const q = item.question && item.question.text;
     const diff = item.diff || (item.pull_request && item.pull_request.additions !== undefined
@@ -40,7 +47,7 @@
       el('a', {class: 'card-title', href: '/runs/' + item.id}, item.title || item.id),
       el('div', {class: 'card-meta'},
         el('span', {class: 'wf', title: 'Workflow'}, (item.workflow && item.workflow.slug) || 'workflow'),
-        el('span', {class: 'repo', title: 'Repository'}, (item.repository && item.repository.name) || 'unknown'),
+        repoName(item) ? el('span', {class: 'repo', title: 'Repository'}, repoName(item)) : null,
         el('span', {class: 'elapsed' + (warn ? ' warn' : ''), title: 'Elapsed'}, fmtSecs(elapsedOf(c)))),
       q ? el('p', {class: 'question'}, el('strong', {}, 'Question: '), q) : null,
       diff ? el('p', {class: 'diff', title: 'Changed lines'},
@@ -87,7 +94,7 @@
     return {
       id: r.id, title: r.title,
       workflow: {slug: r.workflow && (r.workflow.slug || r.workflow.name)},
-      repository: {name: r.repository ? r.repository.name : 'unknown'},
+      repository: r.repository ? {name: r.repository.name} : null,
       status: column(r.lifecycle.status.kind), created_at: r.timestamps.created_at,
       question: r.current_question,
       timings: {elapsed_secs: Math.floor(((r.timing && r.timing.wall_time_ms) || 0) / 1000)},

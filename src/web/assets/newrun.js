@@ -41,6 +41,17 @@
         d.line ? el('button', {type: 'button', class: 'link', on: {click: () => jump(d.line, d.column)}}, 'Show in editor') : null);
     })));
     f.source.setAttribute('aria-invalid', 'true');
+    // The list sits under the editor, often above the fold once the form is scrolled to its
+    // button: bring it into view, and say so beside the button too.
+    svc.fill(f.msg, el('p', {class: 'error', id: 'form-errors'}, 'The workflow has errors (listed under the editor). ',
+      el('button', {type: 'button', class: 'link', on: {click: () => reveal(true)}}, 'Show them')));
+    reveal(false);
+  }
+
+  function reveal(focus) {
+    const first = f.diag.querySelector('.error, li') || f.diag;
+    first.scrollIntoView({block: 'center'});
+    if (focus) f.source.focus({preventScroll: true});
   }
 
   // Moves the editor's caret to line/column.
