@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A newcomer's first hour, timed (issue 25): a fresh clone of this repository's HEAD (or REV)
+# in a temporary directory, the crates already downloaded, then the README's two set-up
+# commands one after the other:
+#
+#   1. the server command, until it prints `svc: listening on` (then it is stopped),
+#   2. the test command, to its end.
+#
+# Prints the seconds from the first command to "listening" and to the tests' end, how many
+# times the dependency tree was compiled (each `Compiling rusqlite` line is one full build of
+# it: rusqlite sits under everything), the tests' summary, and the load average before and
+# after (the machine may be shared: repeat when it was busy).
+#
+#   bash benches/first_hour.sh                      # the README's commands at HEAD
+#   REV=abc123 SERVER_CMD='cargo run --release -- server start --dev --listen 127.0.0.1:0' \
+#     TEST_CMD='cargo test' bash benches/first_hour.sh   # another revision, other commands
+#
+# SERVER_CMD must leave `--state-dir` to the script (it appends one under the clone).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+REV=${REV:-HEAD}
+SERVER_CMD=${SERVER_CMD:-cargo run -- server start --dev --listen 127.0.0.1:0}
+TEST_CMD=${TEST_CMD:-cargo test}
+work=${WORK:-$(mktemp -d /tmp/first-hour.XXXXXX)}
+keep=${KEEP:-0}
+[ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
+
+git clone -q "$repo" "$work/svc"
+git -C "$work/svc" checkout -q "$REV"
+cd "$work/svc"
+echo "revision: $(git rev-parse --short HEAD)   clone: $work/svc"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+t0=$(date +%s.%N)
+# shellcheck disable=SC2086
+$SERVER_CMD --state-dir "$work/state" >"$work/server.out" 2>"$work/server.err" &
+server=$!
+until grep -q '^svc: listening on' "$work/server.out" 2>/dev/null; do
+  if ! kill -0 "$server" 2>/dev/null; then
+    echo "the server command ended before listening:" >&2
+    tail -20 "$work/server.err" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+t1=$(date +%s.%N)
+kill "$server" 2>/dev/null || true
+wait "$server" 2>/dev/null || true
+
+status=0
+# shellcheck disable=SC2086
+$TEST_CMD >"$work/test.out" 2>"$work/test.err" || status=$?
+t2=$(date +%s.%N)
+
+builds() { grep -c 'Compiling rusqlite v' "$1" || true; }
+passed=$(grep -o '[0-9]* passed' "$work/test.out" | awk '{s+=$1} END {print s+0}')
+failed=$(grep -o '[0-9]* failed' "$work/test.out" | awk '{s+=$1} END {print s+0}')
+ignored=$(grep -o '[0-9]* ignored' "$work/test.out" | awk '{s+=$1} END {print s+0}')
+echo "server command: $SERVER_CMD"
+echo "test command:   $TEST_CMD (exit $status)"
+awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {
+  printf "to \"listening\":   %4.0f s (%d min %02d s)\n", b - a, (b - a) / 60, (b - a) % 60
+  printf "to the tests end: %4.0f s (%d min %02d s)\n", c - a, (c - a) / 60, (c - a) % 60 }'
+echo "dependency tree compiled: $(builds "$work/server.err") time(s) by the server command, $(builds "$work/test.err") by the test command"
+echo "tests: $passed passed, $failed failed, $ignored ignored"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "$status" = 0 ] || { grep -E '^(test .* FAILED|failures:)' "$work/test.out" | head -20; }
