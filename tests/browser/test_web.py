@@ -317,6 +317,10 @@ def test_live_run(d, s):
     yes().click()
     wait(d, "the run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=30)
     wait(d, "exit node succeeded", lambda: "s-succeeded" in (q(d, 'g.node[data-node="exit"]')[0].get_attribute("class") or ""))
+    # The path the run took is marked; the edge it did not take is not.
+    wait(d, "the taken edges marked", lambda: q(d, 'g.edge.taken[data-from="review"][data-to="exit"]'))
+    taken = d.execute_script("return [...document.querySelectorAll('g.edge.taken')].map(g => g.dataset.from + '>' + g.dataset.to).sort()")
+    check(taken == ["build>review", "review>exit", "start>build"], f"taken edges: {taken}")
     check(q(d, "#questions")[0].get_attribute("hidden") is not None, "question gone")
     wait_controls(d, ["archive", "delete"])
     check("not available" in q(d, "#files")[0].text or q(d, "#files .file-diff") or "not changed" in q(d, "#files")[0].text,

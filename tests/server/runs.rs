@@ -31,7 +31,7 @@ fn command(script: &str) -> String {
 fn the_question_list_waits_for_the_gate() {
     let s = Server::start();
     let slow = GATE.replace("echo built", "sleep 1; echo built");
-    let id = create(&s, &slow)["id"].as_str().unwrap().to_string();
+    let id = create_run(&s, &run_body(&slow));
     assert_error(
         &s.get(&format!("/api/v1/runs/{id}/questions?wait=soon")),
         400,

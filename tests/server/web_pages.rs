@@ -90,7 +90,7 @@ fn dev_mode_serves_the_board_with_a_kept_session_secret() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let start = || {
-        let mut child = std::process::Command::new(server_support::bin())
+        let mut child = std::process::Command::new(support::server::bin())
             .args([
                 "server",
                 "start",

@@ -464,10 +464,7 @@ mod geometry {
     fn flatten(d: &str) -> Vec<Pt> {
         let mut nums = Vec::new();
         let mut ops = Vec::new();
-        for tok in d
-            .split([' ', ','])
-            .filter(|t| !t.is_empty())
-        {
+        for tok in d.split([' ', ',']).filter(|t| !t.is_empty()) {
             let (op, rest) = match tok.chars().next() {
                 Some(c @ ('M' | 'L' | 'C')) => (Some(c), &tok[1..]),
                 _ => (None, tok),

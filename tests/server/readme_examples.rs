@@ -10,11 +10,7 @@
 //! Needs bwrap, curl and jq: skipped with a note when one is missing, required under
 //! `SVC_REQUIRE_CURL=1` (set by `.ci/run`, which installs them).
 
-// This test drives the `svc` binary: it builds with the `cli` feature (the default) only.
-#![cfg(feature = "cli")]
-
-mod server_support;
-
+use crate::support::server::bin;
 use std::path::Path;
 use std::process::Command;
 
@@ -144,7 +140,7 @@ fn readme_examples_work_when_pasted() {
         .arg(home.path())
         .args(["bash", "-c", &script])
         .env("HOME", home.path())
-        .env("SVC", server_support::bin())
+        .env("SVC", bin())
         .env_remove("XDG_STATE_HOME")
         .env_remove("SESSION_SECRET")
         .output()
