@@ -1,5 +1,5 @@
 //! The external programs some tests need (git, Graphviz's `gvpr`, bubblewrap, a headless
-//! browser, the real MCP servers): whether each can run here, what to install, and the message of a test that
+//! browser, the real MCP servers, curl and jq): whether each can run here, what to install, and the message of a test that
 //! cannot run without it.
 //!
 //! `build.rs` compiles this file too (`#[path]`) and sets `cfg(has_<tool>)` for each
@@ -36,16 +36,19 @@ pub enum Tool {
     /// The real MCP servers `.ci/mcp-servers.sh` installs (a Python virtualenv and npm
     /// packages under [`mcp_servers_dir`]) and Node.js: the MCP client's tests.
     McpServers,
+    /// `curl` and `jq`: the README's shell examples, run as written.
+    Curl,
 }
 
 impl Tool {
     /// Every tool, in the order the build script probes them.
-    pub const ALL: [Tool; 5] = [
+    pub const ALL: [Tool; 6] = [
         Tool::Git,
         Tool::Gvpr,
         Tool::Bwrap,
         Tool::Browser,
         Tool::McpServers,
+        Tool::Curl,
     ];
 
     /// The cfg `build.rs` sets when this tool works (or is required) here.
@@ -56,6 +59,7 @@ impl Tool {
             Tool::Bwrap => "has_bwrap",
             Tool::Browser => "has_browser",
             Tool::McpServers => "has_mcp_servers",
+            Tool::Curl => "has_curl",
         }
     }
 
@@ -68,6 +72,7 @@ impl Tool {
             Tool::Bwrap => "SVC_REQUIRE_BWRAP",
             Tool::Browser => "SVC_REQUIRE_BROWSER",
             Tool::McpServers => "SVC_REQUIRE_MCP",
+            Tool::Curl => "SVC_REQUIRE_CURL",
         }
     }
 
@@ -79,6 +84,7 @@ impl Tool {
             Tool::Bwrap => &["SVC_REQUIRE_BWRAP"],
             Tool::Browser => &["SVC_REQUIRE_BROWSER", "SVC_CHROMIUM", "SVC_CHROMEDRIVER"],
             Tool::McpServers => &["SVC_REQUIRE_MCP", "SVC_MCP_SERVERS_DIR"],
+            Tool::Curl => &["SVC_REQUIRE_CURL"],
         }
     }
 
@@ -90,6 +96,7 @@ impl Tool {
             Tool::Bwrap => "bubblewrap able to create namespaces",
             Tool::Browser => "Chromium, chromedriver and Python's selenium",
             Tool::McpServers => "the MCP servers of .ci/mcp-servers.sh and Node.js",
+            Tool::Curl => "curl and jq",
         }
     }
 
@@ -101,6 +108,7 @@ impl Tool {
             Tool::Bwrap => "apt-get install bubblewrap",
             Tool::Browser => "apt-get install chromium chromium-driver && pip install selenium",
             Tool::McpServers => "apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh",
+            Tool::Curl => "apt-get install curl jq",
         }
     }
 
@@ -136,6 +144,10 @@ impl Tool {
                     return Err(format!("{} is missing", stamp.display()));
                 }
                 runs("node", &["--version"])
+            }
+            Tool::Curl => {
+                runs("curl", &["--version"])?;
+                runs("jq", &["--version"])
             }
         }
     }

@@ -93,7 +93,7 @@ pub fn load_or_create_dev_session_secret(state_dir: &Path) -> Result<String, Tok
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut raw = [0u8; 32];
             super::random_bytes(&mut raw).map_err(io)?;
-            let secret = crate::store::hex(&raw);
+            let secret = crate::base::hex(&raw);
             std::fs::create_dir_all(state_dir).map_err(io)?;
             crate::settings::vault::write_private_atomic(&path, format!("{secret}\n").as_bytes())
                 .map_err(io)?;

@@ -7,12 +7,13 @@
 //! The examples talk to `127.0.0.1:32276` and read `~/.local/state/svc/dev-token`, as a
 //! newcomer's would: the test runs them in a private network namespace (bubblewrap), where that
 //! port is free whatever else runs on this machine, with `HOME` in a temporary directory.
-//! Needs bwrap, curl and jq: skipped with a note when one is missing, required under
-//! `SVC_REQUIRE_CURL=1` (set by `.ci/run`, which installs them).
+//! Needs bwrap, curl and jq: ignored (saying so) when one is missing, required under
+//! `SVC_REQUIRE_BWRAP=1` and `SVC_REQUIRE_CURL=1` (set by `.ci/run`, which installs them).
 
 use crate::support::server::bin;
 use std::path::Path;
 use std::process::Command;
+use svc::test_tools::{require, Tool};
 
 /// README.md's "Set-up" section, up to the next heading.
 fn setup_section() -> String {
@@ -75,13 +76,6 @@ fn expected_results(block: &str) -> Vec<String> {
     out
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn the_readme_setup_names_the_measured_commands() {
     let (commands, blocks) = commands_and_blocks(&setup_section());
@@ -99,20 +93,13 @@ fn the_readme_setup_names_the_measured_commands() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_bwrap, has_curl)),
+    ignore = "needs bubblewrap able to create namespaces and curl and jq: apt-get install bubblewrap; apt-get install curl jq"
+)]
 fn readme_examples_work_when_pasted() {
-    let required = std::env::var("SVC_REQUIRE_CURL").as_deref() == Ok("1");
-    let missing: Vec<&str> = ["bwrap", "curl", "jq"]
-        .into_iter()
-        .filter(|t| !have(t))
-        .collect();
-    if !missing.is_empty() {
-        assert!(!required, "SVC_REQUIRE_CURL=1 but {missing:?} missing");
-        eprintln!(
-            "note: skipping the README examples: {} not installed (apt-get install -y bubblewrap curl jq)",
-            missing.join(", ")
-        );
-        return;
-    }
+    require(Tool::Bwrap);
+    require(Tool::Curl);
     let (commands, blocks) = commands_and_blocks(&setup_section());
     let server_args = commands[0]
         .strip_prefix("cargo run -- ")
