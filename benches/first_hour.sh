@@ -7,9 +7,9 @@
 #   2. the test command, to its end.
 #
 # Prints the seconds from the first command to "listening" and to the tests' end, how many
-# times the dependency tree was compiled (each `Compiling rusqlite` line is one full build of
-# it: rusqlite sits under everything), the tests' summary, and the load average before and
-# after (the machine may be shared: repeat when it was busy).
+# dependency crates each command compiled and which the second compiled again (a shared
+# profile with unified features compiles none again: one full build), the tests' summary,
+# and the load average before and after (the machine may be shared: repeat when it was busy).
 #
 #   bash benches/first_hour.sh                      # the README's commands at HEAD
 #   REV=abc123 SERVER_CMD='cargo run --release -- server start --dev --listen 127.0.0.1:0' \
@@ -52,7 +52,10 @@ status=0
 $TEST_CMD >"$work/test.out" 2>"$work/test.err" || status=$?
 t2=$(date +%s.%N)
 
-builds() { grep -c 'Compiling rusqlite v' "$1" || true; }
+# The crates (name and version) each command compiled, svc itself left out.
+crates() { sed -n 's/^ *Compiling \([^ ]*\) \(v[^ ]*\).*/\1 \2/p' "$1" | grep -v '^svc ' | sort -u; }
+crates "$work/server.err" >"$work/server.crates"
+crates "$work/test.err" >"$work/test.crates"
 passed=$(grep -o '[0-9]* passed' "$work/test.out" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -o '[0-9]* failed' "$work/test.out" | awk '{s+=$1} END {print s+0}')
 ignored=$(grep -o '[0-9]* ignored' "$work/test.out" | awk '{s+=$1} END {print s+0}')
@@ -61,7 +64,9 @@ echo "test command:   $TEST_CMD (exit $status)"
 awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {
   printf "to \"listening\":   %4.0f s (%d min %02d s)\n", b - a, (b - a) / 60, (b - a) % 60
   printf "to the tests end: %4.0f s (%d min %02d s)\n", c - a, (c - a) / 60, (c - a) % 60 }'
-echo "dependency tree compiled: $(builds "$work/server.err") time(s) by the server command, $(builds "$work/test.err") by the test command"
+echo "dependencies compiled: $(wc -l <"$work/server.crates") crates by the server command, $(wc -l <"$work/test.crates") by the test command, $(comm -12 "$work/server.crates" "$work/test.crates" | wc -l) of them again:"
+comm -12 "$work/server.crates" "$work/test.crates" | tr '\n' ' ' | fold -s -w 96 | sed 's/^/  /'
+echo
 echo "tests: $passed passed, $failed failed, $ignored ignored"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$status" = 0 ] || { grep -E '^(test .* FAILED|failures:)' "$work/test.out" | head -20; }

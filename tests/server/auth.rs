@@ -222,8 +222,13 @@ fn sessions_expire_and_need_the_web_ui() {
         401,
     );
 
-    // Without the web UI there are no sessions: the sign-in endpoints are 404 and a cookie is 401.
-    let plain = Server::start();
+    // Without the web UI there are no sessions: the sign-in endpoints are 404 and a cookie is
+    // 401. (A configured server without `[server.web]`: `--dev` turns the UI on.)
+    let plain = Server::with(Opts {
+        dev: false,
+        settings: Some("[server.auth]\nmethods = [\"dev-token\"]\n"),
+        ..Opts::default()
+    });
     let body = format!("token={}", plain.token);
     assert_error(
         &plain.raw("POST", "/auth/dev-token", &[FORM], Some(body.as_bytes())),

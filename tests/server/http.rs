@@ -224,7 +224,9 @@ fn openapi_document_describes_every_route() {
 
 #[test]
 fn settings_reload_live_and_invalid_edits_are_ignored() {
+    // A configured server: `--dev` would keep dev-token sign-in on whatever the file says.
     let s = Server::with(Opts {
+        dev: false,
         settings: Some("[server.auth]\nmethods = [\"dev-token\"]\n"),
         ..Opts::default()
     });

@@ -92,6 +92,58 @@ fn the_readme_setup_names_the_measured_commands() {
     assert!(!expected_results(&blocks[1]).is_empty());
 }
 
+/// The dependency crates a cargo build with these edges resolves, with their features:
+/// `"name version" -> "features"` (svc itself left out).
+fn resolved(edges: &str) -> std::collections::BTreeMap<String, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["tree", "--offline", "--prefix", "none", "-e", edges])
+        .args(["-f", "{p}|{f}", "--manifest-path"])
+        .arg(root.join("Cargo.toml"))
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (p, f) = l.trim_end_matches(" (*)").split_once('|')?;
+            let mut words = p.split_whitespace();
+            let key = format!("{} {}", words.next()?, words.next()?);
+            (!key.starts_with("svc ")).then(|| (key, f.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The set-up's two commands compile the dependency tree once: every crate `cargo run`
+/// builds, `cargo test` builds with the same features (it adds its dev-dependencies, but a
+/// feature one of them turns on in a shared crate would rebuild that crate and everything
+/// above it: the `bitflags` entry in Cargo.toml is there for that).
+#[test]
+fn building_and_testing_share_one_build_of_the_dependencies() {
+    let build = resolved("normal,build");
+    let test = resolved("normal,build,dev");
+    assert!(build.len() > 100, "{} crates", build.len());
+    let changed: Vec<String> = build
+        .iter()
+        .filter(|(k, f)| test.get(*k) != Some(f))
+        .map(|(k, f)| {
+            format!(
+                "{k}: [{f}] for cargo run, [{}] for cargo test",
+                test.get(k).map_or("", |s| s)
+            )
+        })
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "cargo test would compile these again (ask for the same features in [dependencies]):\n{}",
+        changed.join("\n")
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(all(has_bwrap, has_curl)),
