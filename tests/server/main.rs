@@ -34,6 +34,5 @@ mod web_pages;
 mod web_browser;
 // MCP servers: the catalog and its test route, runs whose agents use catalog and inline servers.
 mod mcp;
-
 // The README's set-up and shell examples, run as written (bwrap, curl, jq).
 mod readme_examples;
