@@ -31,6 +31,14 @@ cd "$work/svc"
 echo "revision: $(git rev-parse --short HEAD)   clone: $work/svc"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# CPU seconds (user + system) of every finished child of this shell: the compilers' time,
+# which a busy machine stretches much less than the wall time.
+# (`times` must run in this shell, not in a pipeline's subshell, whose children are none.)
+cpu() {
+  times >"$work/times"
+  tail -1 "$work/times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.0f", n }'
+}
+
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
 $SERVER_CMD --state-dir "$work/state" >"$work/server.out" 2>"$work/server.err" &
@@ -46,11 +54,13 @@ done
 t1=$(date +%s.%N)
 kill "$server" 2>/dev/null || true
 wait "$server" 2>/dev/null || true
+c1=$(cpu)
 
 status=0
 # shellcheck disable=SC2086
 $TEST_CMD >"$work/test.out" 2>"$work/test.err" || status=$?
 t2=$(date +%s.%N)
+c2=$(cpu)
 
 # The crates (name and version) each command compiled, svc itself left out.
 crates() { sed -n 's/^ *Compiling \([^ ]*\) \(v[^ ]*\).*/\1 \2/p' "$1" | grep -v '^svc ' | sort -u; }
@@ -64,6 +74,7 @@ echo "test command:   $TEST_CMD (exit $status)"
 awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {
   printf "to \"listening\":   %4.0f s (%d min %02d s)\n", b - a, (b - a) / 60, (b - a) % 60
   printf "to the tests end: %4.0f s (%d min %02d s)\n", c - a, (c - a) / 60, (c - a) % 60 }'
+echo "CPU time (user + system): $c1 s for the server command, $((c2 - c1)) s for the test command"
 echo "dependencies compiled: $(wc -l <"$work/server.crates") crates by the server command, $(wc -l <"$work/test.crates") by the test command, $(comm -12 "$work/server.crates" "$work/test.crates" | wc -l) of them again:"
 comm -12 "$work/server.crates" "$work/test.crates" | tr '\n' ' ' | fold -s -w 96 | sed 's/^/  /'
 echo
