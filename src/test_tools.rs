@@ -194,7 +194,9 @@ pub fn require(tool: Tool) {
         let because = if tool.required() {
             format!("{}=1 says this machine has it", tool.require_var())
         } else {
-            "it was found when the tests were built, or --ignored ran the test".to_string()
+            "the build found it, --ignored ran the test, or the test lacks its \
+             #[cfg_attr(not(has_...), ignore = ...)]"
+                .to_string()
         };
         panic!("{} ({why}; {because})", ignore_reason(&[tool]));
     }
@@ -346,17 +348,29 @@ mod tests {
                     first -= 1;
                 }
                 let block = lines[first..i].join("\n");
+                // Only tests: a support function may call `require` for its callers.
+                if !block.contains("#[test]") {
+                    continue;
+                }
                 // The body: up to the closing brace at the function's indentation.
                 let close = format!("{indent}}}");
                 let last = (i..lines.len())
                     .find(|&k| lines[k] == close)
                     .unwrap_or(lines.len() - 1);
                 let body = lines[i..=last].join("\n");
-                let required: Vec<Tool> = body
+                let mut required: Vec<Tool> = body
                     .split("require(Tool::")
                     .skip(1)
                     .filter_map(|r| tool_of_name(r.split(')').next().unwrap_or("")))
                     .collect();
+                // Starting a server run through the support helpers needs git (every run's
+                // workspace is a git repository; the helper calls `require` itself).
+                let starts_a_run = ["start_run(", "run_to_end("]
+                    .iter()
+                    .any(|c| body.contains(c));
+                if starts_a_run && !required.contains(&Tool::Git) {
+                    required.insert(0, Tool::Git);
+                }
                 let attribute = ignore_attribute(&block);
                 let in_this_module = file.ends_with("src/test_tools.rs");
                 if (attribute.is_some() || !required.is_empty()) && !in_this_module {

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+use svc::test_tools::{require, Tool};
 
 use serde_json::Value;
 use svc::agent::acp::{run_acp, run_stage, AcpClient, AcpConfig, AcpError};
@@ -632,7 +633,9 @@ fn acp_with_output_schema_is_refused_before_running() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn the_server_runs_acp_stages_and_cancel_stops_the_agent() {
+    require(Tool::Git);
     use crate::support::server::{assert_error, package, wait_for, Server};
     let s = Server::start();
     let create = |dot: &str| -> String {

@@ -5,6 +5,7 @@ use crate::support::server::{
     assert_error, package, run_events, wait_kind, wait_status, Opts, Resp, Server, HELLO,
 };
 use serde_json::{json, Value};
+use svc::test_tools::{require, Tool};
 
 fn version(s: &Server) -> String {
     let r = s.post("/api/v1/workflow-versions", &package(HELLO).to_string());
@@ -136,7 +137,9 @@ fn sign(secret: &str, body: &[u8]) -> String {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn the_api_trigger_makes_a_run_that_says_where_it_came_from() {
+    require(Tool::Git);
     let s = Server::start();
     let v = version(&s);
     let body = json!({"id": "on-demand", "name": "On demand", "target": {"workflow_version_id": v},
@@ -350,7 +353,9 @@ fn git(dir: &std::path::Path, args: &[&str]) {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_repository_target_reads_the_workflow_at_fire_time() {
+    require(Tool::Git);
     let s = Server::start();
     let repo = tempfile::tempdir().unwrap();
     // The goal comes from a file the workflow references: it travels with the workflow.

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use svc::store::{RunStore, SqliteStore, DB_FILE};
+use svc::test_tools::{require, Tool};
 
 /// Trials by default; `SVC_CRASH_TRIALS=N` runs more (for a measurement, not for CI).
 const TRIALS: usize = 6;
@@ -179,7 +180,9 @@ fn events(s: &Server, id: &str) -> Vec<Value> {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn sigkill_under_load_loses_nothing_and_interrupted_runs_finish_by_themselves() {
+    require(Tool::Git);
     let locks = flock_available();
     if !locks {
         eprintln!("note: `flock` is not installed; the no-concurrent-stage check is skipped");

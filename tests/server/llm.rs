@@ -9,11 +9,14 @@ use crate::support::llm::{reply, text, tools, user_texts, Recorded, ScriptedServ
 use crate::support::server::*;
 use serde_json::{json, Value};
 use svc::llm::{Provider, Usage};
+use svc::test_tools::{require, Tool};
 
 const SMALL: Usage = support::llm::SMALL_USAGE;
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn server_runs_prompt_stages_with_vault_keys() {
+    require(Tool::Git);
     let llm = ScriptedServer::turns(Provider::Anthropic, vec![text("served answer")], SMALL);
     let s = served(&llm);
 
@@ -56,7 +59,9 @@ const AGENT_FLOW: &str = r#"digraph steer {
 }"#;
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn steering_reaches_the_running_agent_before_its_next_model_call() {
+    require(Tool::Git);
     // Turn 1 runs a shell command that waits for a flag file the test creates once it has
     // steered, so the agent is certainly running when the guidance arrives.
     let llm = ScriptedServer::turns(
@@ -157,7 +162,9 @@ const GATE: &str = r#"digraph gate {
 }"#;
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn steering_needs_a_run_with_an_agent_stage_running_now() {
+    require(Tool::Git);
     let s = Server::start();
     // Submitted, not started.
     let id = create_run(&s, &run_body(GATE));
@@ -239,7 +246,9 @@ fn tokens_json(u: &Usage) -> Value {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn usage_billing_and_size_come_from_the_stages_token_usage() {
+    require(Tool::Git);
     const SONNET: &str = "claude-sonnet-4-6";
     const HAIKU: &str = "claude-haiku-4-5";
     let plan_usage = Usage {
@@ -378,7 +387,9 @@ fn usage_billing_and_size_come_from_the_stages_token_usage() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn runs_without_llm_stages_have_no_billing() {
+    require(Tool::Git);
     let s = Server::start();
     let dot = r#"digraph c {
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -551,7 +562,9 @@ fn provider_test_reports_ok_error_and_skip_in_one_answer() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn tokens_of_a_failed_attempt_that_was_retried_are_billed() {
+    require(Tool::Git);
     // Attempt 1: a reply that is not a routing directive (tokens spent), then the repair
     // turn hits a provider outage. Attempt 2: a valid directive.
     let first = Usage {
@@ -626,7 +639,9 @@ fn tokens_of_a_failed_attempt_that_was_retried_are_billed() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn server_run_events_hide_values_stored_in_the_vault() {
+    require(Tool::Git);
     let llm = ScriptedServer::start(vec![]);
     let s = served(&llm);
     let secret = "ghp_server-side-secret-0123456789";

@@ -7,6 +7,7 @@ use crate::support::llm::{reply, text, Recorded, ScriptedServer};
 use crate::support::server::*;
 use serde_json::{json, Value};
 use svc::llm::{Provider, Usage};
+use svc::test_tools::{require, Tool};
 
 const SMALL: Usage = support::llm::SMALL_USAGE;
 
@@ -40,7 +41,9 @@ const GOAL_FLOW: &str = r#"digraph g {
 }"#;
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn the_runs_goal_and_model_are_what_the_engine_uses() {
+    require(Tool::Git);
     let llm = always("done");
     let s = served_anthropic(
         &llm.base,
@@ -144,7 +147,9 @@ fn lines(path: &std::path::Path) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_cancelled_run_resumes_from_its_checkpoint_and_retry_makes_a_new_run() {
+    require(Tool::Git);
     let s = Server::start();
     // The release flag lives outside the workspace: a resume restores the workspace to its
     // checkpoint.
@@ -226,7 +231,9 @@ fn child_of(s: &Server, parent: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn manager_children_are_runs_that_wait_for_approval() {
+    require(Tool::Git);
     let s = Server::with(Opts {
         settings: Some(
             "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nchild_approval = \"required\"\n",
@@ -299,7 +306,9 @@ fn manager_children_are_runs_that_wait_for_approval() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_child_workflow_from_a_package_dependency_runs() {
+    require(Tool::Git);
     let s = Server::start();
     let child = "digraph lib { start [shape=Mdiamond]; exit [shape=Msquare]; work [shape=parallelogram, script=\"echo from-dependency >> dep.txt\"]; start -> work -> exit }";
     let r = s.post(
@@ -329,7 +338,9 @@ fn a_child_workflow_from_a_package_dependency_runs() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_continued_full_thread_records_only_the_new_message() {
+    require(Tool::Git);
     let llm = always("noted");
     let s = served_anthropic(&llm.base, "");
     let dot = r#"digraph t {
@@ -373,7 +384,9 @@ fn a_continued_full_thread_records_only_the_new_message() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_child_whose_parent_ended_cannot_be_approved_and_is_dead() {
+    require(Tool::Git);
     let settings =
         "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nchild_approval = \"required\"\n";
     let s = Server::with(Opts {
@@ -411,7 +424,9 @@ fn a_child_whose_parent_ended_cannot_be_approved_and_is_dead() {
 /// asking approval for a new child; the child that waited before the crash is `dead` (its
 /// engine is gone), and approving the new one lets the parent finish.
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_resumed_manager_asks_again_with_a_new_child() {
+    require(Tool::Git);
     let settings =
         "[server.auth]\nmethods = [\"dev-token\"]\n[run]\nchild_approval = \"required\"\n";
     let s = Server::with(Opts {

@@ -6,6 +6,7 @@ use crate::support::server::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
 use std::time::Duration;
+use svc::test_tools::{require, Tool};
 
 const GATE: &str = r#"digraph gate {
   goal="ship the thing"
@@ -187,7 +188,9 @@ fn human_flow(s: &Server) {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn human_gate_run_over_tcp_and_unix() {
+    require(Tool::Git);
     human_flow(&Server::start());
     human_flow(&Server::with(Opts {
         unix: true,
@@ -196,7 +199,9 @@ fn human_gate_run_over_tcp_and_unix() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn fifo_and_the_concurrency_limit_hold_under_many_queued_runs() {
+    require(Tool::Git);
     let s = Server::with(Opts {
         settings: Some("[server.scheduler]\nmax_concurrent_runs = 2\n"),
         ..Opts::default()
@@ -255,7 +260,9 @@ fn fifo_and_the_concurrency_limit_hold_under_many_queued_runs() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn global_attach_streams_live_events_of_the_listed_runs() {
+    require(Tool::Git);
     let s = Server::start();
     let a = create_run(&s, &run_body(HELLO));
     let b = create_run(&s, &run_body(HELLO));
@@ -301,7 +308,9 @@ fn web_ui_needs_a_session_secret() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn cancel_pause_unpause() {
+    require(Tool::Git);
     let s = Server::start();
     // Cancel a queued (submitted) run: immediate.
     let r = create_run_json(&s, &run_body(&command("sleep 30")));
@@ -414,7 +423,9 @@ fn running(pid: i32) -> bool {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn restart_resumes_interrupted_runs_by_themselves_before_queued_ones() {
+    require(Tool::Git);
     let s = Server::with(Opts {
         settings: Some("[server.scheduler]\nmax_concurrent_runs = 1\n"),
         ..Opts::default()
@@ -486,7 +497,9 @@ fn restart_resumes_interrupted_runs_by_themselves_before_queued_ones() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn restart_without_resume_fails_active_runs_and_start_resume_continues() {
+    require(Tool::Git);
     let settings = "[server.recovery]\nresume_interrupted = false\n";
     let s = Server::with(Opts {
         settings: Some(settings),
@@ -525,7 +538,9 @@ fn restart_without_resume_fails_active_runs_and_start_resume_continues() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_run_paused_when_the_server_died_resumes_paused() {
+    require(Tool::Git);
     let s = Server::start();
     // The marker lives outside the workspace: a resume restores the workspace.
     let marks = tempfile::tempdir().unwrap();
@@ -577,7 +592,9 @@ fn a_run_paused_when_the_server_died_resumes_paused() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn pagination_events_and_deletion() {
+    require(Tool::Git);
     let s = Server::start();
     let ids: Vec<String> = (0..3).map(|_| create_run(&s, &run_body(HELLO))).collect();
     let page = |q: &str| s.get(&format!("/api/v1/runs{q}")).json();
@@ -685,7 +702,9 @@ fn pagination_events_and_deletion() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_burst_of_subscribers_is_served_in_full() {
+    require(Tool::Git);
     // A thousand SSE clients connecting at once each get their stream. tiny_http's connection
     // pool used to strand a few of them until some other connection ended; here nothing else
     // happens meanwhile, so a stranded stream would wait for ever.
@@ -723,7 +742,9 @@ fn a_burst_of_subscribers_is_served_in_full() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn state_files_are_private_whatever_the_umask() {
+    require(Tool::Git);
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
