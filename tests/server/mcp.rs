@@ -179,10 +179,11 @@ fn with_servers(dot: &str, servers: Value) -> Value {
 
 #[test]
 #[cfg_attr(
-    not(has_mcp_servers),
-    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
+    not(all(has_git, has_mcp_servers)),
+    ignore = "needs git and the MCP servers of .ci/mcp-servers.sh and Node.js: apt-get install git; apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh"
 )]
 fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
+    require(Tool::Git);
     require(Tool::McpServers);
     let node_js = mcp::installed("mcp-server-everything");
     let py = mcp::python();
@@ -275,7 +276,9 @@ fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_required_server_that_fails_fails_the_run_before_any_model_call() {
+    require(Tool::Git);
     let py = mcp::python();
     let llm = ScriptedServer::turns(P, vec![text("never")], SMALL_USAGE);
     let s = served_anthropic(&llm.base, "");
