@@ -632,12 +632,7 @@ impl<'w> Walker<'w> {
         let timer = timeout
             .filter(|_| uses_attempt_timer(kind))
             .map(|t| start_timer(&token, t));
-        let cx = StageCtx {
-            walker: self,
-            node,
-            kind,
-            cancel: &token,
-        };
+        let cx = StageCtx::new(self, node, kind, &token);
         let result = handlers::run(&cx);
         let timed_out = token.reason().as_deref() == Some(TIMED_OUT);
         token.cancel(ATTEMPT_DONE);

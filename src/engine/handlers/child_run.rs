@@ -41,12 +41,11 @@ pub(super) fn open(
     source: &str,
     path: Option<String>,
 ) -> Result<ChildRun, Refused> {
-    let store = &cx.walker.services().store;
-    let options = cx.walker.options();
+    let store = &cx.services().store;
+    let options = cx.options();
     // The run this manager stage belongs to: a nested manager's child links to its child.
     let parent = cx
-        .walker
-        .scope
+        .scope()
         .run_id()
         .map_or_else(|| options.run_id.clone(), String::from);
     let goal = match child.goal() {
@@ -113,14 +112,14 @@ fn approval_name(a: ChildApproval) -> &'static str {
 /// state turns `approved`) or denied (it fails with `approval_denied`), without counting
 /// as a stall.
 fn wait_for_approval(cx: &StageCtx<'_, '_>, run: &ChildRun) -> Result<(), Refused> {
-    let services = cx.walker.services();
+    let services = cx.services();
     append(
         cx,
         run,
         "run.pending",
         json!({"reason": "approval_required"}),
     )?;
-    let _quiet = cx.walker.shared.emitter.activity.quiet();
+    let _quiet = cx.quiet();
     loop {
         let row = services.store.get_run(&run.id)?;
         let Some(row) = row else {
@@ -183,13 +182,6 @@ fn append(
     props: Value,
 ) -> Result<(), StoreError> {
     let mut draft = EventDraft::new(kind, props);
-    crate::base::redact::redact_json(
-        cx.walker.services().redactor.as_ref(),
-        &mut draft.properties,
-    );
-    cx.walker
-        .services()
-        .store
-        .append(&run.id, draft)
-        .map(|_| ())
+    crate::base::redact::redact_json(cx.services().redactor.as_ref(), &mut draft.properties);
+    cx.services().store.append(&run.id, draft).map(|_| ())
 }

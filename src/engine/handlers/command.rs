@@ -38,21 +38,20 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     } else {
         "shell"
     };
-    let w = cx.walker;
     let spec = CommandSpec {
         script: &script,
         language,
-        workdir: &w.options().workdir,
+        workdir: &cx.options().workdir,
         env: context::command_env(
             cx.context(),
             cx.inputs(),
-            &w.options().run_id,
+            &cx.options().run_id,
             &cx.scoped_id(),
             cx.goal(),
         ),
-        base_env: w.shared.base_env(),
+        base_env: cx.base_env(),
         timeout,
-        isolation: &w.services().isolation,
+        isolation: &cx.services().isolation,
         pipe_grace: crate::engine::command::PIPE_GRACE,
     };
     // `command.started` is committed once the process is on its way, so the commit and
@@ -89,7 +88,7 @@ fn load_schema(cx: &StageCtx<'_, '_>) -> Result<Option<OutputSchema>, String> {
     let Some(attr) = cx.view().nonempty("output_schema") else {
         return Ok(None);
     };
-    let files = cx.walker.scope.files.clone();
+    let files = cx.scope().files.clone();
     output::load_schema(attr, &|path: &str| files.read(path))
         .map(Some)
         .map_err(|e| format!("has an unusable output_schema: {e}"))

@@ -24,11 +24,11 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let v = cx.view();
     let prompt = v
         .nonempty("prompt")
-        .unwrap_or_else(|| cx.walker.wf.label(cx.node));
+        .unwrap_or_else(|| cx.wf().label(cx.node));
     let schema_attr = v.nonempty("output_schema").map(String::from);
     let schema = match &schema_attr {
         Some(attr) => {
-            let files = cx.walker.scope.files.clone();
+            let files = cx.scope().files.clone();
             match output::load_schema(attr, &|p: &str| files.read(p)) {
                 Ok(s) => Some(s),
                 Err(e) => {
@@ -43,7 +43,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     };
     let acp = match cx.kind {
         HandlerKind::Prompt => None, // prompt nodes are API-only (validation says so)
-        _ => match crate::workflow::acp::launch(&v, cx.walker.scope.files.as_ref()) {
+        _ => match crate::workflow::acp::launch(&v, cx.scope().files.as_ref()) {
             Ok(l) => l,
             Err(e) => {
                 return Ok(StageOutcome::failed(Failure::deterministic(format!(
@@ -60,14 +60,14 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             Err(why) => return Ok(StageOutcome::failed(Failure::deterministic(why))),
         },
     };
-    let plan = cx.walker.plan.as_ref();
+    let plan = cx.plan();
     // The node's own model (attribute or stylesheet), else the run's.
     let model = match v.nonempty("model") {
         Some(name) => Some(ModelChoice {
             provider: None,
             name: name.to_string(),
         }),
-        None => cx.walker.options().model.clone(),
+        None => cx.options().model.clone(),
     };
     let mut req = LlmRequest {
         node_id: cx.scoped_id(),
@@ -91,9 +91,9 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         max_turns: v
             .int("max_turns")
             .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
-        workdir: cx.walker.options().workdir.clone(),
-        isolation: cx.walker.services().isolation.clone(),
-        env: cx.walker.services().stage_env.clone(),
+        workdir: cx.options().workdir.clone(),
+        isolation: cx.services().isolation.clone(),
+        env: cx.services().stage_env.clone(),
         feedback: Vec::new(),
         output_schema: schema_attr,
         project_memory: v.bool("project_memory").unwrap_or(true),
@@ -107,7 +107,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         .int("output_retries")
         .unwrap_or(DEFAULT_OUTPUT_RETRIES)
         .max(0);
-    let backend = cx.walker.services().llm.clone();
+    let backend = cx.services().llm.clone();
     let result = converse(cx, backend.as_ref(), &mut req, schema.as_ref(), repairs);
     backend.finish(&req.node_id);
     result
@@ -119,7 +119,7 @@ fn mcp_servers(
     cx: &StageCtx<'_, '_>,
     attr: Option<&str>,
 ) -> Result<Vec<crate::mcp::ServerDef>, String> {
-    let run = &cx.walker.options().mcp_servers;
+    let run = &cx.options().mcp_servers;
     let Some(text) = attr else {
         return Ok(run.clone());
     };
@@ -152,7 +152,7 @@ fn mcp_servers(
 /// The node's `tool_hooks.pre` / `.post`, else the graph's (a blank node value turns the
 /// graph's hook off for that node).
 fn tool_hooks(cx: &StageCtx<'_, '_>) -> crate::engine::services::ToolHooks {
-    let wf = cx.walker.wf;
+    let wf = cx.wf();
     let pick = |key: &str| {
         let own = wf.node_view(cx.node).text(key);
         own.or_else(|| wf.graph_view().text(key))
@@ -319,7 +319,7 @@ fn describe_prompt(
         LlmMode::Prompt => "prompt",
     };
     m.insert("mode".into(), Value::from(mode));
-    if let Some(plan) = cx.walker.plan.as_ref() {
+    if let Some(plan) = cx.plan() {
         m.insert("fidelity".into(), Value::from(plan.fidelity.as_str()));
         m.insert("thread_id".into(), Value::from(plan.thread.clone()));
     }

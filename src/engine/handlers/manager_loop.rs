@@ -15,7 +15,7 @@ use crate::engine::failure::FailureClass;
 use crate::engine::outcome::{Failure, StageOutcome};
 use crate::engine::preamble;
 use crate::engine::scope::{Mirror, Scope, ScopeKind};
-use crate::engine::walker::{Stop, WalkEnd, Walker};
+use crate::engine::walker::{Stop, WalkEnd};
 use crate::workflow::condition::{Condition, MapEnv};
 use crate::workflow::{self, FileSource, Workflow};
 use crossbeam_channel::RecvTimeoutError;
@@ -131,11 +131,11 @@ fn supervise(
     let scope = Scope {
         kind: ScopeKind::Child,
         prefix: format!("{}/", cx.scoped_id()),
-        branch: cx.walker.scope.branch.clone(),
+        branch: cx.scope().branch.clone(),
         stop_at: None,
         cancel: token.clone(),
         files,
-        mirrors: cx.walker.scope.mirrors.clone(),
+        mirrors: cx.scope().mirrors.clone(),
     };
     let strip = scope.prefix.len();
     let mut scope = scope;
@@ -149,7 +149,7 @@ fn supervise(
             let mut state = RunState::default();
             state.context = before.clone();
             // The child's LLM stages put the manager's preamble before their own.
-            match cx.walker.plan.as_ref().and_then(|p| p.preamble.clone()) {
+            match cx.plan().and_then(|p| p.preamble.clone()) {
                 Some(p) => {
                     state
                         .context
@@ -159,7 +159,7 @@ fn supervise(
                     state.context.remove(preamble::PARENT_PREAMBLE);
                 }
             }
-            let mut walker = Walker::new(child, cx.walker.shared, scope, state);
+            let mut walker = cx.sub_walk(child, scope, state);
             walker.seed_context();
             *mirror.lock() = walker.state.context.clone();
             walker.mirror = Some(mirror.clone());
@@ -211,7 +211,7 @@ fn deterministic(cx: &StageCtx<'_, '_>, what: &str) -> HandlerResult {
 /// The child workflow, the files it may reference, its source and its path (none inline).
 fn load_child(cx: &StageCtx<'_, '_>) -> Result<(Workflow, Files, String, Option<String>), String> {
     let v = cx.view();
-    let parent_files = cx.walker.scope.files.clone();
+    let parent_files = cx.scope().files.clone();
     let named = v.nonempty("stack.child_workflow").map(String::from);
     let (source, files): (String, Files) = if let Some(src) = v.nonempty("stack.child_dot_source") {
         (src.to_string(), parent_files)

@@ -14,13 +14,20 @@ mod manager_loop;
 mod parallel;
 mod wait;
 
+use super::checkpoint::RunState;
 use super::context::{self, Context};
+use super::events::QuietGuard;
+use super::fidelity::StagePlan;
+use super::options::RunOptions;
 use super::outcome::StageOutcome;
+use super::scope::Scope;
+use super::services::Services;
 use super::walker::Walker;
 use crate::base::cancel::CancelToken;
+use crate::procs::EnvSnapshot;
 use crate::store::StoreError;
 use crate::workflow::attrs::View;
-use crate::workflow::HandlerKind;
+use crate::workflow::{HandlerKind, Workflow};
 use serde_json::Value;
 
 /// Why an attempt produced no outcome.
@@ -39,16 +46,91 @@ impl From<StoreError> for Interrupt {
 
 pub type HandlerResult = Result<StageOutcome, Interrupt>;
 
-/// What a handler sees of its stage.
+/// What a handler sees of its stage. The walker stays private: handlers reach the run
+/// through these methods, and start nested walks (a branch, a child workflow) with
+/// [`StageCtx::sub_walk`].
 pub(crate) struct StageCtx<'a, 'w> {
-    pub walker: &'a Walker<'w>,
+    walker: &'a Walker<'w>,
     pub node: usize,
     pub kind: HandlerKind,
     /// This attempt's token (child of the scope's token).
     pub cancel: &'a CancelToken,
 }
 
-impl StageCtx<'_, '_> {
+impl<'a, 'w> StageCtx<'a, 'w> {
+    pub fn new(
+        walker: &'a Walker<'w>,
+        node: usize,
+        kind: HandlerKind,
+        cancel: &'a CancelToken,
+    ) -> StageCtx<'a, 'w> {
+        StageCtx {
+            walker,
+            node,
+            kind,
+            cancel,
+        }
+    }
+
+    /// The workflow this walk runs.
+    pub fn wf(&self) -> &'w Workflow {
+        self.walker.wf
+    }
+
+    pub fn services(&self) -> &'a Services {
+        self.walker.services()
+    }
+
+    pub fn options(&self) -> &'a RunOptions {
+        self.walker.options()
+    }
+
+    /// What this walk is (run, branch or child workflow), its files and mirrors.
+    pub fn scope(&self) -> &'a Scope {
+        &self.walker.scope
+    }
+
+    /// The walk's run state (context, visits, notes).
+    pub fn state(&self) -> &'a RunState {
+        &self.walker.state
+    }
+
+    /// The fidelity, thread and preamble the walker resolved for this stage.
+    pub fn plan(&self) -> Option<&'a StagePlan> {
+        self.walker.plan.as_ref()
+    }
+
+    /// The environment commands inherit.
+    pub fn base_env(&self) -> Option<&'a EnvSnapshot> {
+        self.walker.shared.base_env()
+    }
+
+    /// While the guard lives, waiting does not count toward the stall watchdog.
+    pub fn quiet(&self) -> QuietGuard<'a> {
+        self.walker.shared.emitter.activity.quiet()
+    }
+
+    /// Opens a human question across the run (`run.blocked`, ref-counted).
+    pub fn block(&self) -> Result<(), StoreError> {
+        self.walker.shared.block()
+    }
+
+    /// Closes one (`run.unblocked` when it was the last).
+    pub fn unblock(&self) -> Result<(), StoreError> {
+        self.walker.shared.unblock()
+    }
+
+    /// `node`'s id as events and messages show it.
+    pub fn scoped_id_of(&self, node: usize) -> String {
+        self.walker.scoped_id(node)
+    }
+
+    /// A nested walk of `wf` (this workflow for a parallel branch, a child workflow for a
+    /// manager) sharing the run, in `scope`, from `state`.
+    pub fn sub_walk(&self, wf: &'w Workflow, scope: Scope, state: RunState) -> Walker<'w> {
+        Walker::new(wf, self.walker.shared, scope, state)
+    }
+
     pub fn id(&self) -> &str {
         &self.walker.wf.node(self.node).id
     }

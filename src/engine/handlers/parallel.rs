@@ -11,7 +11,7 @@ use crate::engine::failure::StageStatus;
 use crate::engine::outcome::{Failure, Nested, StageOutcome};
 use crate::engine::scope::{Scope, ScopeKind};
 use crate::engine::timing::millis;
-use crate::engine::walker::{Stop, WalkEnd, Walker};
+use crate::engine::walker::{Stop, WalkEnd};
 use crate::store::StoreError;
 use crate::workflow::{HandlerKind, Workflow};
 use parking_lot::Mutex;
@@ -33,7 +33,7 @@ struct BranchResult {
 }
 
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
-    let wf = cx.walker.wf;
+    let wf = cx.wf();
     // (fork edge, branch start) per branch, in fork-edge order.
     let entries: Vec<(usize, usize)> = wf.out_edges[cx.node]
         .iter()
@@ -51,12 +51,12 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         .int("max_parallel")
         .filter(|&n| n >= 1)
         .unwrap_or(DEFAULT_MAX_PARALLEL) as usize;
-    let visit = cx.walker.state.visits.get(cx.id()).copied().unwrap_or(1);
+    let visit = cx.state().visits.get(cx.id()).copied().unwrap_or(1);
     let group = format!("{}#{visit}", cx.scoped_id());
     cx.emit(
         "parallel.started",
         json!({"visit": visit, "branch_count": starts.len(), "max_parallel": max_parallel,
-               "join_node": cx.walker.scoped_id(join), "join_policy": "wait_all"}),
+               "join_node": cx.scoped_id_of(join), "join_policy": "wait_all"}),
     )?;
     let started = Instant::now();
     let results = run_branches(cx, &group, &entries, join, max_parallel);
@@ -121,7 +121,7 @@ fn run_branches(
         .zip(entries)
         .map(|(slot, &(_, start))| {
             slot.into_inner().unwrap_or_else(|| BranchResult {
-                branch: cx.walker.wf.node(start).id.to_string(),
+                branch: cx.wf().node(start).id.to_string(),
                 status: StageStatus::Failed,
                 error: Some("the branch did not run".into()),
                 outputs: Context::new(),
@@ -139,18 +139,18 @@ fn run_branch(
     (edge, start): (usize, usize),
     join: usize,
 ) -> BranchResult {
-    let parent = cx.walker;
-    let branch = parent.wf.node(start).id.to_string();
+    let parent = cx.scope();
+    let branch = cx.wf().node(start).id.to_string();
     let scope = Scope {
         kind: ScopeKind::Branch,
-        prefix: parent.scope.prefix.clone(),
+        prefix: parent.prefix.clone(),
         branch: Some((group.to_string(), branch.clone())),
         stop_at: Some(join),
         cancel: cx.cancel.clone(),
-        files: parent.scope.files.clone(),
-        mirrors: parent.scope.mirrors.clone(),
+        files: parent.files.clone(),
+        mirrors: parent.mirrors.clone(),
     };
-    let mut walker = Walker::new(parent.wf, parent.shared, scope, parent.state.clone());
+    let mut walker = cx.sub_walk(cx.wf(), scope, cx.state().clone());
     let started = Instant::now();
     let mut store_error = walker
         .emit(
@@ -183,7 +183,7 @@ fn run_branch(
         status,
         error,
         outputs,
-        nested: walker.nested_since(&parent.state),
+        nested: walker.nested_since(cx.state()),
         store_error,
     }
 }
@@ -212,7 +212,7 @@ fn merge(cx: &StageCtx<'_, '_>, results: &[BranchResult], join: usize) -> StageO
     }
     o.write(PARALLEL_RESULTS, Value::Array(listed));
     o.nested = Some(Box::new(nested));
-    o.jump_to = Some(cx.walker.wf.node(join).id.to_string());
+    o.jump_to = Some(cx.wf().node(join).id.to_string());
     o
 }
 

@@ -12,8 +12,8 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             cx.scoped_id()
         ))));
     };
-    let _quiet = cx.walker.shared.emitter.activity.quiet();
-    if cx.walker.services().clock.sleep(duration, cx.cancel) {
+    let _quiet = cx.quiet();
+    if cx.services().clock.sleep(duration, cx.cancel) {
         return Err(Interrupt::Cancelled);
     }
     Ok(StageOutcome::succeeded())

@@ -18,9 +18,9 @@ use serde_json::{json, Value};
 use std::time::Instant;
 
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
-    let mut q = build_question(cx.walker.wf, cx.node, context_display(cx));
+    let mut q = build_question(cx.wf(), cx.node, context_display(cx));
     q.stage = cx.scoped_id();
-    if cx.walker.wf.node_view(cx.node).nonempty("prompt").is_some() {
+    if cx.wf().node_view(cx.node).nonempty("prompt").is_some() {
         q.text = cx.expand(&q.text);
     }
     if q.options.is_empty() && q.freeform_target.is_none() {
@@ -95,19 +95,18 @@ fn started_props(q: &Question) -> Value {
 
 /// Asks with the run blocked and the watchdog quiet; the node `timeout` cancels the ask.
 fn ask(cx: &StageCtx<'_, '_>, q: &Question) -> Result<Result<Reply, InterviewError>, Interrupt> {
-    let shared = cx.walker.shared;
-    let _quiet = shared.emitter.activity.quiet();
-    shared.block()?;
+    let _quiet = cx.quiet();
+    cx.block()?;
     let token = cx.cancel.child();
     let timeout = cx.view().duration("timeout").filter(|d| !d.is_zero());
     let timer = timeout.map(|t| start_timer(&token, t));
-    let reply = cx.walker.services().interviewer.ask(q, &token);
+    let reply = cx.services().interviewer.ask(q, &token);
     let timed_out = token.reason().as_deref() == Some(TIMED_OUT) && !cx.cancel.is_cancelled();
     token.cancel("question closed");
     if let Some(t) = timer {
         let _ = t.join();
     }
-    shared.unblock()?;
+    cx.unblock()?;
     Ok(match reply {
         Err(InterviewError::Cancelled) if timed_out => Err(InterviewError::Timeout),
         other => other,
