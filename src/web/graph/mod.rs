@@ -1,4 +1,4 @@
-//! The workflow drawn as SVG: the layered layout of [`layout`] (no Graphviz, no external
+//! The workflow drawn as SVG: the layered layout of `layout` (no Graphviz, no external
 //! service) written as SVG text, served by `GET /api/v1/runs/{id}/graph`.
 //!
 //! `rankdir=LR` lays layers left to right, anything else top to bottom. Edges never pass
