@@ -44,7 +44,7 @@ enum Detail {
     Full,
 }
 
-/// The preamble of `mode` (`full` gives the `summary:high` text, see [`StagePlan`]).
+/// The preamble of `mode` (`full` gives the `summary:high` text, see [`StagePlan`](super::fidelity::StagePlan)).
 /// Sections: the goal, the run id (all but compact), the completed stages (start and exit
 /// skipped, revisits repeated, each with its node's latest details), then the context
 /// (compact, summary:medium and summary:high) without engine keys, responses and command

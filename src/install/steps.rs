@@ -1,5 +1,5 @@
 //! The wizard's JSON API (api.md 7): one function per step request, called by
-//! [`super::dispatch`].
+//! `super::dispatch`.
 //!
 //! | request | body | answer |
 //! |---|---|---|

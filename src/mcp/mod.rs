@@ -1,11 +1,11 @@
 //! MCP, the Model Context Protocol: server definitions ([`spec`], always compiled) and, with
 //! the `llm` feature, a synchronous client that speaks the protocol for real over stdio,
-//! Streamable HTTP and the legacy HTTP+SSE transport ([`Client`]): JSON-RPC 2.0,
+//! Streamable HTTP and the legacy HTTP+SSE transport (`Client`): JSON-RPC 2.0,
 //! `initialize` with version negotiation (2025-06-18, 2025-03-26), `tools/list` across
 //! pages, `tools/call`, `notifications/cancelled` on timeout or cancellation, answers to
 //! `ping`, refusals of every other server request, and `notifications/tools/list_changed`.
 //! No async runtime: each connection has reader threads that hand messages to the caller
-//! through a crossbeam channel; nothing outlives [`Client::close`].
+//! through a crossbeam channel; nothing outlives `Client::close`.
 //! Must not know about runs, stages, the store or models: the agent layer decides which
 //! servers a stage gets and how results reach a model.
 

@@ -1,6 +1,6 @@
 //! Stage handlers: one module per handler kind, named after it (`command`, `human`,
 //! `parallel`, `fan_in`, `manager_loop`, `wait`, `llm` for agent and prompt), dispatched by
-//! [`run`]; `child_run` is the manager loop's child run record. Each handler turns
+//! `run`; `child_run` is the manager loop's child run record. Each handler turns
 //! one attempt of one node into a [`StageOutcome`] (or an [`Interrupt`] when the attempt's
 //! token was cancelled or the store failed).
 //! Must not touch: routing, retries, visits or checkpoints (the walker owns those).
