@@ -1,6 +1,7 @@
 //! The web UI in a real headless Chromium: runs `tests/browser/test_web.py` (Selenium with
 //! Debian's chromium and chromedriver) against the real `svc` binary. Screenshots of the
-//! board and a run page go to `target/web-screenshots/`.
+//! board and a run page go to `target/web-screenshots/`; `tests/browser/test_security.py`
+//! attacks the signed-in user from a preview, a hostile `next` and a framed install page.
 //!
 //! Needs Chromium, chromedriver and Python's selenium: where the build did not find them
 //! the test is reported as ignored with the install command; under `SVC_REQUIRE_BROWSER=1`
@@ -39,4 +40,37 @@ fn web_ui_end_to_end_in_chromium() {
     for shot in ["board.png", "run-page.png"] {
         assert!(out.join(shot).exists(), "screenshot {shot} missing");
     }
+}
+
+/// The threat model's browser half (`tests/browser/test_security.py`): a page served by
+/// workflow code through a preview, opened by a signed-in user, tries to read
+/// `/api/v1/user`, to POST to the API with the user's cookie, to set cookies on svc's
+/// origin and to frame the UI, with previews on the UI's origin and on a listener of their
+/// own: each fails and the session is intact. Also: the sign-in page's script never leaves
+/// the site for a hostile `next`, and the install wizard works under its CSP and cannot be
+/// framed.
+#[test]
+#[cfg_attr(
+    not(all(has_browser, has_git)),
+    ignore = "needs Chromium, chromedriver, Python's selenium and git: apt-get install chromium chromium-driver git && pip install selenium"
+)]
+fn previews_and_sign_in_cannot_be_turned_against_the_user_in_chromium() {
+    require(Tool::Browser);
+    require(Tool::Git);
+    let (chromium, driver) = (
+        chromium().unwrap_or_default(),
+        chromedriver().unwrap_or_default(),
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("python3")
+        .arg(root.join("tests/browser/test_security.py"))
+        .args(["--bin", env!("CARGO_BIN_EXE_svc")])
+        .env("SVC_CHROMIUM", &chromium)
+        .env("SVC_CHROMEDRIVER", &driver)
+        .status()
+        .expect("run python3");
+    assert!(
+        status.success(),
+        "the browser security test failed (see its output above)"
+    );
 }
