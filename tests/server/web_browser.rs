@@ -52,7 +52,7 @@ fn web_ui_end_to_end_in_chromium() {
 #[test]
 #[cfg_attr(
     not(all(has_browser, has_git)),
-    ignore = "needs Chromium, chromedriver, Python's selenium and git: apt-get install chromium chromium-driver git && pip install selenium"
+    ignore = "needs Chromium, chromedriver and Python's selenium and git: apt-get install chromium chromium-driver && pip install selenium; apt-get install git"
 )]
 fn previews_and_sign_in_cannot_be_turned_against_the_user_in_chromium() {
     require(Tool::Browser);
