@@ -472,8 +472,21 @@ fn parse_trigger(o: Obj<'_>, errs: &mut Errors) -> Option<Trigger> {
             o.only(&["id", "kind", "enabled", "expression", "timezone"], errs);
             let expression = o.non_blank("expression", errs);
             let timezone = o.opt_string("timezone", errs).unwrap_or("UTC");
-            match expression.map(|e| (e, Schedule::parse(e, timezone))) {
-                Some((e, Ok(schedule))) => Some(TriggerSpec::Schedule {
+            // The zone is checked on its own too, so both mistakes show at once.
+            let zone_ok = match Schedule::check_timezone(timezone) {
+                Ok(()) => true,
+                Err(m) => {
+                    errs.push(Invalid::new(o.field("timezone"), m));
+                    false
+                }
+            };
+            match expression.map(|e| {
+                (
+                    e,
+                    Schedule::parse(e, if zone_ok { timezone } else { "UTC" }),
+                )
+            }) {
+                Some((e, Ok(schedule))) if zone_ok => Some(TriggerSpec::Schedule {
                     expression: e.trim().to_string(),
                     timezone: timezone.to_string(),
                     schedule,
@@ -482,11 +495,8 @@ fn parse_trigger(o: Obj<'_>, errs: &mut Errors) -> Option<Trigger> {
                     errs.push(Invalid::new(o.field("expression"), m));
                     None
                 }
-                Some((_, Err(ScheduleError::Timezone(m)))) => {
-                    errs.push(Invalid::new(o.field("timezone"), m));
-                    None
-                }
-                None => None,
+                Some((_, Err(ScheduleError::Timezone(_)))) => None,
+                _ => None,
             }
         }
         TriggerKind::Webhook => {

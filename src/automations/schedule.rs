@@ -68,6 +68,15 @@ impl Schedule {
         Ok(s)
     }
 
+    /// Whether `timezone` is an IANA time zone (the message says why not).
+    pub fn check_timezone(timezone: &str) -> Result<(), String> {
+        timezone.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
+            format!(
+                "`{timezone}` is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)"
+            )
+        })
+    }
+
     /// The first due instant strictly after `after_ms` (Unix milliseconds), in Unix
     /// milliseconds; `None` if there is none before the year 5000.
     pub fn next_after(&self, after_ms: i64) -> Option<i64> {

@@ -225,27 +225,33 @@ impl<K: Kind> Catalog<K> {
     /// Creates an entry from a create body (`{id, ...definition}`).
     pub fn create(&self, body: &[u8]) -> Result<Arc<Item>, CatalogError> {
         let mut def = parse_body(body)?;
-        let id = match def.remove("id") {
-            Some(Value::String(id)) if is_slug(&id) => id,
+        // The id's problem and the definition's are reported together.
+        let (id, id_error) = match def.remove("id") {
+            Some(Value::String(id)) if is_slug(&id) => (id, None),
             Some(Value::String(id)) => {
-                return Err(CatalogError::Invalid(vec![Invalid::new(
+                let e = Invalid::new(
                     "id",
                     format!("`{id}` is not a valid id: expected ^[a-z0-9][a-z0-9-]{{0,62}}$ (lowercase letters, digits and dashes, not starting with a dash, at most 63)"),
-                )]))
+                );
+                (id, Some(e))
             }
-            Some(other) => {
-                return Err(CatalogError::Invalid(vec![Invalid::new(
+            Some(other) => (
+                String::new(),
+                Some(Invalid::new(
                     "id",
                     format!("must be a string, not {}", fields::type_name(&other)),
-                )]))
-            }
-            None => return Err(CatalogError::Invalid(vec![Invalid::new("id", "is required")])),
+                )),
+            ),
+            None => (String::new(), Some(Invalid::new("id", "is required"))),
         };
         strip_view_only::<K>(&mut def);
-        let def = self
-            .kind
-            .validate(&id, &def)
-            .map_err(CatalogError::Invalid)?;
+        let def = match (self.kind.validate(&id, &def), id_error) {
+            (Ok(def), None) => def,
+            (Ok(_), Some(e)) => return Err(CatalogError::Invalid(vec![e])),
+            (Err(errs), e) => {
+                return Err(CatalogError::Invalid(e.into_iter().chain(errs).collect()))
+            }
+        };
         let _w = self.write.lock();
         if self.items.read().contains_key(&id) {
             return Err(CatalogError::Exists { noun: K::NOUN, id });

@@ -93,6 +93,13 @@ fn bad_bodies() {
         panic!("a bad slug is accepted")
     };
     assert_eq!(errs[0].field, "id");
+    // The id's problem and the definition's come together.
+    let Err(CatalogError::Invalid(errs)) = c.create(&body(json!({"id": "Bad_Id", "name": " "})))
+    else {
+        panic!("accepted")
+    };
+    let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["id", "name"]);
     assert!(matches!(
         c.create(&body(json!({"name": "x"}))),
         Err(CatalogError::Invalid(e)) if e[0].field == "id"

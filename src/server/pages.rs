@@ -72,6 +72,15 @@ pub fn run(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     page(app, Page::Run)
 }
 
+pub fn automations(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    page(app, Page::Automations)
+}
+
+/// `/automations/new` and `/automations/{id}`: the form (and an existing one's fires).
+pub fn automation(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    page(app, Page::Automation)
+}
+
 pub fn asset(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     enabled(app)?;
     let name = ctx.param("name");

@@ -156,6 +156,8 @@ pub fn page_routes() -> Vec<Route> {
         public("GET", "/logout", pages::sign_out),
         public("GET", "/runs/new", pages::new_run),
         public("GET", "/runs/{id}", pages::run),
+        public("GET", "/automations", pages::automations),
+        public("GET", "/automations/{id}", pages::automation),
         public("GET", "/assets/{name}", pages::asset),
     ]
 }

@@ -54,6 +54,16 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("assets/newrun.js"),
     },
     Asset {
+        name: "automations.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/automations.js"),
+    },
+    Asset {
+        name: "automation.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/automation.js"),
+    },
+    Asset {
         name: "signin.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("assets/signin.js"),
@@ -75,15 +85,19 @@ pub enum Page {
     Run,
     SignIn,
     SignOut,
+    Automations,
+    Automation,
 }
 
 impl Page {
-    pub const ALL: [Page; 5] = [
+    pub const ALL: [Page; 7] = [
         Page::Board,
         Page::NewRun,
         Page::Run,
         Page::SignIn,
         Page::SignOut,
+        Page::Automations,
+        Page::Automation,
     ];
 
     fn name(self) -> &'static str {
@@ -93,6 +107,8 @@ impl Page {
             Page::Run => "run",
             Page::SignIn => "sign-in",
             Page::SignOut => "sign-out",
+            Page::Automations => "automations",
+            Page::Automation => "automation",
         }
     }
 
@@ -103,6 +119,8 @@ impl Page {
             Page::Run => "Run",
             Page::SignIn => "Sign in",
             Page::SignOut => "Sign out",
+            Page::Automations => "Automations",
+            Page::Automation => "Automation",
         }
     }
 
@@ -112,6 +130,8 @@ impl Page {
             Page::NewRun => "newrun.js",
             Page::Run => "run.js",
             Page::SignIn | Page::SignOut => "signin.js",
+            Page::Automations => "automations.js",
+            Page::Automation => "automation.js",
         }
     }
 }

@@ -344,6 +344,61 @@ def test_live_run(d, s):
     return run_id
 
 
+def test_automations(d, s):
+    """Create an automation in the form (its mistakes shown beside their fields), fire it,
+    follow the run; the run page and the board say where the run came from; a run page
+    makes a new automation's form."""
+    st, v = s.api("POST", "/api/v1/workflow-versions", {"entrypoint": "tiny.dot", "files": {
+        "tiny.dot": 'digraph tiny { goal="Tidy up"; start [shape=Mdiamond]; work [shape=parallelogram, script="echo tidy"]; exit [shape=Msquare]; start -> work -> exit }'}})
+    check(st in (200, 201), f"version: {st}")
+    d.get(s.base + "/automations")
+    wait(d, "the automations page", lambda: q(d, "#new-automation"))
+    q(d, "#new-automation")[0].click()
+    wait(d, "the form", lambda: q(d, "#a-name"))
+    q(d, "#a-id")[0].send_keys("Bad Id")
+    q(d, "#a-name")[0].send_keys("Nightly tidy")
+    q(d, "#a-version")[0].send_keys(v["id"])
+    q(d, "#add-trigger")[0].click()
+    wait(d, "a second trigger row", lambda: q(d, "#t1-id"))
+    q(d, "#t1-id")[0].send_keys("nightly")
+    q(d, "#t1-expression")[0].send_keys("0 0 2 * * 2")
+    q(d, "#t1-timezone")[0].send_keys("Mars/Base")
+    q(d, "#save")[0].click()
+    wait(d, "errors beside their fields", lambda: len(q(d, ".field-error")) >= 3)
+    errs = {e.get_attribute("data-for"): e.text for e in q(d, ".field-error")}
+    check("id" in errs and "triggers[1].expression" in errs and "triggers[1].timezone" in errs, f"errors: {errs}")
+    check(q(d, "#t1-expression")[0].get_attribute("aria-invalid") == "true", "the cron field is marked")
+    check("five" in errs["triggers[1].expression"], f"says why: {errs}")
+    shot(d, "automation-form-errors")
+    check(s.api("GET", "/api/v1/automations")[1]["meta"]["total"] == 0, "nothing was created")
+    for css, value in [("#a-id", "nightly-tidy"), ("#t1-expression", "0 2 * * 2"), ("#t1-timezone", "Europe/Berlin")]:
+        q(d, css)[0].clear()
+        q(d, css)[0].send_keys(value)
+    q(d, "#save")[0].click()
+    wait(d, "the automation's page", lambda: d.current_url.endswith("/automations/nightly-tidy") and q(d, "#fire-now"))
+    wait(d, "its next due time", lambda: "next due" in q(d, "#fires-box")[0].text)
+    q(d, "#fire-now")[0].click()
+    wait(d, "the fired run's link", lambda: q(d, "#fired-run"))
+    wait(d, "the fire on record", lambda: q(d, "#fires a.fire-run"))
+    shot(d, "automation-page")
+    q(d, "#fired-run")[0].click()
+    wait(d, "the run page", lambda: "/runs/01" in d.current_url and q(d, "#run-automation"))
+    run_id = d.current_url.rstrip("/").split("/")[-1]
+    check("Nightly tidy" in q(d, "#run-automation")[0].text, "the run names its automation")
+    wait(d, "the run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=30)
+    no_csp_violations(d)
+    # The board card says so too.
+    d.get(s.base + "/")
+    wait(d, "the card with its automation", lambda: q(d, f'.card[data-id="{run_id}"] a.auto'))
+    # Make an automation from this run: the form comes filled in.
+    d.get(s.base + f"/runs/{run_id}")
+    wait(d, "the make-an-automation link", lambda: q(d, "#make-automation"))
+    q(d, "#make-automation")[0].click()
+    wait(d, "the prefilled form", lambda: q(d, "#a-version") and q(d, "#a-version")[0].get_attribute("value") == v["id"])
+    check(q(d, "#a-goal")[0].get_attribute("value") == "Tidy up", "the goal came along")
+    no_csp_violations(d)
+
+
 def test_board_pages_and_archive(d, s):
     """Archived runs hide unless asked for; more than 100 runs page."""
     dot = "digraph tiny { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"
@@ -751,7 +806,8 @@ def main():
                      ("freeform answer", test_freeform_answer),
                      ("reconnect with Last-Event-ID", test_reconnect),
                      ("board pages and archive filter", test_board_pages_and_archive),
-                     ("layout at 1280 px and phone width", test_polish)]
+                     ("layout at 1280 px and phone width", test_polish),
+                     ("automations: form, fire, follow the run", test_automations)]
             steps.append(("sign out", sign_out))
             for name, f in steps:
                 if a.only and a.only not in name and name != "sign in":

@@ -70,6 +70,8 @@ pub struct RunView<'a> {
 
 #[derive(Serialize)]
 struct WorkflowView<'a> {
+    /// The registered version the run runs (svc's addition to WorkflowRef).
+    version_id: &'a Option<String>,
     slug: &'a Option<String>,
     name: &'a Option<String>,
     graph_name: &'a Option<String>,
@@ -173,6 +175,7 @@ pub fn run_view<'a>(
         title: &row.title,
         goal: &row.goal,
         workflow: WorkflowView {
+            version_id: &w.version_id,
             slug: &w.slug,
             name: &w.name,
             graph_name: &w.graph_name,

@@ -48,7 +48,10 @@
       el('div', {class: 'card-meta'},
         el('span', {class: 'wf', title: 'Workflow'}, (item.workflow && item.workflow.slug) || 'workflow'),
         repoName(item) ? el('span', {class: 'repo', title: 'Repository'}, repoName(item)) : null,
-        el('span', {class: 'elapsed' + (warn ? ' warn' : ''), title: 'Elapsed'}, fmtSecs(elapsedOf(c)))),
+        el('span', {class: 'elapsed' + (warn ? ' warn' : ''), title: 'Elapsed'}, fmtSecs(elapsedOf(c))),
+        item.automation ? el('a', {class: 'auto', title: 'Started by this automation',
+          href: '/automations/' + encodeURIComponent(item.automation.id)},
+        '⟳ ' + (item.automation.name || item.automation.id)) : null),
       q ? el('p', {class: 'question'}, el('strong', {}, 'Question: '), q) : null,
       diff ? el('p', {class: 'diff', title: 'Changed lines'},
         el('span', {class: 'add'}, '+' + (diff.additions || 0)), ' ',
@@ -99,6 +102,7 @@
       question: r.current_question,
       timings: {elapsed_secs: Math.floor(((r.timing && r.timing.wall_time_ms) || 0) / 1000)},
       diff: r.diff, pull_request: r.pull_request, archived: r.lifecycle.archived,
+      automation: r.automation,
     };
   }
 

@@ -82,6 +82,10 @@
       ['Cost', r.billing ? fmtUsd(cost) : '–'],
     ];
     if (r.repository) facts.splice(1, 0, ['Repository', r.repository.name]);
+    if (r.automation) {
+      facts.push(['Automation', el('a', {id: 'run-automation', href: '/automations/' + encodeURIComponent(r.automation.id)},
+        (r.automation.name || r.automation.id) + (r.automation.trigger_id ? ` (${r.automation.trigger_id})` : ''))]);
+    }
     if (r.lifecycle.queue_position) facts.push(['Queue position', String(r.lifecycle.queue_position)]);
     if (r.lifecycle.pending_control) facts.push(['Pending', r.lifecycle.pending_control]);
     if (r.lifecycle.archived) facts.push(['Archived', fmtTime(r.lifecycle.archived_at)]);
@@ -578,7 +582,9 @@
     ui.usage = el('div', {id: 'usage-body'}, el('p', {class: 'muted'}, 'Loading usage…'));
     ui.files = el('div', {id: 'files-body'}, el('p', {class: 'muted'}, 'Loading changes…'));
     show(
-      el('nav', {class: 'crumbs'}, el('a', {href: '/'}, '← Runs')),
+      el('nav', {class: 'crumbs'}, el('a', {href: '/'}, '← Runs'), ' · ',
+        el('a', {id: 'make-automation', href: '/automations/new?from_run=' + encodeURIComponent(run.id)},
+          'Make an automation from this run')),
       el('div', {class: 'run-head'}, ui.title, ui.badge, ui.live),
       ui.goal, ui.facts, ui.runError, ui.controls, ui.controlMsg,
       ui.questions, ui.steer,
