@@ -613,10 +613,13 @@ fn schemas() -> Value {
                 "title": {"type": "string"},
                 "goal": {"type": "string"},
                 "workflow": {"type": "object", "properties": {
+                    "version_id": nullable("string"),
                     "slug": nullable("string"), "name": nullable("string"), "graph_name": nullable("string"),
                     "node_count": {"type": "integer"}, "edge_count": {"type": "integer"}
                 }},
-                "automation": {"type": ["object", "null"]},
+                "automation": {"type": ["object", "null"], "description": "AutomationRef {id, name, trigger_id} of the automation that started the run.", "properties": {
+                    "id": {"type": "string"}, "name": nullable("string"), "trigger_id": nullable("string")
+                }},
                 "repository": {"type": ["object", "null"]},
                 "created_by": r("Principal"),
                 "origin": {"type": "object", "properties": {"kind": {"const": "api"}}},
