@@ -37,7 +37,7 @@ use hmac::{Hmac, Mac};
 use parking_lot::{Condvar, Mutex};
 use serde_json::{json, Map, Value};
 use sha2::Sha256;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,9 +131,21 @@ struct Due {
 struct Index {
     /// (next due, automation, trigger), earliest first.
     queue: BTreeSet<(i64, String, String)>,
-    rows: HashMap<(String, String), Due>,
+    /// By (automation, trigger): an automation's rows are one range.
+    rows: BTreeMap<(String, String), Due>,
     /// Automations with fires `queued` behind an active run.
     queued: usize,
+}
+
+impl Index {
+    /// The schedule rows of automation `id`, by trigger id.
+    fn rows_of(&self, id: &str) -> Vec<ScheduleRow> {
+        self.rows
+            .range((id.to_string(), String::new())..)
+            .take_while(|((a, _), _)| a == id)
+            .map(|(_, d)| d.row.clone())
+            .collect()
+    }
 }
 
 /// Fires automations: the scheduler's work, API fires and deliveries.
@@ -143,6 +155,8 @@ pub struct Dispatcher {
     launcher: Arc<dyn Launcher>,
     clock: Arc<dyn Clock>,
     index: Mutex<Index>,
+    /// Typed automations by id, with the revision they were read at.
+    typed_cache: Mutex<std::collections::HashMap<String, (String, Arc<Automation>)>>,
     /// Serialises fires of one process: decisions (overlap) see every earlier fire.
     firing: Mutex<()>,
     wake: Mutex<bool>,
@@ -222,6 +236,7 @@ impl Dispatcher {
             launcher,
             clock,
             index: Mutex::new(Index::default()),
+            typed_cache: Mutex::new(std::collections::HashMap::new()),
             firing: Mutex::new(()),
             wake: Mutex::new(false),
             woken: Condvar::new(),
@@ -305,12 +320,7 @@ impl Dispatcher {
             })
             .unwrap_or_default();
         let mut idx = self.index.lock();
-        let existing: Vec<ScheduleRow> = idx
-            .rows
-            .iter()
-            .filter(|((a, _), _)| a == id)
-            .map(|(_, d)| d.row.clone())
-            .collect();
+        let existing: Vec<ScheduleRow> = idx.rows_of(id);
         for old in &existing {
             if !wanted.iter().any(|w| w.0 == old.trigger_id) {
                 self.tables.drop_schedule(id, &old.trigger_id)?;
@@ -347,15 +357,28 @@ impl Dispatcher {
         }
         drop(idx);
         if automation.is_none() {
+            self.typed_cache.lock().remove(id);
             self.tables.forget_automation(id)?;
         }
         Ok(())
     }
 
-    fn typed(&self, id: &str) -> Option<Automation> {
+    /// The automation `id` in its typed form, read once per revision.
+    fn typed(&self, id: &str) -> Option<Arc<Automation>> {
         let item = self.catalog.get(id).ok()?;
+        if let Some((rev, a)) = self.typed_cache.lock().get(id) {
+            if *rev == item.revision {
+                return Some(Arc::clone(a));
+            }
+        }
         match self.catalog.kind().typed(id, &item.definition) {
-            Ok(a) => Some(a),
+            Ok(a) => {
+                let a = Arc::new(a);
+                self.typed_cache
+                    .lock()
+                    .insert(id.to_string(), (item.revision.clone(), Arc::clone(&a)));
+                Some(a)
+            }
             Err(e) => {
                 log::error!("automation {id} is stored but does not read back: {e:?}");
                 None
@@ -376,14 +399,7 @@ impl Dispatcher {
     /// The schedule rows of automation `id` (next due, last fired), for views.
     pub fn schedules_of(&self, id: &str) -> Vec<ScheduleRow> {
         let idx = self.index.lock();
-        let mut rows: Vec<ScheduleRow> = idx
-            .rows
-            .iter()
-            .filter(|((a, _), _)| a == id)
-            .map(|(_, d)| d.row.clone())
-            .collect();
-        rows.sort_by(|a, b| a.trigger_id.cmp(&b.trigger_id));
-        rows
+        idx.rows_of(id)
     }
 
     /// Fires everything due at the clock's now; returns when to look again (Unix ms).
