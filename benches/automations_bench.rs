@@ -24,7 +24,7 @@ const HELLO: &str = "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare
 const EVERY_MINUTE: usize = 200;
 
 fn ms(ts: &str) -> i64 {
-    svc::store::parse_ts(ts).unwrap_or(0)
+    svc::base::clock::parse_ts(ts).unwrap_or(0)
 }
 
 fn main() {
@@ -140,13 +140,13 @@ fn main() {
             .create(body.to_string().as_bytes())
             .expect("create automation");
     }
-    let now = svc::store::SystemClock;
+    let now = svc::base::clock::SystemClock;
     let boundary = {
-        use svc::store::Clock;
+        use svc::base::clock::Clock;
         (now.now_ms() / 60_000 + 1) * 60_000
     };
     let wait = boundary - {
-        use svc::store::Clock;
+        use svc::base::clock::Clock;
         now.now_ms()
     };
     println!(
@@ -196,6 +196,6 @@ fn main() {
 
 /// The current UTC hour.
 fn chrono_hour() -> usize {
-    use svc::store::Clock;
-    ((svc::store::SystemClock.now_ms() / 3_600_000) % 24) as usize
+    use svc::base::clock::Clock;
+    ((svc::base::clock::SystemClock.now_ms() / 3_600_000) % 24) as usize
 }
