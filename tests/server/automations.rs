@@ -73,7 +73,11 @@ fn the_catalog_rules_over_http() {
         .collect();
     assert_eq!(
         fields,
-        ["target.workflow_version_id", "triggers[0].expression"]
+        [
+            "target.workflow_version_id",
+            "triggers[0].timezone",
+            "triggers[0].expression"
+        ]
     );
 
     // Read: ETag; list: sorted envelope.
