@@ -65,6 +65,9 @@ pub use store::Event;
 pub mod agent;
 #[cfg(feature = "server")]
 #[doc(hidden)]
+pub mod ask;
+#[cfg(feature = "server")]
+#[doc(hidden)]
 pub mod auth;
 #[cfg(feature = "server")]
 #[doc(hidden)]

@@ -643,13 +643,23 @@ fn schemas() -> Value {
                 "timing": {"oneOf": [r("RunTiming"), {"type": "null"}]},
                 "billing": {"oneOf": [r("RunBillingSummary"), {"type": "null"}]},
                 "size": {"enum": ["XS", "S", "M", "L", "XL"]},
-                "ask_svc": {"type": "object"},
+                "ask_svc": r("AskSvc"),
                 "diff": {"type": ["object", "null"]},
                 "pull_request": {"type": ["object", "null"]},
                 "current_question": {"type": ["object", "null"], "properties": {"text": {"type": "string"}}},
                 "superseded_by": nullable("string"),
                 "retried_from": nullable("string"),
                 "links": {"type": "object", "properties": {"web": nullable("string")}}
+            }
+        },
+        "AskSvc": {
+            "type": "object",
+            "required": ["available", "unavailable_reason", "default_model"],
+            "description": "Readiness of Ask on this run, computed per response: no sandbox record, then a sandbox that is not ready (a removed one still answers from stored events), then no usable LLM provider.",
+            "properties": {
+                "available": {"type": "boolean"},
+                "unavailable_reason": {"enum": ["no_sandbox", "sandbox_not_ready", "llm_unconfigured", null]},
+                "default_model": nullable("string")
             }
         },
         "RunTiming": {

@@ -160,6 +160,16 @@ impl Vault {
         Ok(self.load()?.remove(name).map(|s| s.value))
     }
 
+    /// Every value at once, read in one go (answers that consult many names).
+    pub fn snapshot(&self) -> Result<crate::llm::StaticCredentials, VaultError> {
+        Ok(crate::llm::StaticCredentials(
+            self.load()?
+                .into_iter()
+                .map(|(k, s)| (k, s.value))
+                .collect(),
+        ))
+    }
+
     pub fn remove(&self, name: &str) -> Result<(), VaultError> {
         let mut all = self.load()?;
         if all.remove(name).is_none() {

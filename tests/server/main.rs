@@ -32,6 +32,8 @@ mod automations;
 mod web_pages;
 // The web UI in headless Chromium (Selenium).
 mod web_browser;
+// Ask: readiness on runs, sessions and turns against a scripted provider; rewind.
+mod ask;
 // MCP servers: the catalog and its test route, runs whose agents use catalog and inline servers.
 mod mcp;
 // The README's set-up and shell examples, run as written (bwrap, curl, jq).

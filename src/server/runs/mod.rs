@@ -207,25 +207,37 @@ impl Runs {
         (self.queue_position(row), children)
     }
 
+    /// `Run.ask_svc` of `row`, computed now (keys read from the vault in one go).
+    pub fn ask_readiness(
+        &self,
+        row: &RunRow,
+        settings: &crate::settings::Settings,
+    ) -> crate::ask::Readiness {
+        let creds = crate::settings::vault::Vault::in_state_dir(&self.state_dir)
+            .snapshot()
+            .unwrap_or_else(|e| {
+                log::warn!("cannot read the vault: {e}");
+                crate::llm::StaticCredentials::new()
+            });
+        crate::ask::readiness(row, settings, &creds)
+    }
+
     /// The full Run JSON of `row`.
     pub fn run_json(&self, row: &RunRow) -> Value {
         let (queue, children) = self.view_counts(row);
-        view::run_json(
-            row,
-            &row.created_meta,
-            queue,
-            children,
-            &self.settings.get(),
-        )
+        let settings = self.settings.get();
+        let ask = self.ask_readiness(row, &settings);
+        view::run_json(row, &row.created_meta, queue, children, &settings, ask)
     }
 
     /// A response carrying the full Run of `row`, serialised straight from the row.
     pub fn run_reply(&self, status: u16, row: &RunRow) -> Reply {
         let (queue, children) = self.view_counts(row);
         let settings = self.settings.get();
+        let ask = self.ask_readiness(row, &settings);
         Reply::json_of(
             status,
-            &view::run_view(row, &row.created_meta, queue, children, &settings),
+            &view::run_view(row, &row.created_meta, queue, children, &settings, ask),
         )
     }
 }

@@ -59,7 +59,7 @@ pub struct RunView<'a> {
     timing: Option<Value>,
     billing: Option<Value>,
     size: &'static str,
-    ask_svc: AskSvc,
+    ask_svc: crate::ask::Readiness,
     diff: &'a Option<Value>,
     pull_request: Option<()>,
     current_question: Option<Value>,
@@ -109,13 +109,6 @@ struct TimestampsView<'a> {
 }
 
 #[derive(Serialize)]
-struct AskSvc {
-    available: bool,
-    unavailable_reason: &'static str,
-    default_model: Option<()>,
-}
-
-#[derive(Serialize)]
 struct Links {
     web: Option<String>,
 }
@@ -132,13 +125,15 @@ fn models_of<'a>(row: &'a RunRow, created: &'a Map<String, Value>) -> Cow<'a, Va
 }
 
 /// The full Run resource. `created` holds the `run.created` properties (created_by, origin,
-/// models, sandbox) and `queue_position` is 1-based among runnable runs.
+/// models, sandbox), `queue_position` is 1-based among runnable runs and `ask` is the run's
+/// Ask readiness (`crate::ask::readiness`).
 pub fn run_view<'a>(
     row: &'a RunRow,
     created: &'a Map<String, Value>,
     queue_position: Option<usize>,
     children_count: usize,
     settings: &Settings,
+    ask: crate::ask::Readiness,
 ) -> RunView<'a> {
     let w = &row.workflow;
     let u = &row.usage;
@@ -211,11 +206,7 @@ pub fn run_view<'a>(
         timing,
         billing,
         size: crate::llm::size_bucket(u.usd_micros),
-        ask_svc: AskSvc {
-            available: false,
-            unavailable_reason: "no_sandbox",
-            default_model: None,
-        },
+        ask_svc: ask,
         diff: &row.diff,
         pull_request: None,
         current_question: row.current_question.as_ref().map(question_text),
@@ -234,6 +225,7 @@ pub fn run_json(
     queue_position: Option<usize>,
     children_count: usize,
     settings: &Settings,
+    ask: crate::ask::Readiness,
 ) -> Value {
     serde_json::to_value(run_view(
         row,
@@ -241,6 +233,7 @@ pub fn run_json(
         queue_position,
         children_count,
         settings,
+        ask,
     ))
     .unwrap_or(Value::Null)
 }
@@ -315,6 +308,14 @@ pub fn question_item(p: &Value) -> Value {
 mod tests {
     use super::*;
 
+    fn ask() -> crate::ask::Readiness {
+        crate::ask::Readiness {
+            available: false,
+            unavailable_reason: Some(crate::ask::Unavailable::NoSandbox),
+            default_model: None,
+        }
+    }
+
     fn row_with(usage: crate::store::UsageTotals, started: bool) -> RunRow {
         let ev: crate::store::Event = serde_json::from_value(json!({
             "seq": 1, "id": "E", "ts": "2026-01-01T00:00:00.000Z", "run_id": "R",
@@ -340,7 +341,14 @@ mod tests {
             inference_time_ms: 900,
             tool_time_ms: 300,
         };
-        let v = run_json(&row_with(usage, true), &Map::new(), None, 0, &settings);
+        let v = run_json(
+            &row_with(usage, true),
+            &Map::new(),
+            None,
+            0,
+            &settings,
+            ask(),
+        );
         assert_eq!(
             v["timing"],
             json!({"wall_time_ms": 3500, "active_time_ms": 1200, "inference_time_ms": 900, "tool_time_ms": 300})
@@ -355,6 +363,7 @@ mod tests {
             None,
             0,
             &settings,
+            ask(),
         );
         assert_eq!(none["timing"], Value::Null);
         assert_eq!(none["billing"], Value::Null);
@@ -365,7 +374,14 @@ mod tests {
             records: 1,
             ..Default::default()
         };
-        let u = run_json(&row_with(unpriced, true), &Map::new(), None, 0, &settings);
+        let u = run_json(
+            &row_with(unpriced, true),
+            &Map::new(),
+            None,
+            0,
+            &settings,
+            ask(),
+        );
         assert_eq!(u["billing"], json!({"total_usd_micros": null}));
         assert_eq!(u["size"], "XS");
     }
