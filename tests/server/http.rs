@@ -498,3 +498,84 @@ fn secrets_cli() {
     let list = run(&["list"]);
     assert!(!String::from_utf8_lossy(&list.stdout).contains("OPENAI_API_KEY"));
 }
+
+/// One GET /health on a new keep-alive connection, sent when `go` releases every client of the
+/// burst at once; answers whether the response head arrived within `patience`, and gives the
+/// connection back so that it stays open (as a browser's would) until the whole burst is done.
+fn health_on_new_connection(
+    port: u16,
+    go: &std::sync::Barrier,
+    patience: Duration,
+) -> (bool, std::net::TcpStream) {
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(patience)).ok();
+    go.wait();
+    let _ = c.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut head = [0u8; 12];
+    let answered = c.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200");
+    (answered, c)
+}
+
+/// How browsers connect: a few sockets opened ahead and left idle, keep-alive connections that
+/// stay open after their answer, an SSE stream open beside them, then bursts of 2 to 16
+/// requests at once, each on a new connection held open until the whole burst is answered.
+/// tiny_http's connection pool queued two connections arriving together for one idle thread
+/// and left the second unread until some other connection ended: with keep-alive connections
+/// open that is up to the idle timeout (30 s), a page load stalled. (`patience` is a liveness
+/// bound, not a timing target: a healthy server answers in about a millisecond.)
+#[test]
+fn bursts_of_new_connections_beside_idle_and_streaming_ones_are_all_answered() {
+    let s = Server::start();
+    let port = s.tcp_port();
+    let created = s.post(
+        "/api/v1/runs",
+        &json!({"workflow": package(HELLO)}).to_string(),
+    );
+    assert_eq!(created.status, 201, "{}", created.text());
+    let id = created.json()["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // The run is never started: its stream stays open, holding a thread.
+    let stream = s.sse(&format!("/api/v1/runs/{id}/attach"), &[]);
+    assert_eq!(stream.status, 200);
+    let preconnected: Vec<_> = (0..4)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).expect("preconnect"))
+        .collect();
+    let mut kept_alive = Vec::new();
+    for _ in 0..4 {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .expect("write");
+        let mut r = std::io::BufReader::new(c.try_clone().expect("clone"));
+        assert_eq!(read_response(&mut r).status, 200);
+        kept_alive.push(c);
+    }
+
+    let patience = Duration::from_secs(3);
+    let mut stalled = Vec::new();
+    for round in 0..10 {
+        for burst in [2usize, 3, 4, 6, 8, 16] {
+            let go = std::sync::Arc::new(std::sync::Barrier::new(burst));
+            let clients: Vec<_> = (0..burst)
+                .map(|_| {
+                    let go = std::sync::Arc::clone(&go);
+                    std::thread::spawn(move || health_on_new_connection(port, &go, patience))
+                })
+                .collect();
+            let results: Vec<_> = clients.into_iter().filter_map(|c| c.join().ok()).collect();
+            let unanswered = results.iter().filter(|(ok, _)| !ok).count();
+            if unanswered > 0 {
+                stalled.push(format!(
+                    "round {round}, burst of {burst}: {unanswered} unanswered"
+                ));
+            }
+            drop(results);
+        }
+    }
+    assert!(
+        stalled.is_empty(),
+        "requests on new connections left unanswered for {patience:?}: {stalled:?}"
+    );
+    drop((preconnected, kept_alive, stream));
+}

@@ -118,8 +118,7 @@ fn edge_error(opts: &HttpOptions, status: u16) -> tiny_http::Response<io::Cursor
 /// The bound socket; tiny_http gets a duplicate of it.
 pub(super) enum Bound {
     Tcp(std::net::TcpListener),
-    /// The listener and the public path it answers on.
-    Unix(std::os::unix::net::UnixListener, PathBuf),
+    Unix(std::os::unix::net::UnixListener),
 }
 
 impl Bound {
@@ -129,34 +128,11 @@ impl Bound {
             Bound::Tcp(l) => {
                 tiny_http::Server::from_listener_with_limits(l.try_clone()?, None, limits)
             }
-            Bound::Unix(l, _) => {
+            Bound::Unix(l) => {
                 tiny_http::Server::from_listener_with_limits(l.try_clone()?, None, limits)
             }
         };
         r.map_err(io::Error::other)
-    }
-
-    /// Connects to ourselves and hangs up at once.
-    ///
-    /// Why: tiny_http reads each connection on a thread of its own task pool, and that pool
-    /// can strand a connection: when two connections arrive while one idle thread is being
-    /// woken, both are queued for it, and the second waits until some pool thread finishes
-    /// its connection. A streamed response keeps its connection's thread for as long as it
-    /// streams, so under a burst of SSE clients (server_bench: 1,000 at once) a few never got
-    /// an answer. A new connection while every pool thread is busy makes the pool start a
-    /// thread; ours ends at once (nothing to read) and that thread then takes the oldest
-    /// stranded connection. Every stream start nudges, so each rescued stream rescues the next.
-    pub(super) fn nudge(&self) {
-        let r = match self {
-            Bound::Tcp(l) => l
-                .local_addr()
-                .and_then(std::net::TcpStream::connect)
-                .map(drop),
-            Bound::Unix(_, path) => std::os::unix::net::UnixStream::connect(path).map(drop),
-        };
-        if let Err(e) = r {
-            log::debug!("cannot nudge the connection pool: {e}");
-        }
     }
 }
 
@@ -193,7 +169,7 @@ impl HttpServer {
                 set_write_timeout(l.as_raw_fd(), opts)?;
                 set_backlog(l.as_raw_fd());
                 (
-                    Bound::Unix(l, path.clone()),
+                    Bound::Unix(l),
                     format!("unix:{}", path.display()),
                     Some(path.clone()),
                 )
@@ -230,11 +206,10 @@ impl HttpServer {
     /// Starts accepting and dispatching.
     pub fn serve(&self, handler: Arc<dyn Handler>, opts: HttpOptions) -> io::Result<()> {
         let server = self.bound.server(&opts)?;
-        let bound = Arc::clone(&self.bound);
         let stop = Arc::clone(&self.stop);
         std::thread::Builder::new()
             .name("http-dispatch".into())
-            .spawn(move || dispatch(server, handler, opts, bound, stop))?;
+            .spawn(move || dispatch(server, handler, opts, stop))?;
         Ok(())
     }
 
@@ -249,7 +224,6 @@ fn dispatch(
     server: tiny_http::Server,
     handler: Arc<dyn Handler>,
     opts: HttpOptions,
-    bound: Arc<Bound>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let pool = Pool::new(4);
@@ -257,8 +231,7 @@ fn dispatch(
         match server.recv_timeout(Duration::from_secs(1)) {
             Ok(Some(rq)) => {
                 let h = Arc::clone(&handler);
-                let bound = Arc::clone(&bound);
-                pool.execute(Box::new(move || serve_one(&*h, rq, &opts, &bound)));
+                pool.execute(Box::new(move || serve_one(&*h, rq, &opts)));
             }
             Ok(None) => {
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {

@@ -4,7 +4,6 @@
 //! Owns: the HTTP wire format of responses. Must not touch: sockets (`listener`) or
 //! routing decisions (the [`Handler`]).
 
-use super::listener::Bound;
 use super::pool::BatchScheduling;
 use super::{
     percent_decode, too_large, ChunkWriter, Handler, HttpOptions, Incoming, Reply, StreamReply,
@@ -15,12 +14,7 @@ use std::io::{self, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Handles one request from start to finish. Never panics.
-pub(super) fn serve_one(
-    handler: &dyn Handler,
-    mut rq: tiny_http::Request,
-    opts: &HttpOptions,
-    bound: &Bound,
-) {
+pub(super) fn serve_one(handler: &dyn Handler, mut rq: tiny_http::Request, opts: &HttpOptions) {
     let request_id = ids::request_id();
     let url = rq.url().to_string();
     let (raw_path, raw_query) = url.split_once('?').unwrap_or((url.as_str(), ""));
@@ -89,14 +83,8 @@ pub(super) fn serve_one(
                 log::debug!("{request_id}: client went away: {e}");
             }
         }
-        Reply::Stream(s) => {
-            bound.nudge();
-            stream(rq, s, &request_id, http10)
-        }
-        Reply::Upgrade(u) => {
-            bound.nudge();
-            upgrade(rq, u, &request_id)
-        }
+        Reply::Stream(s) => stream(rq, s, &request_id, http10),
+        Reply::Upgrade(u) => upgrade(rq, u, &request_id),
     }
 }
 

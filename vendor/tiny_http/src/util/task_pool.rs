@@ -69,11 +69,18 @@ impl TaskPool {
     pub fn spawn(&self, code: Box<dyn FnMut() + Send>) {
         let mut queue = self.sharing.todo.lock().unwrap();
 
-        if self.sharing.waiting_tasks.load(Ordering::Acquire) == 0 {
-            self.add_thread(Some(code));
-        } else {
+        // svc patch: a task is queued only when an idle thread is left for it. The idle count
+        // drops when a woken thread gets the lock back, so two connections arriving while one
+        // idle thread was being woken were both queued for it: the thread took the first (a
+        // keep-alive connection, read until it closes) and the second waited, unread, until
+        // some other connection ended (browsers' page loads stalled; svc issue 32). Both the
+        // count and the queue change only under this lock.
+        if self.sharing.waiting_tasks.load(Ordering::Acquire) > queue.len() {
             queue.push_back(code);
             self.sharing.condvar.notify_one();
+        } else {
+            drop(queue);
+            self.add_thread(Some(code));
         }
     }
 
