@@ -42,6 +42,29 @@ pub fn authenticate(app: &App, inc: &Incoming<'_>) -> Result<serde_json::Value, 
     Ok(p.to_json())
 }
 
+/// Admin rights (settings and secrets over HTTP): the dev token's user, and the logins of
+/// `[server.auth] admins` (case-insensitive). Everyone else is 403.
+pub fn require_admin(app: &App, principal: Option<&serde_json::Value>) -> Result<(), ApiError> {
+    let p = principal.ok_or_else(|| ApiError::unauthorized("Sign in first."))?;
+    let login = p["login"].as_str().unwrap_or("");
+    let dev = p["auth_method"] == auth::Method::DevToken.as_str();
+    let listed = app
+        .settings
+        .get()
+        .server
+        .auth
+        .admins
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(login));
+    if dev || listed {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(format!(
+        "The user `{login}` has no admin rights on this server (server.auth.admins)."
+    ))
+    .with_code("admin_required"))
+}
+
 fn api_error(e: AuthError) -> ApiError {
     match e {
         AuthError::Unauthorized { detail, code } => ApiError::unauthorized(detail).with_code(code),

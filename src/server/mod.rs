@@ -32,6 +32,7 @@ pub mod router;
 pub mod routes;
 pub mod runs;
 pub mod sandboxes;
+pub mod settings_api;
 pub mod system;
 pub mod versions;
 
@@ -46,6 +47,8 @@ use std::time::{Duration, Instant};
 /// The application: shared state behind every request.
 pub struct App {
     pub settings: SettingsHandle,
+    /// The settings file (`<state-dir>/settings.toml` unless `--settings` named another).
+    pub settings_path: PathBuf,
     pub state_dir: PathBuf,
     pub auth: crate::auth::Authenticator,
     pub versions: Arc<versions::VersionStore>,
@@ -79,6 +82,7 @@ impl App {
     ) -> App {
         App {
             settings,
+            settings_path: state_dir.join(settings::SETTINGS_FILE),
             state_dir,
             auth,
             versions,
@@ -168,8 +172,11 @@ impl App {
         if demo && route.access == Access::User {
             return demo::handle(self, route, &mut ctx);
         }
-        if route.access == Access::User {
+        if matches!(route.access, Access::User | Access::Admin) {
             ctx.principal = Some(auth::authenticate(self, ctx.inc)?);
+        }
+        if route.access == Access::Admin {
+            auth::require_admin(self, ctx.principal.as_ref())?;
         }
         (route.handler)(self, &mut ctx)
     }
@@ -435,7 +442,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         log::warn!("{finished} automation fire(s) the last stop interrupted were finished");
     }
     dispatcher.start().map_err(|e| state_err(&e))?;
-    let app = Arc::new(App::new(
+    let mut app = App::new(
         handle,
         opts.state_dir.clone(),
         authenticator,
@@ -444,7 +451,9 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         automations,
         dispatcher,
         mcp_servers,
-    ));
+    );
+    app.settings_path = settings_path.clone();
+    let app = Arc::new(app);
     let http = HttpServer::bind(&listen, &http_opts).map_err(|source| StartError::Bind {
         listen: listen.clone(),
         source,

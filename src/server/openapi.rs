@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 mod automations;
 mod mcp_servers;
+mod operator;
 
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -836,6 +837,7 @@ fn build() -> Value {
         .into_iter()
         .chain(automations::operations())
         .chain(mcp_servers::operations())
+        .chain(operator::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -888,11 +890,14 @@ fn build() -> Value {
             {"name": "Discovery"}, {"name": "System"}, {"name": "Auth"}, {"name": "Workflows"},
             {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
             {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"},
-            {"name": "Automations"}, {"name": "MCP Servers"}
+            {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}
         ],
         "paths": paths,
         "components": {
-            "schemas": merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
+            "schemas": merged(
+                merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
+                operator::schemas(),
+            ),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},
                 "SessionCookie": {"type": "apiKey", "in": "cookie", "name": "__svc_session", "description": "Private session cookie set by /auth/dev-token or /auth/callback."}

@@ -15,6 +15,9 @@ pub enum Access {
     Public,
     /// A valid credential (or demo mode) is required.
     User,
+    /// A valid credential of a user with the server's admin rights (see
+    /// [`super::auth::require_admin`]); never demo mode.
+    Admin,
 }
 
 pub type HandlerFn = fn(&App, &mut Ctx<'_, '_>) -> Result<Reply, ApiError>;

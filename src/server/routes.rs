@@ -14,6 +14,7 @@ use super::preview;
 use super::router::{Access, Route};
 use super::runs;
 use super::sandboxes;
+use super::settings_api;
 use super::system;
 use crate::automations::Automations;
 use crate::mcp::catalog::McpServers;
@@ -40,6 +41,19 @@ const fn user(
         method,
         pattern,
         access: Access::User,
+        handler,
+    }
+}
+
+const fn admin(
+    method: &'static str,
+    pattern: &'static str,
+    handler: super::router::HandlerFn,
+) -> Route {
+    Route {
+        method,
+        pattern,
+        access: Access::Admin,
         handler,
     }
 }
@@ -145,6 +159,16 @@ pub fn routes() -> Vec<Route> {
             catalog::delete::<McpServers>,
         ),
         user("POST", "/api/v1/mcp-servers/{id}/test", mcp_servers::test),
+        // Settings and secrets: admins only (server::auth::require_admin).
+        admin("GET", "/api/v1/settings", settings_api::get),
+        admin("PATCH", "/api/v1/settings", settings_api::patch),
+        admin("GET", "/api/v1/secrets", settings_api::list_secrets),
+        admin("PUT", "/api/v1/secrets/{name}", settings_api::put_secret),
+        admin(
+            "DELETE",
+            "/api/v1/secrets/{name}",
+            settings_api::delete_secret,
+        ),
     ]
 }
 

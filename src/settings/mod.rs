@@ -14,6 +14,7 @@
 //! Owns: the settings file format and its watcher; the secret vault ([`vault`]).
 //! Must not touch: sockets, runs, or the store.
 
+pub mod patch;
 pub mod vault;
 
 use parking_lot::{Mutex, RwLock};
@@ -80,6 +81,10 @@ pub struct ServerSettings {
     /// from it yet: runs, events and blobs live in the SQLite store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectStoreSettings>,
+    /// Recorded LLM spend (USD) across all runs and completions per UTC day beyond which
+    /// no run with LLM stages is promoted and no completion is served (ours, issue 29).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_usd_per_day: Option<f64>,
 }
 
 /// `[server.preview]` (ours): where previews are served (docs/decisions.md "Previews").
@@ -207,6 +212,10 @@ pub struct AuthSettings {
     /// The longest lifetime (`exp - iat`) a bearer JWT may have (default 24 h): a token
     /// minted for years is refused however it is signed.
     pub jwt_max_lifetime_secs: u64,
+    /// Logins with the server's admin rights (settings and secrets over HTTP), compared
+    /// case-insensitively; the dev token's user is always an admin.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub admins: Vec<String>,
 }
 
 /// Default of `[server.auth] jwt_max_lifetime_secs`: one day.
@@ -218,6 +227,7 @@ impl Default for AuthSettings {
             methods: vec![AuthMethod::DevToken],
             codehost: CodehostAuthSettings::default(),
             jwt_max_lifetime_secs: DEFAULT_JWT_MAX_LIFETIME_SECS,
+            admins: Vec::new(),
         }
     }
 }
@@ -349,6 +359,10 @@ pub struct RunDefaults {
     /// `[run.agent]`: what agent stages get.
     #[serde(skip_serializing_if = "AgentDefaults::is_empty")]
     pub agent: AgentDefaults,
+    /// A run's LLM budget in USD when its create body names none (`budget_usd`): the run
+    /// stops before the model call that would start past it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_usd: Option<f64>,
 }
 
 /// `[run.agent]`: defaults of agent stages.
@@ -403,6 +417,52 @@ pub const SERVER_OWNED_SECRETS: [&str; 4] = [
     "OBJECT_STORE_ACCESS_KEY_ID",
     "OBJECT_STORE_SECRET_ACCESS_KEY",
 ];
+
+/// A vault entry svc itself reads: its name and what it is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KnownSecret {
+    pub name: String,
+    pub purpose: &'static str,
+}
+
+impl Settings {
+    /// The vault entries svc uses: every LLM provider's keys, the code host's OAuth client
+    /// secret, the object store's keys, and the names `[run] secrets` gives to runs. The
+    /// secrets API accepts these names only (the session secret is set at install).
+    pub fn known_secrets(&self) -> Vec<KnownSecret> {
+        let mut out: Vec<KnownSecret> = crate::llm::Provider::all_key_names()
+            .map(|n| KnownSecret {
+                name: n.to_string(),
+                purpose: "LLM provider key",
+            })
+            .collect();
+        for (name, purpose) in [
+            ("CODEHOST_CLIENT_SECRET", "code host OAuth app (sign-in)"),
+            (
+                "OBJECT_STORE_ACCESS_KEY_ID",
+                "object store (S3) access key id",
+            ),
+            (
+                "OBJECT_STORE_SECRET_ACCESS_KEY",
+                "object store (S3) secret key",
+            ),
+        ] {
+            out.push(KnownSecret {
+                name: name.into(),
+                purpose,
+            });
+        }
+        for n in &self.run.secrets {
+            if !out.iter().any(|k| &k.name == n) {
+                out.push(KnownSecret {
+                    name: n.clone(),
+                    purpose: "given to every run ([run] secrets)",
+                });
+            }
+        }
+        out
+    }
+}
 
 /// `[run] child_approval`: `none` (children run at once, the default) or `required`
 /// (each child waits in `pending{approval_required}` until approved or denied over HTTP).
@@ -572,6 +632,14 @@ impl Settings {
         }
         if self.server.web.session_lifetime_secs == 0 {
             return bad("server.web.session_lifetime_secs must be at least 1".into());
+        }
+        for (key, usd) in [
+            ("server.max_usd_per_day", self.server.max_usd_per_day),
+            ("run.max_usd", self.run.max_usd),
+        ] {
+            if usd.is_some_and(|u| !(u.is_finite() && u > 0.0)) {
+                return bad(format!("{key} must be a positive number of US dollars"));
+            }
         }
         if self.server.scheduler.max_concurrent_runs == 0 {
             return bad("server.scheduler.max_concurrent_runs must be at least 1".into());

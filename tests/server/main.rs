@@ -38,3 +38,5 @@ mod ask;
 mod mcp;
 // The README's set-up and shell examples, run as written (bwrap, curl, jq).
 mod readme_examples;
+// Issue 29: settings and secrets over HTTP, system housekeeping, spending, workflows, insights.
+mod operator;

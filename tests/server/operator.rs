@@ -1,0 +1,415 @@
+//! Issue 29 over the real binary: settings and secrets over HTTP (the admin/403 matrix,
+//! revisions, live-safe keys, the write-only vault), system housekeeping, spending.
+
+use crate::support::llm::{text, ScriptedServer};
+use crate::support::server::*;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ed25519_dalek::pkcs8::EncodePublicKey;
+use ed25519_dalek::{Signer, SigningKey};
+use serde_json::{json, Value};
+use svc::llm::Provider;
+use svc::test_tools::{require, Tool};
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// A bearer JWT for `login` on github.com, signed by `key`.
+fn bearer(key: &SigningKey, login: &str) -> String {
+    let t = now();
+    let h = URL_SAFE_NO_PAD.encode(json!({"alg": "EdDSA", "typ": "JWT"}).to_string());
+    let p = URL_SAFE_NO_PAD.encode(
+        json!({"iss": "svc-web", "sub": format!("https://github.com/{login}"), "iat": t, "exp": t + 600})
+            .to_string(),
+    );
+    let sig = key.sign(format!("{h}.{p}").as_bytes());
+    format!("Bearer {h}.{p}.{}", URL_SAFE_NO_PAD.encode(sig.to_bytes()))
+}
+
+fn call_as(
+    s: &Server,
+    auth: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Resp {
+    let mut h = vec![("Authorization", auth)];
+    h.extend_from_slice(headers);
+    s.raw(method, path, &h, body.map(str::as_bytes))
+}
+
+/// The current settings revision (ETag without quotes).
+fn revision(s: &Server) -> String {
+    let r = s.get("/api/v1/settings");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.header("etag").unwrap_or("").trim_matches('"').to_string()
+}
+
+fn patch(s: &Server, if_match: Option<&str>, body: &Value) -> Resp {
+    let auth = s.auth();
+    let mut h = vec![("Authorization", auth.as_str())];
+    let quoted;
+    if let Some(m) = if_match {
+        quoted = format!("\"{m}\"");
+        h.push(("If-Match", quoted.as_str()));
+    }
+    s.raw(
+        "PATCH",
+        "/api/v1/settings",
+        &h,
+        Some(body.to_string().as_bytes()),
+    )
+}
+
+#[test]
+fn settings_and_secrets_are_for_admins_only() {
+    let key = SigningKey::from_bytes(&[29u8; 32]);
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .unwrap();
+    let settings = "[server.auth]\nmethods = [\"dev-token\", \"codehost\"]\nadmins = [\"Alice\"]\n\
+                    [server.auth.codehost]\nallowed_usernames = [\"alice\", \"bob\"]\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        dev: false,
+        env: vec![("SVC_JWT_PUBLIC_KEY", pem)],
+        ..Opts::default()
+    });
+    let alice = bearer(&key, "alice");
+    let bob = bearer(&key, "bob");
+    let dev = s.auth();
+    let put = json!({"value": "sk-matrix-0123456789"}).to_string();
+    let routes: [(&str, &str, Option<&str>); 5] = [
+        ("GET", "/api/v1/settings", None),
+        ("PATCH", "/api/v1/settings", Some("{}")),
+        ("GET", "/api/v1/secrets", None),
+        ("PUT", "/api/v1/secrets/OPENAI_API_KEY", Some(put.as_str())),
+        ("DELETE", "/api/v1/secrets/OPENAI_API_KEY", None),
+    ];
+    for (method, path, body) in routes {
+        // Nobody: 401. Bob (may sign in, no admin rights): 403 and nothing changes.
+        let r = s.raw(method, path, &[], body.map(str::as_bytes));
+        assert_error(&r, 401);
+        let r = call_as(&s, &bob, method, path, &[("If-Match", "\"x\"")], body);
+        let e = assert_error(&r, 403);
+        assert_eq!(e["errors"][0]["code"], "admin_required", "{method} {path}");
+        assert!(e["errors"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("server.auth.admins"));
+    }
+    assert!(
+        !s.path().join("secrets.json").exists(),
+        "bob's PUT stored nothing"
+    );
+    // Alice (listed, any case) and the dev token's user are admins.
+    for who in [&alice, &dev] {
+        let r = call_as(&s, who, "GET", "/api/v1/settings", &[], None);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = call_as(
+            &s,
+            who,
+            "PUT",
+            "/api/v1/secrets/OPENAI_API_KEY",
+            &[],
+            Some(&put),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = call_as(
+            &s,
+            who,
+            "DELETE",
+            "/api/v1/secrets/OPENAI_API_KEY",
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 204, "{}", r.text());
+    }
+    // Bob still reads what every user may.
+    assert_eq!(
+        call_as(&s, &bob, "GET", "/api/v1/runs", &[], None).status,
+        200
+    );
+}
+
+#[test]
+fn settings_patches_are_revisioned_live_and_limited_to_live_keys() {
+    let s = Server::with(Opts {
+        settings: Some("[server.auth]\nmethods = [\"dev-token\"]\n# a comment\n[server.scheduler]\nmax_concurrent_runs = 2\n"),
+        ..Opts::default()
+    });
+    let r = s.get("/api/v1/settings");
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(
+        v["settings"]["server"]["scheduler"]["max_concurrent_runs"],
+        2
+    );
+    // Defaults are resolved too.
+    assert_eq!(
+        v["settings"]["server"]["http"]["max_body_bytes"],
+        8 * 1024 * 1024
+    );
+    assert!(v["live_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == "run"));
+    let rev = revision(&s);
+    assert_eq!(rev, v["revision"]);
+
+    // No If-Match: 428; a stale one: 409 naming the current revision.
+    let body = json!({"server": {"scheduler": {"max_concurrent_runs": 4}}, "run": {"goal": "ship", "max_usd": 2.5}});
+    assert_error(&patch(&s, None, &body), 428);
+    let e = assert_error(&patch(&s, Some(&"0".repeat(64)), &body), 409);
+    assert_eq!(e["errors"][0]["current_revision"], rev.as_str());
+    // Refusals: restart-only, not live, unknown, wrong type, invalid value, not an object.
+    let refusals = [
+        (
+            json!({"server": {"listen": {"type": "tcp", "address": "0.0.0.0:80"}}}),
+            422,
+            "restart_required",
+            "restart",
+        ),
+        (
+            json!({"server": {"http": {"max_body_bytes": 4096}}}),
+            422,
+            "restart_required",
+            "restart",
+        ),
+        (
+            json!({"server": {"auth": {"methods": ["codehost"]}}}),
+            422,
+            "not_live",
+            "cannot be changed over HTTP",
+        ),
+        (
+            json!({"server": {"colour": "blue"}}),
+            422,
+            "unknown_key",
+            "not a settings key",
+        ),
+        (
+            json!({"server": {"scheduler": {"max_concurrent_runs": "many"}}}),
+            422,
+            "invalid_settings",
+            "invalid",
+        ),
+        (
+            json!({"server": {"scheduler": {"max_concurrent_runs": 0}}}),
+            422,
+            "invalid_settings",
+            "at least 1",
+        ),
+        (
+            json!({"run": {"max_usd": -1}}),
+            422,
+            "invalid_settings",
+            "positive",
+        ),
+        (json!([1, 2]), 400, "invalid_body", "object"),
+    ];
+    for (p, status, code, words) in refusals {
+        let e = assert_error(&patch(&s, Some(&rev), &p), status);
+        assert_eq!(e["errors"][0]["code"], code, "{p}: {e}");
+        assert!(
+            e["errors"][0]["detail"].as_str().unwrap().contains(words),
+            "{p}: {e}"
+        );
+    }
+    assert_eq!(revision(&s), rev, "refused patches change nothing");
+
+    let r = patch(&s, Some(&rev), &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let new_rev = r.header("etag").unwrap().trim_matches('"').to_string();
+    assert_ne!(new_rev, rev);
+    let v = r.json();
+    assert_eq!(
+        v["settings"]["server"]["scheduler"]["max_concurrent_runs"],
+        4
+    );
+    assert_eq!(v["settings"]["run"]["goal"], "ship");
+    // Written to the file (atomically, 0600) and what the server runs with from now on.
+    let text = std::fs::read_to_string(s.path().join("settings.toml")).unwrap();
+    assert!(
+        text.contains("max_concurrent_runs = 4") && text.contains("goal = \"ship\""),
+        "{text}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(s.path().join("settings.toml"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let run = create_run_json(&s, &run_body(HELLO));
+    assert_eq!(
+        run["goal"], "ship",
+        "a new run gets the patched run default: {run}"
+    );
+    assert_eq!(revision(&s), new_rev);
+    // The old revision is stale now.
+    assert_error(&patch(&s, Some(&rev), &json!({"run": {"goal": "x"}})), 409);
+    // null removes a key.
+    let r = patch(&s, Some(&new_rev), &json!({"run": {"goal": null}}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["settings"]["run"].get("goal").is_none());
+    // An edit of the file by hand shows in the revision (and is picked up by the reload).
+    std::fs::write(
+        s.path().join("settings.toml"),
+        "[server.auth]\nmethods = [\"dev-token\"]\n[server.scheduler]\nmax_concurrent_runs = 3\n",
+    )
+    .unwrap();
+    wait_for(10, "the reload", || {
+        (s.get("/api/v1/settings").json()["settings"]["server"]["scheduler"]["max_concurrent_runs"]
+            == 3)
+            .then_some(())
+    });
+    assert_ne!(revision(&s), new_rev);
+}
+
+#[test]
+fn secrets_are_write_only_and_limited_to_names_svc_uses() {
+    let s = Server::start();
+    let list = s.get("/api/v1/secrets").json();
+    let names: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for n in [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "CODEHOST_CLIENT_SECRET",
+        "OBJECT_STORE_SECRET_ACCESS_KEY",
+    ] {
+        assert!(names.contains(&n), "{n} in {names:?}");
+    }
+    assert!(list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["set"] == false));
+    let value = "sk-ant-secret-value-4242";
+    let put =
+        |name: &str, body: &str| s.call("PUT", &format!("/api/v1/secrets/{name}"), Some(body));
+    // Names svc does not use, bad bodies.
+    for name in ["MY_OWN_THING", "SESSION_SECRET", "anthropic_api_key"] {
+        let e = assert_error(&put(name, &json!({"value": value}).to_string()), 422);
+        assert!(
+            e["errors"][0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("does not use"),
+            "{e}"
+        );
+    }
+    assert_error(&put("ANTHROPIC_API_KEY", "{not json"), 400);
+    assert_error(
+        &put("ANTHROPIC_API_KEY", &json!({"value": ""}).to_string()),
+        422,
+    );
+    assert_error(
+        &put("ANTHROPIC_API_KEY", &json!({"val": value}).to_string()),
+        400,
+    );
+
+    let r = put("ANTHROPIC_API_KEY", &json!({"value": value}).to_string());
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["set"], true);
+    for body in [
+        r.text(),
+        s.get("/api/v1/secrets").text(),
+        s.get("/api/v1/settings").text(),
+    ] {
+        assert!(!body.contains(value), "a secret value was served: {body}");
+    }
+    let entry = s.get("/api/v1/secrets").json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "ANTHROPIC_API_KEY")
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["set"], true);
+    assert!(entry["updated_at"].is_string());
+    // Stored in the vault the CLI and the runs read.
+    let vault: Value =
+        serde_json::from_slice(&std::fs::read(s.path().join("secrets.json")).unwrap()).unwrap();
+    assert_eq!(vault["ANTHROPIC_API_KEY"]["value"], value);
+    // A name [run] secrets gives to runs becomes one svc uses.
+    let rev = revision(&s);
+    assert_eq!(
+        patch(
+            &s,
+            Some(&rev),
+            &json!({"run": {"secrets": ["DEPLOY_TOKEN"]}})
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        put("DEPLOY_TOKEN", &json!({"value": "tok-1"}).to_string()).status,
+        200
+    );
+
+    assert_eq!(
+        s.call("DELETE", "/api/v1/secrets/ANTHROPIC_API_KEY", None)
+            .status,
+        204
+    );
+    assert_error(
+        &s.call("DELETE", "/api/v1/secrets/ANTHROPIC_API_KEY", None),
+        404,
+    );
+    assert_error(&s.call("DELETE", "/api/v1/secrets/MY_OWN_THING", None), 422);
+    assert!(!s.stderr().contains(value), "the value reached the log");
+}
+
+/// The install wizard's LLM step was skipped: the LLM stage fails without a key; an admin
+/// stores the key over HTTP and the same workflow's LLM stage then succeeds.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_skipped_llm_install_step_is_fixed_over_http() {
+    require(Tool::Git);
+    let llm = ScriptedServer::turns(
+        Provider::Anthropic,
+        vec![text("fixed from the browser")],
+        crate::support::llm::SMALL_USAGE,
+    );
+    let settings = settings_with(&[("anthropic", &llm.base)]);
+    let s = Server::with(Opts {
+        settings: Some(&settings),
+        ..Opts::default()
+    });
+    let dot = r#"digraph p {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  ask [shape=tab, prompt="Answer"]
+  start -> ask -> exit
+}"#;
+    let failed = run_to_end(&s, &run_body(dot));
+    assert_eq!(status_kind(&s, &failed), "failed");
+    assert_eq!(llm.count(), 0);
+    let r = s.call(
+        "PUT",
+        "/api/v1/secrets/ANTHROPIC_API_KEY",
+        Some(&json!({"value": "browser-key"}).to_string()),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let ok = run_to_end(&s, &run_body(dot));
+    assert_eq!(
+        status_kind(&s, &ok),
+        "succeeded",
+        "{:?}",
+        run_events(&s, &ok)
+    );
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].header("x-api-key"), Some("browser-key"));
+}
