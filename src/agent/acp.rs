@@ -36,6 +36,81 @@ pub struct AcpConfig {
     pub startup_timeout: Duration,
     /// After `session/cancel`, how long to wait for the agent to stop before killing it.
     pub cancel_grace: Duration,
+    /// The stage's MCP servers, passed to the agent in `session/new` in the forms it says it
+    /// supports (stdio always; HTTP and SSE when its `mcpCapabilities` say so).
+    pub mcp_servers: Vec<AcpMcpServer>,
+}
+
+/// An MCP server for an ACP agent: its definition and its `env` (stdio) or `headers` (HTTP)
+/// with `{{ secrets.NAME }}` already expanded (they go to the agent, never to an event).
+#[derive(Clone)]
+pub struct AcpMcpServer {
+    pub def: crate::mcp::ServerDef,
+    pub values: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for AcpMcpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the values: they may hold secrets.
+        f.debug_struct("AcpMcpServer")
+            .field("id", &self.def.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `mcpServers` of `session/new` for `servers`, in ACP's shapes, and the servers the
+/// agent cannot take (`(id, why, required)`): stdio is always supported, HTTP and SSE only
+/// when `initialize` said `agentCapabilities.mcpCapabilities.http` / `.sse`.
+pub fn session_mcp_servers(
+    agent_info: &Value,
+    servers: &[AcpMcpServer],
+) -> (Vec<Value>, Vec<(String, String, bool)>) {
+    use crate::mcp::{HttpProtocol, Transport};
+    let caps = agent_info
+        .pointer("/agentCapabilities/mcpCapabilities")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let pairs = |values: &[(String, String)]| -> Vec<Value> {
+        values
+            .iter()
+            .map(|(k, v)| json!({"name": k, "value": v}))
+            .collect()
+    };
+    let mut offered = Vec::new();
+    let mut refused = Vec::new();
+    for s in servers {
+        let d = &s.def;
+        match &d.transport {
+            Transport::Stdio { command, .. } => offered.push(json!({
+                "name": d.id,
+                "command": command.first().cloned().unwrap_or_default(),
+                "args": command.iter().skip(1).collect::<Vec<_>>(),
+                "env": pairs(&s.values),
+            })),
+            Transport::Http { url, protocol, .. } => {
+                let kind = match protocol {
+                    HttpProtocol::StreamableHttp => "http",
+                    HttpProtocol::Sse => "sse",
+                };
+                if caps.get(kind).and_then(Value::as_bool) == Some(true) {
+                    offered.push(json!({
+                        "type": kind, "name": d.id, "url": url, "headers": pairs(&s.values),
+                    }));
+                } else {
+                    refused.push((
+                        d.id.clone(),
+                        format!(
+                            "the ACP agent does not support MCP servers over {} (its \
+                             agentCapabilities.mcpCapabilities.{kind} is not true)",
+                            if kind == "http" { "HTTP" } else { "SSE" }
+                        ),
+                        d.required,
+                    ));
+                }
+            }
+        }
+    }
+    (offered, refused)
 }
 
 impl AcpConfig {
@@ -45,6 +120,7 @@ impl AcpConfig {
             env: Vec::new(),
             startup_timeout: Duration::from_secs(120),
             cancel_grace: Duration::from_secs(5),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -72,6 +148,8 @@ pub enum AcpError {
     Io(String),
     #[error("the ACP session was cancelled")]
     Cancelled,
+    #[error("the required MCP server `{server}` failed: {error}")]
+    McpRequired { server: String, error: String },
     #[error("the ACP agent refused the prompt (stop reason `refusal`)")]
     Refused,
 }
@@ -251,10 +329,15 @@ impl AcpClient {
 
     /// Creates the session (`session/new{cwd, mcpServers: []}`).
     pub fn new_session(&mut self) -> Result<String, AcpError> {
+        self.new_session_with(Vec::new())
+    }
+
+    /// Creates the session with `mcp_servers` (in ACP's shapes, see [`session_mcp_servers`]).
+    pub fn new_session_with(&mut self, mcp_servers: Vec<Value>) -> Result<String, AcpError> {
         let cwd = self.sandbox.root().display().to_string();
         let r = self.request(
             "session/new",
-            json!({"cwd": cwd, "mcpServers": []}),
+            json!({"cwd": cwd, "mcpServers": mcp_servers}),
             self.config.startup_timeout,
         )?;
         let id = r
@@ -739,10 +822,23 @@ pub fn run_stage(
     on_event: &mut dyn FnMut(AgentEvent),
 ) -> Result<AcpOutcome, AcpError> {
     let command = config.command.clone();
+    let mcp_servers = config.mcp_servers.clone();
     let mut active = steering.enter();
     let mut c = AcpClient::spawn(config, sandbox, cancel)?;
     let result = (|| {
-        let sid = c.new_session()?;
+        let (offered, refused) = session_mcp_servers(&c.agent_info, &mcp_servers);
+        for (server, error, required) in refused {
+            on_event(AgentEvent::McpFailed {
+                server: server.clone(),
+                error: error.clone(),
+                required,
+                transient: false,
+            });
+            if required {
+                return Err(AcpError::McpRequired { server, error });
+            }
+        }
+        let sid = c.new_session_with(offered)?;
         on_event(AgentEvent::AcpSessionStarted {
             command,
             session_id: sid,

@@ -248,6 +248,28 @@ impl LlmBackend for ProviderBackend {
 }
 
 impl ProviderBackend {
+    /// An MCP server for an ACP agent: its `env` or `headers` with secrets expanded.
+    fn acp_mcp_server(
+        &self,
+        def: &crate::mcp::ServerDef,
+    ) -> Result<super::acp::AcpMcpServer, String> {
+        let lookup = |n: &str| self.stage.secret(n);
+        let raw = match &def.transport {
+            crate::mcp::Transport::Stdio { env, .. } => env,
+            crate::mcp::Transport::Http { headers, .. } => headers,
+        };
+        let mut values = Vec::with_capacity(raw.len());
+        for (k, v) in raw {
+            let value =
+                crate::mcp::spec::expand_secrets(v, &lookup).map_err(|e| format!("{k}: {e}"))?;
+            values.push((k.clone(), value));
+        }
+        Ok(super::acp::AcpMcpServer {
+            def: def.clone(),
+            values,
+        })
+    }
+
     /// A `backend=acp` agent stage: the external agent runs in the stage's work directory;
     /// no provider, key or model is involved. Usage reports provider `acp`, the agent's
     /// name as the model, no tokens and an unpriced cost (the agent does not tell), plus the
@@ -266,8 +288,33 @@ impl ProviderBackend {
             })?
             .with_isolation(req.isolation.clone())
             .with_env(req.env.clone());
+        let mut mcp_servers = Vec::with_capacity(req.mcp_servers.len());
+        for def in &req.mcp_servers {
+            match self.acp_mcp_server(def) {
+                Ok(s) => mcp_servers.push(s),
+                Err(error) => {
+                    let ev = AgentEvent::McpFailed {
+                        server: def.id.clone(),
+                        error: error.clone(),
+                        required: def.required,
+                        transient: false,
+                    };
+                    events(ev.kind(), ev.properties());
+                    if def.required {
+                        return Err(LlmError {
+                            message: format!(
+                                "stage `{}`: the required MCP server `{}` failed: {error}",
+                                req.node_id, def.id
+                            ),
+                            retryable: false,
+                        });
+                    }
+                }
+            }
+        }
         let config = super::acp::AcpConfig {
             env: launch.env.clone(),
+            mcp_servers,
             ..super::acp::AcpConfig::new(&launch.command)
         };
         let started = std::time::Instant::now();

@@ -230,6 +230,11 @@ impl StageBackend {
         &self.steering
     }
 
+    /// A vault value, for `{{ secrets.NAME }}` in an MCP server's `env` or `headers`.
+    pub fn secret(&self, name: &str) -> Option<String> {
+        self.creds.get(name)
+    }
+
     /// The conversations kept for fidelity `full`.
     pub fn threads(&self) -> &Threads {
         &self.threads

@@ -48,7 +48,8 @@ while True:
     m = read()
     meth = m.get("method")
     if meth == "initialize":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})
+        caps = json.loads(os.environ.get("ACP_TEST_CAPS", "{}"))
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []}})
     elif meth == "session/new":
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "sess-1"}})
     elif meth == "session/prompt":
@@ -712,5 +713,139 @@ fn the_server_runs_acp_stages_and_cancel_stops_the_agent() {
     assert_error(
         &s.post(&format!("/api/v1/runs/{id}/steer"), r#"{"guidance": "x"}"#),
         409,
+    );
+}
+
+fn mcp_server(
+    id: &str,
+    transport: Value,
+    required: bool,
+    values: &[(&str, &str)],
+) -> svc::agent::acp::AcpMcpServer {
+    let mut def: svc::mcp::ServerDef =
+        serde_json::from_value(serde_json::json!({"id": id, "transport": transport})).expect("def");
+    def.required = required;
+    svc::agent::acp::AcpMcpServer {
+        def,
+        values: values
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+#[test]
+fn mcp_servers_reach_the_agent_in_session_new_in_the_forms_it_supports() {
+    let (outer, work, cmd) = setup();
+    let mut config = AcpConfig::new(&cmd);
+    config.env = vec![(
+        "ACP_TEST_CAPS".into(),
+        r#"{"mcpCapabilities": {"http": true}}"#.into(),
+    )];
+    config.mcp_servers = vec![
+        mcp_server(
+            "git",
+            serde_json::json!({"type": "stdio", "command": ["mcp-server-git", "--repository", "."]}),
+            false,
+            &[("GIT_TOKEN", "expanded-value")],
+        ),
+        mcp_server(
+            "tracker",
+            serde_json::json!({"type": "http", "url": "https://tracker.example/mcp"}),
+            false,
+            &[("Authorization", "Bearer t")],
+        ),
+        mcp_server(
+            "legacy",
+            serde_json::json!({"type": "http", "url": "https://old.example/sse", "protocol": "sse"}),
+            false,
+            &[],
+        ),
+    ];
+    let mut events = Vec::new();
+    run_stage(
+        config,
+        Sandbox::new(&work).expect("sb"),
+        "quick",
+        &Steering::new(),
+        &CancelToken::new(),
+        &mut |e| events.push(e),
+    )
+    .expect("acp stage");
+    let log = log_lines(outer.path());
+    assert_eq!(log[1]["method"], "session/new");
+    assert_eq!(
+        log[1]["params"]["mcpServers"],
+        serde_json::json!([
+            {"name": "git", "command": "mcp-server-git", "args": ["--repository", "."],
+             "env": [{"name": "GIT_TOKEN", "value": "expanded-value"}]},
+            {"type": "http", "name": "tracker", "url": "https://tracker.example/mcp",
+             "headers": [{"name": "Authorization", "value": "Bearer t"}]}
+        ])
+    );
+    // The SSE server the agent cannot take is never silent.
+    let failed: Vec<Value> = events
+        .iter()
+        .filter(|e| e.kind() == "agent.mcp.failed")
+        .map(|e| e.properties())
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["server"], "legacy");
+    assert!(
+        failed[0]["error"].as_str().unwrap().contains("over SSE"),
+        "{failed:?}"
+    );
+
+    // A required server the agent cannot take fails the stage before any prompt.
+    let (outer, work, cmd) = setup();
+    let mut config = AcpConfig::new(&cmd);
+    config.mcp_servers = vec![mcp_server(
+        "tracker",
+        serde_json::json!({"type": "http", "url": "https://tracker.example/mcp"}),
+        true,
+        &[],
+    )];
+    let e = run_stage(
+        config,
+        Sandbox::new(&work).expect("sb"),
+        "quick",
+        &Steering::new(),
+        &CancelToken::new(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(matches!(e, AcpError::McpRequired { .. }), "{e}");
+    let log = log_lines(outer.path());
+    assert!(
+        log.iter().all(|m| m["method"] != "session/prompt"),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn a_server_runs_mcp_servers_reach_its_acp_agent_with_secrets_expanded() {
+    use crate::support::server::{run_body, run_to_end, store_key, Server};
+    let s = Server::start();
+    store_key(&s, "GIT_TOKEN", "tok-acp-91e0");
+    let (outer, _work, cmd) = setup();
+    let mut body = run_body(&acp_flow(&cmd, "quick", ", mcp_servers=\"git\""));
+    body["mcp_servers"] = serde_json::json!([
+        {"id": "git", "transport": {"type": "stdio", "command": ["mcp-server-git"],
+                                    "env": {"GIT_TOKEN": "{{ secrets.GIT_TOKEN }}"}}},
+        {"id": "other", "transport": {"type": "stdio", "command": ["unused"]}}
+    ]);
+    let id = run_to_end(&s, &body);
+    let run = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert_eq!(run["lifecycle"]["status"]["kind"], "succeeded", "{run}");
+    let log = log_lines(outer.path());
+    let new = log
+        .iter()
+        .find(|m| m["method"] == "session/new")
+        .expect("session/new");
+    // Only the node's subset, with the vault value in its environment.
+    assert_eq!(
+        new["params"]["mcpServers"],
+        serde_json::json!([{"name": "git", "command": "mcp-server-git", "args": [],
+                            "env": [{"name": "GIT_TOKEN", "value": "tok-acp-91e0"}]}])
     );
 }
