@@ -177,6 +177,19 @@
     return el('div', {class: 'block'}, el('h4', {}, label), el('pre', {}, String(text)));
   }
 
+  // A stage's MCP servers: each one's state, the tools it offered and the agent used, the
+  // error of one that failed, and the end of its stderr.
+  function mcpBlock(servers) {
+    if (!servers || !servers.size) return null;
+    return el('div', {class: 'block mcp'}, el('h4', {}, 'MCP servers'),
+      el('ul', {}, ...[...servers.values()].map((s) => el('li', {class: s.state === 'failed' ? 'error' : ''},
+        `${s.server}: ${s.state}` + (s.state === 'failed'
+          ? ` · ${s.error || ''}`
+          : ` · ${(s.tools || []).length} tools offered · ` +
+            ((s.used || []).length ? `used ${s.used.join(', ')}` : 'none used')),
+        s.stderr ? el('pre', {}, s.stderr) : null))));
+  }
+
   function renderDetails() {
     const box = ui.details;
     if (!selected) {
@@ -199,7 +212,26 @@
           break;
         case 'agent.message.delta': text += p.text || ''; break;
         case 'agent.message': text = ''; if (cur) cur.out.push(block('Response', p.text)); break;
-        case 'agent.tool.started': if (cur) cur.out.push(el('p', {class: 'tool'}, `Tool: ${p.tool_name || p.name || 'tool'}`)); break;
+        case 'agent.tool.started':
+          if (cur) {
+            cur.out.push(el('p', {class: 'tool'}, `Tool: ${p.tool_name || p.name || 'tool'}`));
+            for (const s of (cur.mcp || new Map()).values()) {
+              const t = (s.tools || []).find((x) => x.name === p.tool_name);
+              if (t && !s.used.includes(t.original_name)) s.used.push(t.original_name);
+            }
+          }
+          break;
+        case 'agent.mcp.ready': case 'agent.mcp.failed':
+          if (cur) {
+            cur.mcp = cur.mcp || new Map();
+            cur.mcp.set(p.server, ev.event === 'agent.mcp.ready'
+              ? {server: p.server, state: 'ready', tools: p.tools || [], used: []}
+              : {server: p.server, state: 'failed', error: p.error, tools: [], used: []});
+          }
+          break;
+        case 'agent.mcp.summary':
+          if (cur) { cur.mcp = new Map(); for (const s of (p.servers || [])) cur.mcp.set(s.server, s); }
+          break;
         case 'agent.steering.injected': if (cur) cur.out.push(block('Steering', p.text)); break;
         case 'command.completed':
           if (cur) cur.out.push(el('p', {}, `Exit code ${p.exit_code} (${p.termination || 'exited'}) after ${fmtMs(p.duration_ms)}`),
@@ -239,6 +271,7 @@
         el('h4', {}, `Visit ${i + 1}`),
         el('p', {}, `Started ${fmtTime(v.start.ts)}` + (v.attempts > 1 ? ` · ${v.attempts} attempts` : '') +
           (v.end ? ` · ${(v.end.properties || {}).status || 'failed'} in ${fmtMs((v.end.properties || {}).duration_ms)}` : ' · running')),
+        mcpBlock(v.mcp),
         ...v.out)),
       text ? block('Streaming', text) : null);
   }
