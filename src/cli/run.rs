@@ -119,6 +119,14 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         provider: m.provider.clone(),
         name: m.name.clone(),
     });
+    let mcp_servers = mcp_servers_of(&defaults.agent, &store)?;
+    let mut extra = run_extra(args, model.as_ref());
+    if !mcp_servers.is_empty() {
+        let (views, blob) =
+            crate::mcp::catalog::freeze(&mcp_servers, store.as_ref()).map_err(Usage)?;
+        extra["mcp_servers"] = views;
+        extra["mcp_definitions"] = Value::String(blob);
+    }
     let new = NewRun {
         title: title_of(&wf),
         goal: goal.clone().unwrap_or_else(|| wf.goal().to_string()),
@@ -133,7 +141,7 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         },
         working_dir: args.repo.is_none().then(|| workdir.display().to_string()),
         inputs: Value::Object(inputs.clone()),
-        extra: run_extra(args, model.as_ref()),
+        extra,
         ..NewRun::default()
     };
     let row = store
@@ -149,6 +157,7 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         files: Arc::new(DirFiles::for_file(&abs_path)),
         goal,
         model,
+        mcp_servers,
         ..RunOptions::new(&row.id, workdir)
     };
     execute(&wf, &options, store, &args.shared, false, sandbox)
@@ -200,11 +209,14 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
                 name: m.get("name")?.as_str()?.to_string(),
             })
         });
+    let mcp_servers = crate::mcp::catalog::thaw(&row.created_meta, store.as_ref())
+        .map_err(|e| Usage(format!("run {} cannot be resumed: {e}", row.id)))?;
     let options = RunOptions {
         inputs,
         files: Arc::new(DirFiles::for_file(&path)),
         goal: Some(row.goal.clone()).filter(|g| !g.is_empty()),
         model,
+        mcp_servers,
         ..RunOptions::new(&row.id, workdir)
     };
     execute(&wf, &options, store, &args.shared, true, sandbox)
@@ -321,8 +333,37 @@ fn title_of(wf: &Workflow) -> String {
         .to_string()
 }
 
+/// `[run.agent] mcp_servers` resolved as the server resolves a run's (catalog ids through the
+/// state directory's catalog, inline definitions as they are).
+fn mcp_servers_of(
+    defaults: &crate::settings::AgentDefaults,
+    store: &Arc<store::SqliteStore>,
+) -> Result<Vec<crate::mcp::ServerDef>, Usage> {
+    let refs = crate::mcp::catalog::settings_refs(defaults);
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let catalog = crate::catalog::Catalog::open(
+        crate::mcp::catalog::McpServers,
+        Arc::clone(store) as Arc<dyn store::CatalogTables>,
+    )
+    .map_err(|e| Usage(format!("cannot read the MCP servers catalog: {e}")))?;
+    let lookup = |id: &str| {
+        let item = catalog.get(id).ok()?;
+        crate::mcp::catalog::server_of(id, &item.definition).ok()
+    };
+    crate::mcp::catalog::resolve(&refs, "settings: run.agent.mcp_servers", &lookup).map_err(|e| {
+        Usage(
+            e.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })
+}
+
 /// The state directory's store (`<state-dir>/svc.db`), activated (created if needed).
-fn open_store(dir: Option<&Path>) -> Result<Arc<dyn RunStore>, Usage> {
+fn open_store(dir: Option<&Path>) -> Result<Arc<store::SqliteStore>, Usage> {
     let dir = state_dir(dir);
     let store = store::SqliteStore::activate(&dir).map_err(|e| {
         Usage(format!(

@@ -263,6 +263,54 @@ pub fn resolve(
     }
 }
 
+/// Freezes a run's servers: their views (no `env`/`headers` values) for `run.created`
+/// `mcp_servers`, and the full definitions (secret references unexpanded) stored as a blob,
+/// whose reference goes in `run.created` `mcp_definitions`.
+pub fn freeze(
+    servers: &[ServerDef],
+    store: &dyn crate::store::RunStore,
+) -> Result<(Value, String), String> {
+    let views: Vec<Value> = servers.iter().map(ServerDef::view).collect();
+    let text = serde_json::to_string(servers)
+        .map_err(|e| format!("cannot freeze the MCP servers: {e}"))?;
+    let id = store
+        .put_blob(text.as_bytes())
+        .map_err(|e| format!("cannot store the MCP servers: {e}"))?;
+    Ok((Value::Array(views), crate::store::blob_ref(&id)))
+}
+
+/// The servers [`freeze`] stored for a run (`created_meta` of its row); none: empty.
+pub fn thaw(
+    created_meta: &Map<String, Value>,
+    store: &dyn crate::store::RunStore,
+) -> Result<Vec<ServerDef>, String> {
+    let Some(reference) = created_meta.get("mcp_definitions").and_then(Value::as_str) else {
+        return Ok(Vec::new());
+    };
+    let id = crate::store::parse_blob_ref(reference)
+        .ok_or_else(|| format!("its MCP servers are recorded as `{reference}`, not a blob"))?;
+    let bytes = store
+        .get_blob(id)
+        .map_err(|e| format!("cannot read its MCP servers: {e}"))?
+        .ok_or_else(|| "its MCP servers' definitions are missing from the store".to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("its MCP servers do not parse: {e}"))
+}
+
+/// `[run.agent] mcp_servers` as the references [`resolve`] takes.
+#[cfg(feature = "agent")]
+pub fn settings_refs(defaults: &crate::settings::AgentDefaults) -> Vec<Value> {
+    defaults
+        .mcp_servers
+        .iter()
+        .map(|r| match r {
+            crate::settings::McpServerRef::Id(id) => Value::String(id.clone()),
+            crate::settings::McpServerRef::Inline(d) => {
+                serde_json::to_value(d).unwrap_or(Value::Null)
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -438,16 +438,7 @@ impl Runs {
         let (refs, field) = match requested {
             Some(r) => (r, "mcp_servers"),
             None => (
-                defaults
-                    .mcp_servers
-                    .iter()
-                    .map(|r| match r {
-                        crate::settings::McpServerRef::Id(id) => Value::String(id.clone()),
-                        crate::settings::McpServerRef::Inline(d) => {
-                            serde_json::to_value(d).unwrap_or(Value::Null)
-                        }
-                    })
-                    .collect(),
+                crate::mcp::catalog::settings_refs(defaults),
                 "settings: run.agent.mcp_servers",
             ),
         };
@@ -461,10 +452,8 @@ impl Runs {
         };
         let servers = crate::mcp::catalog::resolve(&refs, field, &lookup)
             .map_err(|e| crate::server::catalog::error(crate::catalog::CatalogError::Invalid(e)))?;
-        let views: Vec<Value> = servers.iter().map(|s| s.view()).collect();
-        let text = serde_json::to_string(&servers)
-            .map_err(|e| ApiError::internal(format!("cannot freeze the MCP servers: {e}")))?;
-        let id = self.store.put_blob(text.as_bytes()).map_err(store_error)?;
-        Ok(Some((Value::Array(views), crate::store::blob_ref(&id))))
+        crate::mcp::catalog::freeze(&servers, self.store.as_ref())
+            .map(Some)
+            .map_err(ApiError::internal)
     }
 }

@@ -88,27 +88,6 @@ fn requested_model(row: &RunRow) -> Option<ModelChoice> {
     })
 }
 
-/// The MCP servers frozen into the run when it was created (none: empty).
-fn frozen_mcp_servers(
-    row: &RunRow,
-    store: &dyn RunStore,
-) -> Result<Vec<crate::mcp::ServerDef>, String> {
-    let Some(reference) = row
-        .created_meta
-        .get("mcp_definitions")
-        .and_then(Value::as_str)
-    else {
-        return Ok(Vec::new());
-    };
-    let id = crate::store::parse_blob_ref(reference)
-        .ok_or_else(|| format!("its MCP servers are recorded as `{reference}`, not a blob"))?;
-    let bytes = store
-        .get_blob(id)
-        .map_err(|e| format!("cannot read its MCP servers: {e}"))?
-        .ok_or_else(|| "its MCP servers' definitions are missing from the store".to_string())?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("its MCP servers do not parse: {e}"))
-}
-
 /// The run cannot start. After an interruption (a server stop) it fails with
 /// `resume_failed` and an error saying why the resume was impossible (the user may still
 /// retry or resume it by hand); a resume asked for by a user of a run that already has a
@@ -167,7 +146,7 @@ impl Executor for EngineExecutor {
             Value::Object(m) => m.clone(),
             _ => Map::new(),
         };
-        let mcp_servers = match frozen_mcp_servers(&job.row, job.store.as_ref()) {
+        let mcp_servers = match crate::mcp::catalog::thaw(&job.row.created_meta, job.store.as_ref()) {
             Ok(s) => s,
             Err(e) => return fail_launch(job, e),
         };
