@@ -39,7 +39,10 @@ fn everything() -> Option<PathBuf> {
 fn scripted() -> Vec<String> {
     vec![
         "python3".into(),
-        root().join("tests/mcp/stdio_server.py").display().to_string(),
+        root()
+            .join("tests/mcp/stdio_server.py")
+            .display()
+            .to_string(),
         "ok".into(),
     ]
 }
@@ -285,7 +288,10 @@ fn wait_port(port: u16) {
 
 fn bench_concurrent_start(runs: usize) {
     use svc::agent::mcp::{McpTools, StartContext};
-    let script = root().join("tests/mcp/stdio_server.py").display().to_string();
+    let script = root()
+        .join("tests/mcp/stdio_server.py")
+        .display()
+        .to_string();
     let defs: Vec<svc::mcp::ServerDef> = (0..5)
         .map(|i| {
             serde_json::from_value(json!({

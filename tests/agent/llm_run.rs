@@ -1062,3 +1062,82 @@ fn tool_hooks_from_the_workflow_run_around_agent_tool_calls() {
     assert_eq!(props(failed[0])["tool_call_id"], "toolu_2");
     assert_eq!(props(failed[0])["exit_code"], 1);
 }
+
+/// `[run.agent] mcp_servers` in the state directory's settings gives `svc run` its MCP
+/// servers: frozen into `run.created` (a view, no values), offered to every agent node or to
+/// the subset its `mcp_servers` attribute names (`""`: none); the model's call reaches the
+/// server with its arguments and the server's answer reaches the model.
+#[test]
+fn svc_run_takes_its_mcp_servers_from_the_settings_and_nodes_pick_a_subset() {
+    let server = scripted(
+        Provider::Anthropic,
+        vec![
+            tools(&[(
+                "toolu_1",
+                "mcp__echo__echo",
+                json!({"text": "from the model"}),
+            )]),
+            text("The server echoed."),
+            text("No tools here."),
+        ],
+    );
+    let env = Env::keyed(Provider::Anthropic, &server);
+    let log = env.state.join("echo.log");
+    let settings = env.state.join("settings.toml");
+    let mut toml = std::fs::read_to_string(&settings).unwrap_or_default();
+    toml.push_str(&format!(
+        "[run.agent]\nmcp_servers = [{{ id = \"echo\", transport = {{ type = \"stdio\", \
+         command = [\"{}\", \"{}\", \"ok\", \"{}\"], env = {{ ECHO_TOKEN = \"plain\" }} }} }}]\n",
+        support::mcp::python(),
+        support::mcp::script("stdio_server.py"),
+        log.display()
+    ));
+    std::fs::write(&settings, toml).expect("write settings");
+    let out = env.run_ok(
+        r#"digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [prompt="Echo something"]
+  quiet [prompt="Say done", mcp_servers=""]
+  start -> work -> quiet -> exit
+}"#,
+    );
+    assert_eq!(out["context"]["response.work"], "The server echoed.");
+    let calls: Vec<Value> = support::mcp::logged(&log)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["params"]["name"], "echo");
+    assert_eq!(calls[0]["params"]["arguments"]["text"], "from the model");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let names = |b: &Value| -> Vec<String> {
+        b["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert!(names(&reqs[0].body).contains(&"mcp__echo__echo".to_string()));
+    assert!(
+        !names(&reqs[2].body).iter().any(|n| n.starts_with("mcp__")),
+        "a node with mcp_servers=\"\" was offered MCP tools"
+    );
+    let results = support::llm::tool_results(Provider::Anthropic, &reqs[1].body);
+    assert_eq!(results[0].1, "echo: from the model", "{results:?}");
+    let events = env.events(out["run_id"].as_str().unwrap_or(""));
+    let created = events
+        .iter()
+        .find(|e| kind(e) == "run.created")
+        .unwrap_or(&Value::Null);
+    let frozen = &props(created)["mcp_servers"];
+    assert_eq!(frozen[0]["id"], "echo", "{created}");
+    assert_eq!(frozen[0]["transport"]["env_keys"], json!(["ECHO_TOKEN"]));
+    assert!(!created.to_string().contains("plain"), "{created}");
+    let ready: Vec<&Value> = events
+        .iter()
+        .filter(|e| kind(e) == "agent.mcp.ready")
+        .collect();
+    assert_eq!(ready.len(), 1, "only `work` starts the server: {ready:?}");
+}

@@ -109,6 +109,31 @@ fn warnings_alone_exit_0_and_are_counted() {
 }
 
 #[test]
+fn a_nodes_mcp_servers_subset_is_checked() {
+    let (_d, path) = fixture(
+        "mcp.dot",
+        "digraph t {\n  start [shape=Mdiamond]; exit [shape=Msquare]\n  \
+         a [prompt=\"x\", mcp_servers=\"time, Git_Hub\"]\n  \
+         c [shape=parallelogram, script=\"true\", mcp_servers=\"time\"]\n  \
+         start -> a -> c -> exit\n}\n",
+    );
+    let o = svc(&["validate", path_str(&path)]);
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(":3:3: error[mcp_servers_list]: node `a`: mcp_servers names `Git_Hub`"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "warning[mcp_servers_list]: node `c`: mcp_servers is ignored because only agent \
+             nodes use MCP servers"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
 fn several_files_exit_1_when_any_is_invalid() {
     let o = svc(&["validate", &corpus(SIMPLE), &corpus(EXIT_OUTGOING)]);
     assert_eq!(code(&o), 1);

@@ -2,7 +2,7 @@
 //! `env`/`headers`, ETags, 422 naming the field), its `test` route, and runs whose agent
 //! stages use catalog and inline servers frozen at creation: events, stage details, a
 //! `required` server failing the run before any model call, and a vault secret that reaches
-//! the server but never an event.
+//! the server but never an event, the server's log or a process's command line.
 
 use crate::support::llm::{text, tool_results, tools, ScriptedServer, SMALL_USAGE};
 use crate::support::mcp;
@@ -191,6 +191,12 @@ fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
         P,
         vec![
             tools(&[("c1", "mcp__everything__get-env", json!({}))]),
+            // A second of work keeps the server up while the process list is read.
+            tools(&[(
+                "c2",
+                "mcp__everything__trigger-long-running-operation",
+                json!({"duration": 1, "steps": 2}),
+            )]),
             text("The environment has the token."),
         ],
         SMALL_USAGE,
@@ -220,9 +226,36 @@ fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
         put(&s, "/api/v1/mcp-servers/everything", Some(&etag), &broken).status,
         200
     );
+    // Every command line on the machine while the run goes: the server's is there (it
+    // runs) and the secret is in none (it goes to the server's environment only).
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (done, needle) = (done.clone(), node_js.clone());
+        std::thread::spawn(move || {
+            let (mut seen, mut leaked) = (false, Vec::new());
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                for (pid, cmd) in command_lines() {
+                    seen |= cmd.contains(&needle);
+                    if cmd.contains(secret) {
+                        leaked.push(format!("{pid}: {cmd}"));
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            (seen, leaked)
+        })
+    };
     start_run(&s, &id);
     let end = wait_run_end(&s, &id);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (seen, leaked) = watcher.join().expect("the process watcher");
+    assert!(seen, "the MCP server's process was never seen");
+    assert!(leaked.is_empty(), "a secret in a process list: {leaked:?}");
     assert_eq!(end["lifecycle"]["status"]["kind"], "succeeded", "{end}");
+    assert!(
+        !s.stderr().contains(secret),
+        "a vault secret reached the log"
+    );
 
     let evs = run_events(&s, &id);
     let all = Value::Array(evs.clone()).to_string();
@@ -261,7 +294,10 @@ fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
     let servers = &st["visits"][0]["mcp_servers"];
     assert_eq!(servers[0]["server"], "everything", "{st}");
     assert_eq!(servers[0]["state"], "ready");
-    assert_eq!(servers[0]["used"], json!(["get-env"]));
+    assert_eq!(
+        servers[0]["used"],
+        json!(["get-env", "trigger-long-running-operation"])
+    );
     assert!(servers[0]["tools"]
         .as_array()
         .unwrap()
@@ -273,6 +309,20 @@ fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
         .as_str()
         .unwrap()
         .contains("cannot open the database"));
+}
+
+/// `(pid, command line)` of every process that can be read.
+fn command_lines() -> Vec<(String, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")))
+        })
+        .collect()
 }
 
 #[test]

@@ -146,7 +146,8 @@ impl Executor for EngineExecutor {
             Value::Object(m) => m.clone(),
             _ => Map::new(),
         };
-        let mcp_servers = match crate::mcp::catalog::thaw(&job.row.created_meta, job.store.as_ref()) {
+        let mcp_servers = match crate::mcp::catalog::thaw(&job.row.created_meta, job.store.as_ref())
+        {
             Ok(s) => s,
             Err(e) => return fail_launch(job, e),
         };
