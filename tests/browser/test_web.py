@@ -136,8 +136,10 @@ def check(cond, what):
         raise AssertionError(what)
 
 
-def browser():
+def browser(bidi=False):
+    """Headless Chromium; `bidi` also opens WebDriver BiDi (user contexts, blocking navigation)."""
     opts = Options()
+    opts.enable_bidi = bidi
     opts.binary_location = CHROMIUM
     profile = tempfile.mkdtemp(prefix="svc-chromium-")
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

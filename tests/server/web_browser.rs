@@ -1,7 +1,8 @@
 //! The web UI in a real headless Chromium: runs `tests/browser/test_web.py` (Selenium with
 //! Debian's chromium and chromedriver) against the real `svc` binary. Screenshots of the
 //! board and a run page go to `target/web-screenshots/`; `tests/browser/test_security.py`
-//! attacks the signed-in user from a preview, a hostile `next` and a framed install page.
+//! attacks the signed-in user from a preview, a hostile `next` and a framed install page;
+//! `tests/browser/test_page_loads.py` loads pages in fresh browser contexts and counts stalls.
 //!
 //! Needs Chromium, chromedriver and Python's selenium: where the build did not find them
 //! the test is reported as ignored with the install command; under `SVC_REQUIRE_BROWSER=1`
@@ -72,5 +73,33 @@ fn previews_and_sign_in_cannot_be_turned_against_the_user_in_chromium() {
     assert!(
         status.success(),
         "the browser security test failed (see its output above)"
+    );
+}
+
+/// Page loads never stall (`tests/browser/test_page_loads.py`): the sign-in page loaded 200
+/// times, each in a fresh browser context (its own connections), beside a connected context
+/// and 20 open SSE streams; every load completes.
+#[test]
+#[cfg_attr(
+    not(has_browser),
+    ignore = "needs Chromium, chromedriver and Python's selenium: apt-get install chromium chromium-driver && pip install selenium"
+)]
+fn page_loads_in_fresh_browser_contexts_never_stall() {
+    require(Tool::Browser);
+    let (chromium, driver) = (
+        chromium().unwrap_or_default(),
+        chromedriver().unwrap_or_default(),
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("python3")
+        .arg(root.join("tests/browser/test_page_loads.py"))
+        .args(["--bin", env!("CARGO_BIN_EXE_svc"), "--loads", "200"])
+        .env("SVC_CHROMIUM", &chromium)
+        .env("SVC_CHROMEDRIVER", &driver)
+        .status()
+        .expect("run python3");
+    assert!(
+        status.success(),
+        "a page load stalled (see the output above)"
     );
 }
