@@ -110,7 +110,7 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         None => resolve_workdir(args.workdir.as_deref())?,
     };
     let inputs = parse_pairs(&args.shared.inputs, "--input")?;
-    let store = open_store(args.shared.state_dir.as_deref())?;
+    let (store, _lock) = open_store(args.shared.state_dir.as_deref(), "svc run")?;
     let abs_path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
     // `[run] goal` and `[run.model]` of the settings, as on the server.
     let defaults = load_settings(&state_dir(args.shared.state_dir.as_deref())).run;
@@ -164,7 +164,7 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
 }
 
 fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
-    let store = open_store(args.shared.state_dir.as_deref())?;
+    let (store, _lock) = open_store(args.shared.state_dir.as_deref(), "svc resume")?;
     let row = store
         .get_run(&args.run_id)
         .map_err(|e| Usage(format!("cannot read run {}: {e}", args.run_id)))?
@@ -362,16 +362,25 @@ fn mcp_servers_of(
     })
 }
 
-/// The state directory's store (`<state-dir>/svc.db`), activated (created if needed).
-fn open_store(dir: Option<&Path>) -> Result<Arc<store::SqliteStore>, Usage> {
+/// The state directory's store (`<state-dir>/svc.db`), activated (created if needed), with
+/// the directory's shared lock held for `command`: refused beside a running server, whose
+/// scheduler and startup sweep assume they are the store's only writer (`store::lock`).
+fn open_store(
+    dir: Option<&Path>,
+    command: &'static str,
+) -> Result<(Arc<store::SqliteStore>, store::StateLock), Usage> {
     let dir = state_dir(dir);
+    crate::base::perms::private_dir(&dir)
+        .map_err(|e| Usage(format!("cannot create {}: {e}", dir.display())))?;
+    let lock = store::StateLock::take(&dir, store::lock::Role::Command(command))
+        .map_err(|e| Usage(e.to_string()))?;
     let store = store::SqliteStore::activate(&dir).map_err(|e| {
         Usage(format!(
             "cannot open the run store in {}: {e}",
             dir.display()
         ))
     })?;
-    Ok(Arc::new(store))
+    Ok((Arc::new(store), lock))
 }
 
 /// `--state-dir`, else the user state directory.

@@ -355,6 +355,17 @@ fn export_stages(state: &Option<PathBuf>, logs: &Path, ids: &[String]) -> i32 {
 /// verifies it byte for byte and runs a full integrity check. Exit 0, or 1 on failure.
 pub fn import(args: ImportArgs) -> i32 {
     let dir = state_dir(&args.state_dir);
+    // Not beside a server (`store::lock`); held until the import is verified.
+    let lock = crate::base::perms::private_dir(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            crate::store::StateLock::take(&dir, crate::store::lock::Role::Command("svc import"))
+                .map_err(|e| e.to_string())
+        });
+    let _lock = match lock {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
     let store = match SqliteStore::activate(&dir) {
         Ok(store) => store,
         Err(e) => return fail(e),

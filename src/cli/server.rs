@@ -99,6 +99,20 @@ fn start(a: StartArgs) -> i32 {
         .clone()
         .unwrap_or_else(|| dir.join(crate::settings::SETTINGS_FILE));
     if !a.dev && !settings_path.exists() {
+        // The wizard writes the state directory too: one server per directory here as well.
+        let lock = crate::base::perms::private_dir(&dir)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                crate::store::StateLock::take(&dir, crate::store::lock::Role::Server)
+                    .map_err(|e| e.to_string())
+            });
+        let _lock = match lock {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        };
         return install(dir, settings_path, listen);
     }
     let opts = ServerOptions {

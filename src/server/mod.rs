@@ -7,7 +7,8 @@
 //! (the web UI's pages and assets from [`crate::web`]),
 //! [`versions`], [`models`], [`demo`], [`error`], [`ids`].
 //!
-//! Startup order (SPEC 1.11): settings → dev token → store activation → sweep of the last
+//! Startup order (SPEC 1.11): settings → the state directory's lock (`store::lock`: a
+//! second server on the same directory fails here, having changed nothing) → dev token → store activation → sweep of the last
 //! process's stage processes → recovery of runs interrupted by the last stop (resumed) →
 //! scheduler and workers → routes/listener. Nothing is
 //! served before the store is active.
@@ -247,6 +248,8 @@ pub enum StartError {
     State { path: PathBuf, message: String },
     #[error("{0}")]
     Store(#[from] crate::store::ActivationError),
+    #[error("{0}")]
+    Locked(#[from] crate::store::LockError),
     #[error("cannot listen on {listen}: {source}")]
     Bind {
         listen: Listen,
@@ -276,6 +279,8 @@ pub struct RunningServer {
     /// The dev token, and whether this start created it.
     pub dev_token: Option<(String, bool)>,
     _watcher: SettingsWatcher,
+    /// The state directory's lock, held while this server lives (`store::lock`).
+    _lock: crate::store::StateLock,
 }
 
 impl RunningServer {
@@ -359,6 +364,9 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         message: e.to_string(),
     };
     crate::base::perms::private_dir(&opts.state_dir).map_err(|e| state_err(&e))?;
+    // One server per state directory, before anything is written, swept or recovered.
+    let mut lock =
+        crate::store::StateLock::take(&opts.state_dir, crate::store::lock::Role::Server)?;
     let dev_token = if initial.has_auth(settings::AuthMethod::DevToken) {
         Some(crate::auth::load_or_create_dev_token(&opts.state_dir)?)
     } else {
@@ -489,12 +497,17 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
                 source,
             })?;
     }
+    lock.set_address(&match http.listen() {
+        Listen::Tcp(_) => format!("http://{}", http.local_addr()),
+        Listen::Unix(p) => format!("unix:{}", p.display()),
+    });
     Ok(RunningServer {
         http,
         preview_http,
         app,
         dev_token,
         _watcher: watcher,
+        _lock: lock,
     })
 }
 

@@ -7,7 +7,7 @@
 //! ([`Hub`]), startup activation ([`SqliteStore::activate`]: open, migrate, check, import
 //! legacy data, keep its backup), the portable export/import format ([`portable`]) and the
 //! `workflow_versions` table ([`VersionTable`]; other modules' tables go beside it, see
-//! `schema.rs`).
+//! `schema.rs`), and the state directory's lock ([`lock`]: one server per state directory).
 //! Must not touch: workflow parsing or execution, HTTP, settings, or files other than the
 //! state directory it is handed and the export/import directories named by its callers.
 //!
@@ -27,6 +27,7 @@ mod error;
 mod fold;
 mod hooked;
 mod hub;
+pub mod lock;
 mod memory;
 mod model;
 pub mod portable;
@@ -50,6 +51,7 @@ pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
 pub use hooked::{HookedStore, Observer};
 pub use hub::{Hub, Published, Subscription};
+pub use lock::{LockError, StateLock};
 pub use memory::MemoryStore;
 pub use model::{
     Control, Event, EventDraft, ImportOutcome, NewRun, RawEvent, RunQuery, RunRow, RunStatus,

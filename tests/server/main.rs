@@ -24,6 +24,9 @@ mod workspace;
 // The threat model: server secrets never reach workflow code or what users read; previews,
 // redirects and tokens that cannot be turned against a signed-in user.
 mod security;
+// One server per state directory: a second server, `svc run` and `svc import` beside one,
+// a killed server's lock.
+mod state_lock;
 // SIGKILL under load, many times, on one state directory: nothing acknowledged is lost.
 mod crash;
 // Automations: the catalog rules over HTTP, fires, hooks, the scheduler across restarts.
