@@ -10,6 +10,7 @@ use super::handlers::human::question::{Answer, Question};
 use crate::base::cancel::CancelToken;
 use crate::base::redact::{NoRedaction, Redact};
 use crate::store::RunStore;
+pub use crate::workspace::versioned::{NoWorkspace, Workspace, WorkspaceCheckpoint};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,43 +52,6 @@ impl Services {
             workspace: Arc::new(NoWorkspace),
             stage_env: None,
         }
-    }
-}
-
-/// A checkpoint of the workspace taken after a stage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorkspaceCheckpoint {
-    /// The checkpoint id (a commit on the run branch).
-    pub id: String,
-    /// What this stage changed: `{files_changed, additions, deletions}`.
-    pub stage_diff: serde_json::Value,
-    /// Everything the run changed so far, against its base (the Run's `diff`).
-    pub run_diff: serde_json::Value,
-}
-
-/// The run's working files, versioned: the walker checkpoints them after every stage of
-/// the run and a resume puts them back to the checkpoint it resumes from.
-pub trait Workspace: Send + Sync {
-    /// Records what stage `stage` changed; `None` when it changed nothing.
-    fn checkpoint(&self, stage: &str) -> Result<Option<WorkspaceCheckpoint>, String>;
-    /// The latest checkpoint id, `None` without a versioned workspace.
-    fn head(&self) -> Option<String>;
-    /// Puts the files back exactly as they were at checkpoint `id`.
-    fn restore(&self, id: &str) -> Result<(), String>;
-}
-
-/// No versioned workspace (the CLI in the user's own directory, tests).
-pub struct NoWorkspace;
-
-impl Workspace for NoWorkspace {
-    fn checkpoint(&self, _: &str) -> Result<Option<WorkspaceCheckpoint>, String> {
-        Ok(None)
-    }
-    fn head(&self) -> Option<String> {
-        None
-    }
-    fn restore(&self, _: &str) -> Result<(), String> {
-        Ok(())
     }
 }
 

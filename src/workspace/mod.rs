@@ -10,6 +10,7 @@
 
 pub mod diff;
 pub mod git;
+pub mod versioned;
 pub mod watch;
 
 use diff::{DiffSummary, FileChange};
@@ -17,6 +18,7 @@ pub use git::{Git, GitError};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use versioned::WorkspaceCheckpoint;
 
 /// Where a run's files come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -579,11 +581,8 @@ pub fn summary(g: &Git, from: &str, to: &str) -> Result<DiffSummary, GitError> {
     diff::changes(g, from, to).map(|c: Vec<FileChange>| DiffSummary::of(&c))
 }
 
-impl crate::engine::Workspace for EngineWorkspace {
-    fn checkpoint(
-        &self,
-        stage: &str,
-    ) -> Result<Option<crate::engine::WorkspaceCheckpoint>, String> {
+impl versioned::Workspace for EngineWorkspace {
+    fn checkpoint(&self, stage: &str) -> Result<Option<WorkspaceCheckpoint>, String> {
         let mut st = self.state.lock();
         let watched = self.stage(&mut st).map_err(|e| e.to_string())?;
         let run_files = st.run_files.take();
@@ -638,7 +637,7 @@ impl crate::engine::Workspace for EngineWorkspace {
         let stage_diff = diff::summary_of(&stage_files);
         let run_diff = run_files.summary();
         st.run_files = Some(run_files);
-        Ok(Some(crate::engine::WorkspaceCheckpoint {
+        Ok(Some(WorkspaceCheckpoint {
             id,
             stage_diff: summary_json(stage_diff),
             run_diff: summary_json(run_diff),

@@ -1,4 +1,5 @@
 //! Workspaces against real git repositories made in temporary directories.
+//! Must not: touch a repository outside a temporary directory.
 
 use super::*;
 use crate::test_tools::{require, Tool};
@@ -234,7 +235,7 @@ fn assert_all_committed(dest: &Path, what: &str) {
 #[cfg(feature = "watch")]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn watched_checkpoints_capture_every_kind_of_change() {
-    use crate::engine::Workspace as _;
+    use crate::workspace::versioned::Workspace as _;
     require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let (dest, ws) = cloned(tmp.path(), "01W");
@@ -348,8 +349,8 @@ fn watched_checkpoints_capture_every_kind_of_change() {
     ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
 )]
 fn watched_checkpoints_see_writes_made_inside_a_container() {
-    use crate::engine::Workspace as _;
     use crate::sandbox::{isolation, ProviderKind, SandboxPlan};
+    use crate::workspace::versioned::Workspace as _;
     require(Tool::Git);
     require(Tool::Bwrap);
     let tmp = tempfile::tempdir().unwrap();
@@ -396,7 +397,7 @@ fn watched_checkpoints_see_writes_made_inside_a_container() {
 #[cfg(feature = "watch")]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn watched_checkpoints_work_in_place_with_a_separate_git_directory() {
-    use crate::engine::Workspace as _;
+    use crate::workspace::versioned::Workspace as _;
     require(Tool::Git);
     let tmp = tempfile::tempdir().unwrap();
     let user = tmp.path().join("mine");
