@@ -51,7 +51,7 @@ pub fn client_from_settings(
 fn llm_stop(stop: super::AgentStop) -> LlmStop {
     match stop {
         super::AgentStop::Completed => LlmStop::Completed,
-        super::AgentStop::TurnLimit => LlmStop::TurnLimit,
+        super::AgentStop::TurnLimit | super::AgentStop::TokenBudget => LlmStop::TurnLimit,
         super::AgentStop::MaxTokens => LlmStop::MaxTokens,
     }
 }

@@ -472,6 +472,8 @@ pub enum AgentStop {
     TurnLimit,
     /// The model hit its output limit without asking for tools.
     MaxTokens,
+    /// The run spent its token budget ([`Session::with_token_budget`]).
+    TokenBudget,
 }
 
 impl AgentStop {
@@ -480,6 +482,7 @@ impl AgentStop {
             AgentStop::Completed => "completed",
             AgentStop::TurnLimit => "turn_limit",
             AgentStop::MaxTokens => "max_tokens",
+            AgentStop::TokenBudget => "token_budget",
         }
     }
 }
@@ -548,6 +551,10 @@ pub struct Session {
     hid_secret: bool,
     /// The stage's MCP servers and their tools.
     mcp: Option<mcp::McpTools>,
+    /// Replaces the coding tools (`with_toolset`).
+    toolset: Option<Box<dyn tools::ToolSet>>,
+    /// Input + output tokens one [`Session::run`] may spend before it stops (`None`: no cap).
+    token_budget: Option<u64>,
 }
 
 impl std::fmt::Debug for Session {
@@ -581,7 +588,29 @@ impl Session {
             redactor: Arc::new(NoRedaction),
             hid_secret: false,
             mcp: None,
+            toolset: None,
+            token_budget: None,
         })
+    }
+
+    /// Offers `set`'s tools instead of the coding tools; every call goes to it.
+    pub fn with_toolset(mut self, set: Box<dyn tools::ToolSet>) -> Self {
+        self.tools = set.specs();
+        self.toolset = Some(set);
+        self
+    }
+
+    /// Replaces the system prompt (a session that is not a coding agent).
+    pub fn with_system_prompt(mut self, system: String) -> Self {
+        self.system = system;
+        self
+    }
+
+    /// Stops a run before a model call once its input + output tokens reach `tokens`
+    /// ([`AgentStop::TokenBudget`]).
+    pub fn with_token_budget(mut self, tokens: u64) -> Self {
+        self.token_budget = Some(tokens);
+        self
     }
 
     /// Offers the tools of the stage's MCP servers and tells the model about the servers
@@ -732,6 +761,12 @@ impl Session {
                 });
                 break AgentStop::TurnLimit;
             }
+            if self
+                .token_budget
+                .is_some_and(|b| usage.input + usage.output >= b)
+            {
+                break AgentStop::TokenBudget;
+            }
             self.refresh_mcp_tools(cancel);
             // Lend the conversation to the request instead of cloning it.
             let req = Request {
@@ -838,6 +873,8 @@ impl Session {
                     tools::refused(WRITES_MARKER)
                 } else if let Some(m) = self.mcp.as_mut().filter(|m| m.owns(&c.name)) {
                     m.call(&c.name, &c.arguments, cancel)
+                } else if let Some(set) = self.toolset.as_mut() {
+                    set.call(&c.name, &c.arguments, cancel)
                 } else {
                     tools::execute(
                         &c.name,

@@ -33,6 +33,7 @@ pub mod router;
 pub mod routes;
 pub mod runs;
 pub mod sandboxes;
+pub mod sessions;
 pub mod settings_api;
 pub mod system;
 pub mod versions;
@@ -60,6 +61,8 @@ pub struct App {
     pub dispatcher: Arc<crate::automations::Dispatcher>,
     /// The MCP servers catalog (`crate::mcp::catalog`).
     pub mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
+    /// Ask sessions on runs (`crate::ask`).
+    pub sessions: Arc<crate::ask::Sessions>,
     pub router: Router,
     pub started: Instant,
     /// The TCP addresses this server listens on, set once they are bound (previews refuse
@@ -80,6 +83,7 @@ impl App {
         automations: Arc<crate::catalog::Catalog<crate::automations::Automations>>,
         dispatcher: Arc<crate::automations::Dispatcher>,
         mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
+        sessions: Arc<crate::ask::Sessions>,
     ) -> App {
         App {
             settings,
@@ -91,6 +95,7 @@ impl App {
             automations,
             dispatcher,
             mcp_servers,
+            sessions,
             router: Router::new(routes::all()),
             started: Instant::now(),
             listening: std::sync::OnceLock::new(),
@@ -380,6 +385,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             .map_err(|e| state_err(&e))?,
     );
     let automation_tables: Arc<dyn crate::store::AutomationTables> = Arc::clone(&sqlite) as _;
+    let session_index: Arc<dyn crate::store::SessionIndex> = Arc::clone(&sqlite) as _;
     let mcp_servers = Arc::new(
         crate::catalog::Catalog::open(crate::mcp::catalog::McpServers, Arc::clone(&sqlite) as _)
             .map_err(|e| state_err(&e))?,
@@ -450,6 +456,13 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         log::warn!("{finished} automation fire(s) the last stop interrupted were finished");
     }
     dispatcher.start().map_err(|e| state_err(&e))?;
+    let sessions = crate::ask::Sessions::new(
+        Arc::clone(&runs.store),
+        session_index,
+        handle.clone(),
+        opts.state_dir.clone(),
+        Arc::clone(&runs.redactor) as _,
+    );
     let mut app = App::new(
         handle,
         opts.state_dir.clone(),
@@ -459,6 +472,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         automations,
         dispatcher,
         mcp_servers,
+        sessions,
     );
     app.settings_path = settings_path.clone();
     let app = Arc::new(app);

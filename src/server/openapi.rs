@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 mod automations;
 mod mcp_servers;
 mod operator;
+mod sessions;
 
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -838,6 +839,7 @@ fn build() -> Value {
         .chain(automations::operations())
         .chain(mcp_servers::operations())
         .chain(operator::operations())
+        .chain(sessions::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -890,13 +892,16 @@ fn build() -> Value {
             {"name": "Discovery"}, {"name": "System"}, {"name": "Auth"}, {"name": "Workflows"},
             {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
             {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"},
-            {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}
+            {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}, {"name": "Sessions"}
         ],
         "paths": paths,
         "components": {
             "schemas": merged(
-                merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
-                operator::schemas(),
+                merged(
+                    merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
+                    operator::schemas(),
+                ),
+                sessions::schemas(),
             ),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},

@@ -14,6 +14,7 @@ use super::preview;
 use super::router::{Access, Route};
 use super::runs;
 use super::sandboxes;
+use super::sessions;
 use super::settings_api;
 use super::system;
 use crate::automations::Automations;
@@ -102,6 +103,17 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/runs/{id}/graph/source", runs::graph_source),
         user("GET", "/api/v1/runs/{id}/graph", runs::graph_svg),
         user("POST", "/api/v1/runs/{id}/steer", runs::steer),
+        user("GET", "/api/v1/runs/{id}/sessions", sessions::list),
+        user("POST", "/api/v1/runs/{id}/sessions", sessions::create),
+        user("GET", "/api/v1/sessions/{id}", sessions::get),
+        user("GET", "/api/v1/sessions/{id}/events", sessions::events),
+        user("GET", "/api/v1/sessions/{id}/attach", sessions::attach),
+        user("POST", "/api/v1/sessions/{id}/turns", sessions::turn),
+        user(
+            "POST",
+            "/api/v1/sessions/{id}/turns/{turn}/interrupt",
+            sessions::interrupt,
+        ),
         user("POST", "/runs/{id}/steer", runs::steer),
         user("GET", "/api/v1/runs/{id}/usage", runs::usage::get),
         user("GET", "/api/v1/models", models::list),

@@ -409,6 +409,13 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 row.diff = Some(d.clone());
             }
         }
+        // An Ask session's model calls count in the run's usage (not in the models its
+        // stages used).
+        "run.session.assistant_message" => {
+            if let Some(u) = p.get("usage") {
+                add_usage(&mut row.usage, u);
+            }
+        }
         "stage.completed" | "stage.failed" => {
             if let Some(u) = p.get("usage") {
                 add_usage(&mut row.usage, u);

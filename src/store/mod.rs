@@ -35,6 +35,7 @@ mod prep;
 mod queue;
 mod rowcache;
 mod schema;
+pub mod sessions;
 mod sqlite;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
@@ -59,6 +60,7 @@ pub use model::{
 };
 pub use prep::{blob_refs, is_blob_id, sha256_hex};
 pub use schema::SCHEMA_VERSION;
+pub use sessions::{MemorySessions, SessionIndex};
 pub use sqlite::SqliteStore;
 pub use versions::{MemoryVersions, VersionRecord, VersionTable};
 

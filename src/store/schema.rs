@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -202,6 +202,16 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
                AND json_extract(definition, '$.startup_timeout_secs') > 0
                AND json_extract(definition, '$.tool_timeout_secs') > 0)
     ) STRICT;
+    ",
+    // 7: Ask sessions (`sessions.rs`): which run a session belongs to. The session itself
+    // lives in its run's event log (`run.session.*`); this only finds the run.
+    "
+    CREATE TABLE IF NOT EXISTS ask_sessions (
+        id         TEXT NOT NULL PRIMARY KEY,
+        run_id     TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX IF NOT EXISTS ask_sessions_by_run ON ask_sessions (run_id, id);
     ",
 ];
 

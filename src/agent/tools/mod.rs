@@ -277,6 +277,16 @@ pub fn execute(
     }
 }
 
+/// A tool set that replaces the coding tools in a [`crate::agent::Session`] (Ask's read-only
+/// analyst tools): what is offered, and how a call runs. A call to anything else is the
+/// set's to refuse; nothing outside it runs.
+pub trait ToolSet: Send {
+    /// The tools offered to the model.
+    fn specs(&self) -> Vec<ToolSpec>;
+    /// Runs one call. Never fails: every failure or refusal is an error result.
+    fn call(&mut self, name: &str, args: &Value, cancel: &CancelToken) -> ToolOutput;
+}
+
 /// An error result for a call that was not run, saying `why`.
 pub fn refused(why: &str) -> ToolOutput {
     let msg = format!("Error: {why}");

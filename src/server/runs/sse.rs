@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const BATCH: usize = 256;
 
-fn sse_headers() -> Vec<(String, String)> {
+pub fn sse_headers() -> Vec<(String, String)> {
     vec![
         ("Content-Type".into(), "text/event-stream".into()),
         ("Cache-Control".into(), "no-cache".into()),
