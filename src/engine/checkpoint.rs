@@ -360,8 +360,36 @@ pub fn restore(store: &dyn RunStore, run_id: &str) -> Result<Option<Restored>, S
             .get("base_seq")
             .and_then(Value::as_u64)
             .ok_or("the run's checkpoint has no base_seq")?;
-        chain = checkpoints_since(store, run_id, base)?;
+        chain = checkpoints_since(store, run_id, base, u64::MAX)?;
     }
+    fold_chain(store, chain).map(Some)
+}
+
+/// The run's position and state as of its checkpoint event `seq` (a rewind starts there).
+pub fn restore_at(store: &dyn RunStore, run_id: &str, seq: u64) -> Result<Restored, String> {
+    let event = store
+        .events(run_id, seq, 1)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next()
+        .filter(|e| e.seq == seq && e.event == "checkpoint.completed")
+        .ok_or_else(|| format!("event {seq} of run {run_id} is not a checkpoint"))?;
+    let chain = match event.properties.get("kind").and_then(Value::as_str) {
+        Some("delta") => {
+            let base = event
+                .properties
+                .get("base_seq")
+                .and_then(Value::as_u64)
+                .ok_or("the checkpoint has no base_seq")?;
+            checkpoints_since(store, run_id, base, seq)?
+        }
+        _ => vec![event.properties],
+    };
+    fold_chain(store, chain)
+}
+
+/// Folds a full checkpoint and the deltas after it.
+fn fold_chain(store: &dyn RunStore, chain: Vec<Value>) -> Result<Restored, String> {
     let mut restored: Option<Restored> = None;
     for mut cp in chain {
         resolve_blobs(store, &mut cp).map_err(|e| e.to_string())?;
@@ -386,11 +414,16 @@ pub fn restore(store: &dyn RunStore, run_id: &str) -> Result<Option<Restored>, S
     }
     let mut restored = restored.ok_or("the run's checkpoints are missing")?;
     restored.state.dirty.needs_full = true;
-    Ok(Some(restored))
+    Ok(restored)
 }
 
-/// The `checkpoint.completed` payloads from seq `base` on, in order.
-fn checkpoints_since(store: &dyn RunStore, run_id: &str, base: u64) -> Result<Vec<Value>, String> {
+/// The `checkpoint.completed` payloads from seq `base` to seq `upto`, in order.
+fn checkpoints_since(
+    store: &dyn RunStore,
+    run_id: &str,
+    base: u64,
+    upto: u64,
+) -> Result<Vec<Value>, String> {
     const PAGE: usize = 1000;
     let mut out = Vec::new();
     let mut since = base;
@@ -403,9 +436,12 @@ fn checkpoints_since(store: &dyn RunStore, run_id: &str, base: u64) -> Result<Ve
         };
         out.extend(
             page.into_iter()
-                .filter(|e| e.event == "checkpoint.completed")
+                .filter(|e| e.event == "checkpoint.completed" && e.seq <= upto)
                 .map(|e| e.properties),
         );
+        if last >= upto {
+            break;
+        }
         since = last + 1;
     }
     match out.first() {

@@ -57,6 +57,11 @@ pub fn source_of(row: &RunRow) -> Source {
             origin_url: s("origin_url").unwrap_or_default(),
             branch: s("branch"),
         },
+        Some("rewind") => Source::Rewind {
+            from: PathBuf::from(s("from").unwrap_or_default()),
+            commit: s("commit").unwrap_or_default(),
+            base: s("base").unwrap_or_default(),
+        },
         Some("directory") => Source::Directory {
             path: PathBuf::from(s("path").unwrap_or_default()),
             in_place: w.get("in_place").and_then(Value::as_bool).unwrap_or(false),

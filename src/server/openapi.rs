@@ -244,6 +244,16 @@ fn operations() -> Vec<Op> {
                 nf(),
                 err("409", "The run is not failed or dead, or its workflow version no longer exists."),
             ]),
+        op("post", "/api/v1/runs/{id}/rewind", "Runs", "Rewind a finished run to a node: a new run from the checkpoint before that node's latest visit, started at once")
+            .id()
+            .body(json!({"type": "object", "required": ["to"], "additionalProperties": false, "properties": {"to": {"type": "string", "minLength": 1, "description": "The node to run again (and everything after it)."}}}), true)
+            .resp(vec![
+                ok("201", "The new run; the old one's `superseded_by` names it.", r("Run")),
+                err("400", "Malformed run id or body."),
+                nf(),
+                err("409", "The run is still active, or its workspace was removed."),
+                err("422", "The node is not in the workflow, or no checkpoint leads to it."),
+            ]),
         op("post", "/api/v1/runs/{id}/approve", "Runs", "Approve a run awaiting approval")
             .id()
             .body(json!({"type": "object"}), false)

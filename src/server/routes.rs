@@ -86,6 +86,7 @@ pub fn routes() -> Vec<Route> {
         user("POST", "/api/v1/runs/{id}/archive", runs::archive),
         user("POST", "/api/v1/runs/{id}/unarchive", runs::unarchive),
         user("POST", "/api/v1/runs/{id}/retry", runs::retry::retry),
+        user("POST", "/api/v1/runs/{id}/rewind", runs::rewind::rewind),
         user("POST", "/api/v1/runs/{id}/approve", runs::approve),
         user("POST", "/api/v1/runs/{id}/deny", runs::deny),
         user("GET", "/api/v1/runs/{id}/questions", runs::questions),

@@ -33,6 +33,13 @@ pub enum Source {
     /// A directory on the server host: cloned when it is a git work tree, else copied;
     /// `in_place` works in the directory itself.
     Directory { path: PathBuf, in_place: bool },
+    /// Another run's workspace history (its git directory `from`) at `commit`, with that
+    /// run's `base`: a run rewound to a stage starts from the checkpoint before it.
+    Rewind {
+        from: PathBuf,
+        commit: String,
+        base: String,
+    },
 }
 
 /// Why a workspace could not be made: `error` for people, `causes` most specific last.
@@ -166,7 +173,38 @@ pub fn prepare(source: &Source, run_id: &str, dest: &Path) -> Result<Workspace, 
                 fresh_history(Git::new(dest), &branch, true)
             }
         }
+        Source::Rewind { from, commit, base } => rewound(from, commit, base, dest, &branch),
     }
+}
+
+/// A clone of another run's workspace history, checked out at `commit` on `run_branch`.
+fn rewound(
+    from: &Path,
+    commit: &str,
+    base: &str,
+    dest: &Path,
+    run_branch: &str,
+) -> Result<Workspace, WorkspaceError> {
+    let origin = from.display().to_string();
+    let mut cmd = git::bare_command();
+    cmd.args(["clone", "--quiet", "--no-tags", "--no-checkout", "--"])
+        .arg(from)
+        .arg(dest);
+    git::run(cmd, "clone").map_err(|e| {
+        WorkspaceError::new(format!("cannot copy the history of {origin}"), e.detail)
+    })?;
+    let g = Git::new(dest);
+    g.run(&["checkout", "--quiet", "-b", run_branch, commit])
+        .map_err(|e| WorkspaceError::new(format!("cannot check out checkpoint {commit}"), e))?;
+    Ok(Workspace {
+        git: g,
+        base: base.to_string(),
+        branch: run_branch.to_string(),
+        repo_cloned: false,
+        clone_origin_url: None,
+        clone_branch: None,
+        owned: true,
+    })
 }
 
 /// Re-opens the workspace of an earlier [`prepare`] (a resumed run).

@@ -124,6 +124,7 @@ fn ask(s: &Server, session: &str, input: &str) -> (Resp, Vec<Frame>) {
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_turn_reads_a_file_and_an_event_and_writes_are_refused() {
+    require(Tool::Git);
     let other_run = "01AAAAAAAAAAAAAAAAAAAAAAAA";
     let llm = ScriptedServer::turns(
         Provider::Anthropic,
@@ -276,6 +277,7 @@ fn a_turn_reads_a_file_and_an_event_and_writes_are_refused() {
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_second_turn_is_409_while_one_runs_and_interrupt_ends_it() {
+    require(Tool::Git);
     // The model answers slowly: the turn is certainly running while the test acts.
     let llm = ScriptedServer::start_with(|n, r| {
         if n == 0 {
@@ -330,6 +332,7 @@ fn a_second_turn_is_409_while_one_runs_and_interrupt_ends_it() {
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_session_survives_a_restart_and_bad_requests_are_refused() {
+    require(Tool::Git);
     let llm = ScriptedServer::turns(
         Provider::Anthropic,
         vec![text("first answer"), text("second answer")],

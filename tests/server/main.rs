@@ -35,8 +35,10 @@ mod automations;
 mod web_pages;
 // The web UI in headless Chromium (Selenium).
 mod web_browser;
-// Ask: readiness on runs, sessions and turns against a scripted provider; rewind.
+// Ask: readiness on runs, sessions and turns against a scripted provider.
 mod ask;
+// Rewind: a new run from the checkpoint before a stage; superseded_by.
+mod rewind;
 // MCP servers: the catalog and its test route, runs whose agents use catalog and inline servers.
 mod mcp;
 // The README's set-up and shell examples, run as written (bwrap, curl, jq).

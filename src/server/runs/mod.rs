@@ -38,6 +38,7 @@ pub mod interviewer;
 pub mod lifecycle;
 mod recovery;
 pub mod retry;
+pub mod rewind;
 mod scheduler;
 pub mod sse;
 pub mod stages;
