@@ -303,6 +303,37 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             v["retried_from"] = json!(f.id);
             Ok(Reply::json(201, &v))
         }
+        ("POST", "/api/v1/runs/{id}/rewind") => {
+            let f = find(ctx)?;
+            let mut v = with_status(&f, json!({"kind": "runnable"}), None);
+            v["id"] = json!("01JNDEM00000000000000RWND1");
+            Ok(Reply::json(201, &v))
+        }
+        ("GET", "/api/v1/runs/{id}/sessions") => {
+            find(ctx)?;
+            j(json!({"data": [demo_session()], "meta": {"total": 1, "has_more": false}}))
+        }
+        ("POST", "/api/v1/runs/{id}/sessions") => {
+            find(ctx)?;
+            Ok(Reply::json(201, &demo_session()))
+        }
+        ("GET", "/api/v1/sessions/{id}") => {
+            let mut s = demo_session();
+            s["messages"] = json!([
+                {"kind": "user", "content": "Why did verify fail?", "timestamp": "2026-03-01T09:05:00.000Z"},
+                {"kind": "assistant", "content": "The test step exited 1: `cargo test` failed in parser::tests (seq 41).", "timestamp": "2026-03-01T09:05:04.000Z"}
+            ]);
+            s["last_seq"] = json!(44);
+            j(s)
+        }
+        ("GET", "/api/v1/sessions/{id}/events") => {
+            j(json!({"data": [], "meta": {"has_more": false}}))
+        }
+        ("GET", "/api/v1/sessions/{id}/attach")
+        | ("POST", "/api/v1/sessions/{id}/turns")
+        | ("POST", "/api/v1/sessions/{id}/turns/{turn}/interrupt") => Err(ApiError::conflict(
+            "Ask does not run in demo mode: it needs a real run and a configured provider.",
+        )),
         ("POST", "/api/v1/runs/{id}/approve") => {
             j(with_status(&find(ctx)?, json!({"kind": "runnable"}), None))
         }
@@ -472,6 +503,15 @@ fn demo_automation() -> Value {
         "inputs": {}, "goal": null, "title": null, "labels": {}, "sandbox": null,
         "policies": {"misfire": "fire_once", "overlap": "allow"},
         "created_at": "2026-03-01T09:00:00.000Z", "updated_at": "2026-03-01T09:00:00.000Z"
+    })
+}
+
+fn demo_session() -> Value {
+    json!({
+        "id": "01JNDEM0000000000000000S01", "run_id": "01JNDEM0000000000000000001",
+        "title": "Why did verify fail?", "status": "idle", "model": "claude-sonnet-4-6",
+        "provider": "anthropic", "active_turn": null,
+        "created_at": "2026-03-01T09:05:00.000Z", "updated_at": "2026-03-01T09:05:04.000Z"
     })
 }
 
