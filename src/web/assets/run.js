@@ -1,6 +1,7 @@
 // The run page: header and controls, the workflow graph coloured live by stage state, the
 // event log (SSE with Last-Event-ID resume), stage details, pending questions answered in
-// place, steering while an agent stage runs, usage and file diffs.
+// place, steering while an agent stage runs, usage and file diffs, the Ask panel (questions
+// about the run, answers streamed, interrupt) and "rewind to here" on completed stages.
 'use strict';
 (() => {
   const {el, api, show, errorBox, fmtMs, fmtUsd, fmtInt, fmtTime, statusWords, isTerminal} = svc;
@@ -99,6 +100,7 @@
       el('button', {type: 'button', class: 'ctl ctl-' + a + (a === 'delete' || a === 'cancel' || a === 'deny' ? ' danger' : ''),
         'data-action': a, on: {click: () => control(a)}}, label)));
     renderSteer();
+    if (ui.askText) renderAsk();
   }
 
   let headTimer = null;
@@ -262,9 +264,14 @@
       }
     }
     const state = nodeState.get(selected) || 'pending';
+    const canRewind = run && isTerminal(run.lifecycle.status.kind) && visits.some((v) => v.end) &&
+      !selected.includes('/');
     svc.fill(box,
       el('h3', {}, title, ' ', el('span', {class: 'badge s-' + state}, state)),
       el('p', {class: 'muted'}, `Node ${selected}`),
+      canRewind ? el('button', {type: 'button', id: 'rewind-here', on: {click: () => rewind(selected)}},
+        'Rewind to here') : null,
+      ui.rewindMsg,
       block('Prompt / script', desc),
       visits.length ? null : el('p', {class: 'muted'}, 'This stage has not run yet.'),
       ...visits.map((v, i) => el('div', {class: 'visit'},
@@ -274,6 +281,105 @@
         mcpBlock(v.mcp),
         ...v.out)),
       text ? block('Streaming', text) : null);
+  }
+
+  // ---- rewind ----
+  async function rewind(node) {
+    svc.fill(ui.rewindMsg);
+    if (!window.confirm(`Run ${node} and everything after it again, in a new run?`)) return;
+    try {
+      const fresh = await api('POST', base + '/rewind', {to: node});
+      location.assign('/runs/' + encodeURIComponent(fresh.id));
+    } catch (e) {
+      svc.fill(ui.rewindMsg, errorBox(e, 'The run could not be rewound'));
+    }
+  }
+
+  // ---- Ask ----
+  const askWords = {
+    no_sandbox: 'Ask is unavailable: this run has no sandbox to inspect.',
+    sandbox_not_ready: 'Ask is unavailable until the run\'s sandbox is ready.',
+    llm_unconfigured: 'Ask is unavailable: no LLM provider is configured (store a provider key).',
+  };
+  let askSession = null;
+  let askTurn = null;
+
+  function renderAsk() {
+    const a = (run && run.ask_svc) || {available: false, unavailable_reason: 'no_sandbox'};
+    const busy = askTurn !== null;
+    ui.askText.disabled = !a.available || busy;
+    ui.askSend.disabled = !a.available || busy;
+    ui.askStop.hidden = !busy;
+    svc.fill(ui.askState, a.available
+      ? el('p', {class: 'muted'}, `Answers come from a read-only analyst (${a.default_model || 'default model'}) that reads this run's events, stages and files.`)
+      : el('p', {class: 'muted', id: 'ask-unavailable'}, askWords[a.unavailable_reason] || 'Ask is unavailable.'));
+  }
+
+  function askFrame(block, answer) {
+    let data = null;
+    for (const line of block.split('\n')) if (line.startsWith('data: ')) data = JSON.parse(line.slice(6));
+    if (!data) return;
+    const p = data.properties || {};
+    switch (data.event) {
+      case 'run.session.assistant_delta': answer.textContent += p.delta || ''; break;
+      case 'run.session.assistant_message': if (p.text) answer.textContent = p.text; break;
+      case 'run.session.tool_call.started':
+        ui.askLog.append(el('li', {class: 'muted tool'}, `Looked at: ${p.tool_name}`));
+        answer.textContent = '';
+        break;
+      case 'run.session.turn.failed': answer.append(el('p', {class: 'error'}, p.error || 'The answer failed.')); break;
+      case 'run.session.turn.interrupted': answer.append(el('p', {class: 'muted'}, 'Interrupted.')); break;
+      default: break;
+    }
+  }
+
+  async function ask(e) {
+    e.preventDefault();
+    const input = ui.askText.value.trim();
+    svc.fill(ui.askMsg);
+    if (!input) { svc.fill(ui.askMsg, errorBox('Write a question first.')); return; }
+    try {
+      if (!askSession) askSession = await api('POST', base + '/sessions', {title: input.slice(0, 80)});
+      const r = await fetch('/api/v1/sessions/' + encodeURIComponent(askSession.id) + '/turns', {
+        method: 'POST', credentials: 'same-origin',
+        headers: {'Content-Type': 'application/json', Accept: 'text/event-stream'},
+        body: JSON.stringify({input}),
+      });
+      if (!r.ok) {
+        const body = await r.json().catch(() => null);
+        const e0 = body && body.errors && body.errors[0];
+        throw new svc.ApiError(r.status, (e0 && e0.detail) || `The server answered ${r.status}.`, body);
+      }
+      askTurn = r.headers.get('x-svc-turn-id');
+      ui.askText.value = '';
+      const answer = el('div', {class: 'answer', 'aria-live': 'polite'});
+      ui.askLog.append(el('li', {class: 'question'}, input), el('li', {}, answer));
+      renderAsk();
+      const reader = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const {done, value} = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, {stream: true});
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) { askFrame(buf.slice(0, i), answer); buf = buf.slice(i + 2); }
+      }
+    } catch (err) {
+      svc.fill(ui.askMsg, errorBox(err, 'The question was not answered'));
+    } finally {
+      askTurn = null;
+      renderAsk();
+    }
+  }
+
+  async function askInterrupt() {
+    if (!askSession || !askTurn) return;
+    try {
+      await api('POST', `/api/v1/sessions/${encodeURIComponent(askSession.id)}/turns/${encodeURIComponent(askTurn)}/interrupt`);
+    } catch (err) {
+      svc.fill(ui.askMsg, errorBox(err, 'The answer could not be interrupted'));
+    }
   }
 
   // ---- questions ----
@@ -609,6 +715,15 @@
     ui.steer = section('Steer the agent', 'steer',
       el('form', {on: {submit: steer}}, ui.steerText, el('button', {type: 'submit', class: 'primary'}, 'Send guidance')), ui.steerMsg);
     ui.steer.hidden = true;
+    ui.rewindMsg = el('div', {id: 'rewind-msg'});
+    ui.askState = el('div', {id: 'ask-state'});
+    ui.askLog = el('ol', {class: 'ask-log', id: 'ask-log'});
+    ui.askText = el('textarea', {rows: 2, id: 'ask-text', 'aria-label': 'Question about this run', placeholder: 'Why did a stage fail? What changed under src/?'});
+    ui.askSend = el('button', {type: 'submit', class: 'primary', id: 'ask-send'}, 'Ask');
+    ui.askStop = el('button', {type: 'button', id: 'ask-stop', on: {click: askInterrupt}}, 'Interrupt');
+    ui.askMsg = el('div');
+    ui.ask = section('Ask about this run', 'ask', ui.askState, ui.askLog,
+      el('form', {on: {submit: ask}}, ui.askText, ui.askSend, ui.askStop), ui.askMsg);
     ui.graph = el('div', {class: 'graph-wrap', id: 'graph'}, el('p', {class: 'muted'}, 'Drawing the workflow…'));
     ui.details = el('div', {id: 'details'});
     ui.log = el('ol', {class: 'log', id: 'events', 'aria-live': 'off'});
@@ -624,11 +739,13 @@
       el('div', {class: 'run-grid'},
         section('Workflow', 'graph-panel', ui.graph),
         section('Stage details', 'details-panel', ui.details)),
+      ui.ask,
       section('Event log', 'log-panel', ui.log),
       section('Usage and cost', 'usage', ui.usage),
       section('Files changed', 'files', ui.files));
     renderHead();
     renderDetails();
+    renderAsk();
     try {
       const qs = await api('GET', base + '/questions');
       for (const q of qs.data || []) addQuestion(q, q.stage);
