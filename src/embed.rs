@@ -263,6 +263,7 @@ impl EngineBuilder {
                 inner: store,
                 gate: None,
                 observer: Some(observer),
+                appended: None,
             }),
             None => store,
         };

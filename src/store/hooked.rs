@@ -1,7 +1,9 @@
 //! A run store wrapped with hooks around its writes: an optional gate held for each write (the
 //! server's control requests and the engine's appends never interleave) and an optional
-//! observer told of every committed event (the embedding API's event callback). One decorator
-//! for both, so neither repeats the whole [`RunStore`] forwarding.
+//! observer told of every committed event (the embedding API's event callback), and an
+//! optional hook told of each event a single `append` committed (no read-back: the server's
+//! FIFO turns watch a run's `run.running` with it). One decorator for all, so none repeats
+//! the whole [`RunStore`] forwarding.
 //! Must not touch: what is written (every call goes to the inner store unchanged).
 
 use super::{
@@ -18,6 +20,9 @@ pub struct HookedStore {
     pub inner: Arc<dyn RunStore>,
     pub gate: Option<Arc<Mutex<()>>>,
     pub observer: Option<Observer>,
+    /// Told of each event committed by [`RunStore::append`] alone, on the committing
+    /// thread (cheap: the event is at hand; `append_all` reads nothing back for it).
+    pub appended: Option<Observer>,
 }
 
 impl HookedStore {
@@ -59,6 +64,9 @@ impl RunStore for HookedStore {
             self.inner.append(run_id, draft)?
         };
         self.tell(std::slice::from_ref(&event));
+        if let Some(hook) = &self.appended {
+            hook(&event);
+        }
         Ok(event)
     }
 
@@ -156,6 +164,7 @@ mod tests {
             inner: Arc::new(MemoryStore::new()),
             gate: Some(Arc::new(Mutex::new(()))),
             observer: Some(Arc::new(move |e: &Event| log.lock().push(e.seq))),
+            appended: None,
         };
         let row = new_run(&store, "");
         store

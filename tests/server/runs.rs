@@ -237,8 +237,8 @@ fn fifo_and_the_concurrency_limit_hold_under_many_queued_runs() {
             .then_some(())
     });
     assert!(peak >= 1);
-    // FIFO: the scheduler promoted (run.starting) in creation order. Engine threads race
-    // to record run.started, so that timestamp is not the one to compare.
+    // FIFO: the scheduler promoted (run.starting) in creation order (run.running follows
+    // that order too: `runs_started_together_are_seen_running_in_promotion_order`).
     let promoted: Vec<String> = ids
         .iter()
         .map(|id| {
@@ -257,6 +257,79 @@ fn fifo_and_the_concurrency_limit_hold_under_many_queued_runs() {
     let mut sorted = promoted.clone();
     sorted.sort();
     assert_eq!(promoted, sorted);
+}
+
+/// The id (a ULID from one monotonic generator: commit order across runs) and the time of
+/// the run's first event of `kind`.
+fn first_event(s: &Server, id: &str, kind: &str) -> (String, String) {
+    let evs = s
+        .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+        .json();
+    let e = evs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == kind)
+        .unwrap_or_else(|| panic!("run {id} has no {kind}"))
+        .clone();
+    (
+        e["id"].as_str().unwrap().to_string(),
+        e["ts"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn runs_started_together_are_seen_running_in_promotion_order() {
+    require(Tool::Git);
+    let s = Server::with(Opts {
+        settings: Some("[server.scheduler]\nmax_concurrent_runs = 6\n"),
+        ..Opts::default()
+    });
+    let dot = command("true");
+    // Rounds of six runs started together: each round's six race to prepare their sandboxes.
+    for round in 0..4 {
+        let ids: Vec<String> = (0..6).map(|_| create_run(&s, &run_body(&dot))).collect();
+        for id in &ids {
+            start_run(&s, id);
+        }
+        for id in &ids {
+            wait_kind(&s, id, &["succeeded"]);
+        }
+        let order = |kind: &str| {
+            let mut by: Vec<(String, String)> = ids
+                .iter()
+                .map(|id| (first_event(&s, id, kind).0, id.clone()))
+                .collect();
+            by.sort();
+            by.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
+        };
+        let promoted = order("run.starting");
+        assert_eq!(
+            promoted, ids,
+            "round {round}: promoted in creation order (FIFO)"
+        );
+        assert_eq!(
+            order("run.running"),
+            promoted,
+            "round {round}: run.running recorded in promotion order"
+        );
+        let started: Vec<String> = promoted
+            .iter()
+            .map(|id| {
+                run_json(&s, id)["timestamps"]["started_at"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let mut sorted = started.clone();
+        sorted.sort();
+        assert_eq!(
+            started, sorted,
+            "round {round}: started_at follows promotion order"
+        );
+    }
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub struct Job {
     pub store: Arc<dyn RunStore>,
     /// The run was interrupted by the last stop and is being resumed by startup recovery.
     pub recovery: bool,
+    /// Promotion tickets: the engine starts only when the runs promoted before are running.
+    pub turns: Arc<super::turns::Turns>,
 }
 
 /// Runs a job to its end. Must append the run's terminal event (`run.completed` or
@@ -186,7 +188,27 @@ impl Executor for EngineExecutor {
                 .with_redactor(Arc::clone(&redactor)),
             Err(e) => return fail_launch(job, e.to_string()),
         };
-        let mut services = Services::new(Arc::clone(&job.store));
+        // FIFO made observable: `run.running` (and `started_at`) in promotion order, the
+        // ticket released when this run's own `run.running` is committed (`turns`).
+        if !job.turns.wait(&job.row.id, super::turns::MAX_WAIT) {
+            log::warn!(
+                "run {}: the runs promoted before it are still preparing after {:?}; starting it anyway",
+                job.row.id,
+                super::turns::MAX_WAIT
+            );
+        }
+        let turns = Arc::clone(&job.turns);
+        let store: Arc<dyn crate::store::RunStore> = Arc::new(crate::store::HookedStore {
+            inner: Arc::clone(&job.store),
+            gate: None,
+            observer: None,
+            appended: Some(Arc::new(move |e: &crate::store::Event| {
+                if e.event == "run.running" {
+                    turns.release(&e.run_id);
+                }
+            })),
+        });
+        let mut services = Services::new(store);
         services.llm = Arc::new(llm);
         services.redactor = redactor;
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));

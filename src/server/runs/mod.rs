@@ -13,7 +13,8 @@
 //!   Promoted runs go over a crossbeam channel to a pool of engine worker threads (grown to
 //!   the concurrency limit, never shrunk). Each live run has a [`RunHandle`]: its cancel
 //!   token (cancel/pause/unpause reach running stages), its open human questions and its
-//!   agent steering queue ([`mod@steer`]).
+//!   agent steering queue ([`mod@steer`]). [`turns`]: each promotion takes a ticket, so
+//!   `run.running` (and `started_at`) are recorded in promotion order.
 //! - `recovery`: at startup, runs found holding a slot were orphaned by the previous process (crash,
 //!   kill -9): each gets `run.interrupted`, then, unless `[server.recovery]
 //!   resume_interrupted = false`, `run.starting` and a worker that resumes it from its last
@@ -43,6 +44,7 @@ mod scheduler;
 pub mod sse;
 pub mod stages;
 pub mod steer;
+pub mod turns;
 pub mod usage;
 pub mod view;
 
@@ -92,6 +94,8 @@ pub struct Runs {
     pub redactor: Arc<crate::settings::vault::VaultRedactor>,
     /// The MCP servers catalog, for the ids a run names (set once at start).
     mcp_catalog: std::sync::OnceLock<Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>>,
+    /// Promotion tickets: `run.running` is recorded in promotion order (`turns`).
+    turns: Arc<turns::Turns>,
 }
 
 pub fn store_error(e: StoreError) -> ApiError {
@@ -124,6 +128,7 @@ impl Runs {
             inner: Arc::clone(&store),
             gate: Some(Arc::clone(&gate)),
             observer: None,
+            appended: None,
         });
         let (wake_tx, wake_rx) = bounded(1);
         let (jobs_tx, jobs_rx) = unbounded();
@@ -145,6 +150,7 @@ impl Runs {
             versions,
             stop: AtomicBool::new(false),
             mcp_catalog: std::sync::OnceLock::new(),
+            turns: Arc::default(),
         });
         let weak = Arc::downgrade(&runs);
         settings.on_change(move |_, _| {

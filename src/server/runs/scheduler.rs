@@ -122,6 +122,8 @@ impl Runs {
     /// interrupted by the last stop; `paused`: it was paused then, and resumes paused.
     pub(super) fn launch_with(&self, row: RunRow, max: usize, recovery: bool, paused: bool) {
         let handle = Arc::new(RunHandle::new());
+        // Called in promotion order: the ticket that orders `run.running` (`turns`).
+        self.turns.issue(&row.id);
         if paused {
             handle.cancel.pause();
         }
@@ -181,8 +183,10 @@ impl Runs {
             workdir,
             store: Arc::clone(&self.gated),
             recovery,
+            turns: Arc::clone(&self.turns),
         };
         if let Err(e) = self.jobs_tx.send(job) {
+            self.turns.release(&e.0.row.id);
             log::error!("cannot dispatch a run: {e}");
         }
     }
@@ -191,6 +195,8 @@ impl Runs {
         let id = job.row.id.clone();
         let result =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.executor.execute(&job)));
+        // However the job ended, the runs promoted after it no longer wait for it.
+        self.turns.release(&id);
         let problem = match &result {
             Ok(()) => "the engine stopped without finishing the run".to_string(),
             Err(p) => format!(
