@@ -45,6 +45,9 @@ pub struct StageVisit {
     /// once a model call ended, `stderr` (its tail) and `server_info`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<Value>,
+    /// The question a human stage asked (`interview.started`'s properties), last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<Value>,
 }
 
 impl StageVisit {
@@ -73,7 +76,7 @@ impl StageVisit {
             .map(|p| p.get("text").and_then(Value::as_str).unwrap_or(""))
             .collect();
         match texts.as_slice() {
-            [] => None,
+            [] => self.question.as_ref().map(question_md),
             [one] => Some(one.to_string()),
             many => Some(
                 many.iter()
@@ -86,6 +89,74 @@ impl StageVisit {
     }
 }
 
+/// A human stage's `prompt.md`: the question as asked, its options and whether free text
+/// was allowed.
+fn question_md(q: &Value) -> String {
+    let mut md = q
+        .get("question")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    md.push('\n');
+    if let Some(d) = q.get("context_display").and_then(Value::as_str) {
+        md.push_str(&format!("\n{d}\n"));
+    }
+    let options = q
+        .get("options")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if !options.is_empty() {
+        md.push_str("\nOptions:\n");
+        for o in &options {
+            let key = o.get("key").and_then(Value::as_str).unwrap_or("");
+            let label = o.get("label").and_then(Value::as_str).unwrap_or("");
+            // Labels usually carry their accelerator already (`[Y] Yes`).
+            if label.starts_with('[') || key.is_empty() {
+                md.push_str(&format!("- {label}\n"));
+            } else {
+                md.push_str(&format!("- [{key}] {label}\n"));
+            }
+        }
+    }
+    if q.get("allow_freeform").and_then(Value::as_bool) == Some(true) {
+        md.push_str("\nA free-text answer is accepted.\n");
+    }
+    md
+}
+
+/// How a visit still open when its run ended is shown: `cancelled` when the run was
+/// cancelled (SIGTERM or Ctrl-C to `svc run`, a cancel request), `interrupted` when a
+/// server stop interrupted it (a resume opens a new visit), else `failed`.
+fn close_open_visits(
+    visits: &mut [StageVisit],
+    open: &HashMap<String, usize>,
+    kind: &str,
+    p: &Value,
+) {
+    let reason = p.get("reason").and_then(Value::as_str).unwrap_or("");
+    let (outcome, why) = match kind {
+        "run.interrupted" => (
+            "interrupted",
+            "the run was interrupted before the stage finished".to_string(),
+        ),
+        _ if reason == "cancelled" => (
+            "cancelled",
+            "the run was cancelled before the stage finished".to_string(),
+        ),
+        _ => (
+            "failed",
+            format!("the run ended ({kind}) before the stage finished"),
+        ),
+    };
+    for i in open.values() {
+        if let Some(v) = visits.get_mut(*i).filter(|v| v.outcome == "running") {
+            v.outcome = outcome.into();
+            v.failure_reason.get_or_insert(why.clone());
+        }
+    }
+}
+
 /// Folds a run's events (in seq order, blob references resolved) into its stage visits,
 /// in the order they started. Parallel branches interleave; each node's events are
 /// sequential, so a `stage.started` with attempt 1 opens that node's next visit.
@@ -94,10 +165,16 @@ pub fn collect(events: &[Event]) -> Vec<StageVisit> {
     let mut open: HashMap<String, usize> = HashMap::new();
     let mut counts: HashMap<String, u32> = HashMap::new();
     for e in events {
+        let p = &e.properties;
         let Some(node) = e.node_id.as_deref() else {
+            if matches!(
+                e.event.as_str(),
+                "run.completed" | "run.failed" | "run.dead" | "run.interrupted"
+            ) {
+                close_open_visits(&mut visits, &open, &e.event, p);
+            }
             continue;
         };
-        let p = &e.properties;
         if e.event == "stage.started" {
             let attempt = p.get("attempt").and_then(Value::as_u64).unwrap_or(1);
             if attempt <= 1 || !open.contains_key(node) {
@@ -167,6 +244,30 @@ fn apply(v: &mut StageVisit, kind: &str, p: &Value) {
             }
         }
         "agent.tool.started" => mcp_used(v, p),
+        // A human stage: the question is its prompt, the answer its response.
+        "interview.started" => v.question = Some(p.clone()),
+        "interview.completed" => {
+            let answer = text(p, "answer").unwrap_or_default();
+            v.response = Some(
+                if p.get("accepted").and_then(Value::as_bool) == Some(false) {
+                    format!("{answer}\n\n(refused: not one of the options)\n")
+                } else {
+                    format!("{answer}\n")
+                },
+            );
+        }
+        "interview.timeout" => {
+            v.response = Some(format!(
+                "(no answer: timed out after {} ms)\n",
+                p.get("duration_ms").and_then(Value::as_u64).unwrap_or(0)
+            ))
+        }
+        "interview.interrupted" => {
+            v.response = Some(format!(
+                "(no answer: {})\n",
+                text(p, "reason").unwrap_or_else(|| "interrupted".into())
+            ))
+        }
         // A failed LLM stage has no `response`: its last message is the closest thing.
         "agent.message" if v.response.is_none() || v.outcome == "running" => {
             v.response = text(p, "text")
@@ -329,6 +430,33 @@ mod tests {
             format!("E{seq}"),
             format!("t{seq}"),
         )
+    }
+
+    fn run_ev(seq: u64, kind: &str, props: Value) -> Event {
+        EventDraft::new(kind, props).into_event("R", seq, format!("E{seq}"), format!("t{seq}"))
+    }
+
+    #[test]
+    fn a_visit_open_when_its_run_ended_is_closed_with_the_runs_reason() {
+        let start = |seq, node| ev(seq, "stage.started", node, json!({"attempt": 1}));
+        let ended = |kind: &str, reason: &str| {
+            collect(&[start(1, "a"), run_ev(2, kind, json!({"reason": reason}))])[0].clone()
+        };
+        assert_eq!(ended("run.failed", "cancelled").outcome, "cancelled");
+        assert_eq!(ended("run.interrupted", "").outcome, "interrupted");
+        let failed = ended("run.dead", "unresumable");
+        assert_eq!(failed.outcome, "failed");
+        assert!(failed
+            .failure_reason
+            .unwrap_or_default()
+            .contains("run.dead"));
+        // A finished visit keeps its outcome.
+        let v = collect(&[
+            start(1, "a"),
+            ev(2, "stage.completed", "a", json!({"status": "succeeded"})),
+            run_ev(3, "run.failed", json!({"reason": "cancelled"})),
+        ]);
+        assert_eq!(v[0].outcome, "succeeded");
     }
 
     #[test]

@@ -81,3 +81,29 @@ fn timeout_without_default_fails_retryably() {
         "two attempts of 300ms"
     );
 }
+
+/// A human stage's log folder holds the question (`prompt.md`, with its options) and the
+/// answer (`response.md`), as an LLM stage's holds what it was sent and answered.
+#[test]
+fn human_stages_log_the_question_and_the_answer() {
+    let s = Sandbox::new();
+    let logs = s.work().join("logs");
+    let r = s.run(
+        "human.dot",
+        &["--answer", "gate=y", "--logs", logs.to_str().unwrap_or("")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let read = |p: &str| std::fs::read_to_string(logs.join(p)).unwrap_or_default();
+    let prompt = read("gate/prompt.md");
+    assert!(prompt.starts_with("Ship it?"), "{prompt}");
+    assert!(
+        prompt.contains("- [Y] Yes, ship") && prompt.contains("- [N] No"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("free-text answer is accepted"), "{prompt}");
+    let response = read("gate/response.md");
+    assert!(
+        response.trim().eq_ignore_ascii_case("y") || response.contains("Yes"),
+        "{response}"
+    );
+}

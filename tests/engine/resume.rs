@@ -83,9 +83,16 @@ fn resume_of_an_unknown_run_is_a_usage_error() {
 /// Starts `svc run resume.dot`, waits until its `second` stage runs, sends `signal` to svc
 /// and returns the printed JSON outcome.
 fn interrupt_at_second(s: &Sandbox, signal: &str) -> serde_json::Value {
+    interrupt_at_second_with(s, signal, &[])
+}
+
+/// Like [`interrupt_at_second`], with more `svc run` arguments.
+fn interrupt_at_second_with(s: &Sandbox, signal: &str, extra: &[&str]) -> serde_json::Value {
     let file = testdata("resume.dot");
+    let mut args = vec!["run", file.to_str().unwrap_or(""), "--format", "json"];
+    args.extend_from_slice(extra);
     let child = s
-        .command(&["run", file.to_str().unwrap_or(""), "--format", "json"])
+        .command(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -128,6 +135,31 @@ fn signal_then_resume(signal: &str) {
         "{}",
         again.stderr
     );
+}
+
+/// The stage a SIGTERM cancelled is not left `running` in `--logs`: its status.json says
+/// `cancelled`, with why; the stages before it keep their own outcome.
+#[test]
+fn a_stage_cancelled_by_sigterm_is_recorded_cancelled_in_the_logs() {
+    let s = Sandbox::new();
+    let logs = s.work().join("logs");
+    let json = interrupt_at_second_with(&s, "-TERM", &["--logs", logs.to_str().unwrap_or("")]);
+    assert_eq!(json["reason"], "cancelled");
+    let status = |node: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(logs.join(node).join("status.json")).unwrap_or_default(),
+        )
+        .unwrap_or_default()
+    };
+    let second = status("second");
+    assert_eq!(second["outcome"], "cancelled", "{second}");
+    assert!(
+        second["failure_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cancelled")),
+        "{second}"
+    );
+    assert_eq!(status("first")["outcome"], "succeeded");
 }
 
 #[test]

@@ -241,6 +241,30 @@ fn sessions_expire_and_need_the_web_ui() {
     let cfg = plain.raw("GET", "/api/v1/auth/config", &[], None).json();
     assert_eq!(cfg["web_enabled"], false);
     assert_eq!(cfg["dev_token_login_url"], json!(null));
+    // Every /auth/* route the OpenAPI document lists answers, with the UI off, a 404 that
+    // says why (not a bare "no such route"), and the document says so for each (issue 32).
+    let doc = plain.get("/api/v1/openapi.json").json();
+    for (method, path) in [
+        ("POST", "/auth/dev-token"),
+        ("POST", "/auth/logout"),
+        ("GET", "/auth/login"),
+        ("GET", "/auth/callback"),
+    ] {
+        let r = plain.raw(method, path, &[FORM], Some(b"".as_slice()));
+        let e = assert_error(&r, 404);
+        let text = e.to_string();
+        assert!(
+            text.contains("web_disabled") || text.contains("method_disabled"),
+            "{method} {path}: {text}"
+        );
+        let documented = &doc["paths"][path][method.to_lowercase()]["responses"]["404"];
+        assert!(
+            documented["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("off")),
+            "{method} {path}: the 404 is not documented: {documented}"
+        );
+    }
 }
 
 #[test]
