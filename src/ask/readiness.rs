@@ -90,19 +90,23 @@ pub fn usable(provider: Provider, settings: &Settings, creds: &dyn Credentials) 
 /// else the catalog default of the first usable provider (Anthropic, OpenAI, Gemini, then
 /// the others). `None`: no usable provider has a model to offer.
 pub fn default_model(settings: &Settings, creds: &dyn Credentials) -> Option<String> {
+    default_choice(settings, creds).map(|(m, _)| m)
+}
+
+/// [`default_model`] with its provider.
+pub fn default_choice(settings: &Settings, creds: &dyn Credentials) -> Option<(String, Provider)> {
     if let Some(m) = &settings.run.model {
         let explicit = m.provider.as_deref().and_then(Provider::parse);
         if let Ok(p) = crate::llm::provider::infer_provider(&m.name, explicit) {
             if usable(p, settings, creds) {
-                return Some(m.name.clone());
+                return Some((m.name.clone(), p));
             }
         }
     }
     Provider::ALL
         .into_iter()
         .filter(|p| usable(*p, settings, creds))
-        .find_map(Provider::default_model)
-        .map(str::to_string)
+        .find_map(|p| p.default_model().map(|m| (m.to_string(), p)))
 }
 
 /// `Run.ask_svc` for `row`.

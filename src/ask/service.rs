@@ -138,10 +138,13 @@ impl Sessions {
             })?),
             None => None,
         };
-        let model = match model {
-            Some(m) => m.to_string(),
-            None => readiness::default_model(&settings, &*creds)
-                .ok_or(AskError::Unavailable(Unavailable::LlmUnconfigured))?,
+        let (model, explicit) = match model {
+            Some(m) => (m.to_string(), explicit),
+            None => {
+                let (m, p) = readiness::default_choice(&settings, &*creds)
+                    .ok_or(AskError::Unavailable(Unavailable::LlmUnconfigured))?;
+                (m, explicit.or(Some(p)))
+            }
         };
         let provider = crate::llm::provider::infer_provider(&model, explicit).map_err(|_| {
             AskError::BadModel(format!(

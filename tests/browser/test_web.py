@@ -580,6 +580,59 @@ def test_steering(d, binary):
         llm.stop()
 
 
+ASK_FLOW = """digraph notes {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  a [shape=parallelogram, script="echo plan-42 > notes.txt"]
+  b [shape=parallelogram, script="echo b-ran >> log.txt"]
+  start -> a -> b -> exit
+}
+"""
+
+
+def test_ask_and_rewind(d, binary):
+    """The Ask panel says why it is unavailable, then answers a question about the run from
+    its files; "Rewind to here" makes a new run from that stage and supersedes the old one."""
+    llm = ScriptedLlm([("", [("c1", "read_file", {"file_path": "notes.txt"})]), ("The notes say plan-42.", [])])
+    s = Server(binary, f'[llm.providers.openai_compatible]\nbase_url = "{llm.base}/v1"\n'
+               '[run.model]\nprovider = "openai_compatible"\nname = "local-model"\n')
+    try:
+        d.get(s.base + "/login")
+        sign_in_only(d, s)
+        run_id = s.create(ASK_FLOW)
+        deadline = time.time() + 60
+        while s.api("GET", f"/api/v1/runs/{run_id}")[1]["lifecycle"]["status"]["kind"] != "succeeded":
+            check(time.time() < deadline, "the run to succeed")
+            time.sleep(0.1)
+        d.get(s.base + "/runs/" + run_id)
+        wait(d, "the Ask panel saying why it is off",
+             lambda: q(d, "#ask-unavailable") and "no LLM provider" in q(d, "#ask-unavailable")[0].text)
+        check(not q(d, "#ask-text")[0].is_enabled(), "the question box is disabled without a provider")
+        subprocess.run([binary, "secrets", "set", "OPENAI_COMPATIBLE_API_KEY", "test-key-0123456789abcdef",
+                        "--state-dir", s.dir], check=True, capture_output=True)
+        d.refresh()
+        wait(d, "the question box", lambda: q(d, "#ask-text") and q(d, "#ask-text")[0].is_enabled())
+        q(d, "#ask-text")[0].send_keys("What does notes.txt say?")
+        q(d, "#ask-send")[0].click()
+        wait(d, "the streamed answer", lambda: "The notes say plan-42." in q(d, "#ask-log")[0].text, secs=30)
+        check("read_file" in q(d, "#ask-log")[0].text, "the tool it used is shown")
+        check(len(llm.requests) == 2, f"two model calls, not {len(llm.requests)}")
+        shot(d, "run-page-ask")
+        q(d, 'g.node[data-node="b"]')[0].click()
+        wait(d, "the rewind button", lambda: q(d, "#rewind-here"))
+        q(d, "#rewind-here")[0].click()
+        d.switch_to.alert.accept()
+        wait(d, "the new run's page", lambda: run_id not in d.current_url and "/runs/01" in d.current_url)
+        new_id = d.current_url.split("?")[0].rstrip("/").split("/")[-1]
+        wait(d, "the new run to succeed", lambda: q(d, "#run-status") and "succeeded" in q(d, "#run-status")[0].text,
+             secs=60)
+        st, old = s.api("GET", f"/api/v1/runs/{run_id}")
+        check(old["superseded_by"] == new_id, f"superseded_by {old['superseded_by']} != {new_id}")
+    finally:
+        s.stop()
+        llm.stop()
+
+
 TINY = "digraph tiny { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"
 
 
@@ -827,6 +880,10 @@ def main():
             t = time.time()
             test_steering(d, a.bin)
             print(f"ok: steering an agent ({time.time() - t:.1f}s)", flush=True)
+        if not a.only or a.only in "ask and rewind":
+            t = time.time()
+            test_ask_and_rewind(d, a.bin)
+            print(f"ok: ask and rewind ({time.time() - t:.1f}s)", flush=True)
     finally:
         d.quit()
         shutil.rmtree(getattr(d, "_svc_profile", ""), ignore_errors=True)
