@@ -72,6 +72,9 @@ pub mod auth;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod automations;
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub mod backup;
 #[doc(hidden)]
 pub mod base;
 #[doc(hidden)]
@@ -90,6 +93,9 @@ pub mod install;
 pub mod llm;
 #[doc(hidden)]
 pub mod mcp;
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub mod objects;
 #[doc(hidden)]
 pub mod procs;
 #[doc(hidden)]

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and output formatting only. Every command is a
 //! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
 
+mod backup;
 mod interview;
 mod progress;
 pub mod run;
@@ -44,6 +45,10 @@ enum Command {
     Server(server::ServerArgs),
     /// Manage the server's secret vault (values are never printed).
     Secrets(server::SecretsArgs),
+    /// Snapshot the database to the object store now ([server.object_store]).
+    Backup(backup::BackupArgs),
+    /// Restore a snapshot into a state directory without a database.
+    Restore(backup::RestoreArgs),
 }
 
 /// Output formats shared by commands.
@@ -80,5 +85,7 @@ pub fn main() -> i32 {
         Command::Import(a) => runs::import(a),
         Command::Server(a) => server::server(a),
         Command::Secrets(a) => server::secrets(a),
+        Command::Backup(a) => backup::backup(a),
+        Command::Restore(a) => backup::restore(a),
     }
 }

@@ -463,6 +463,8 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         opts.state_dir.clone(),
         Arc::clone(&runs.redactor) as _,
     );
+    crate::backup::schedule::start(handle.clone(), opts.state_dir.clone())
+        .map_err(|e| state_err(&e))?;
     let mut app = App::new(
         handle,
         opts.state_dir.clone(),

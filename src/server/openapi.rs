@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
 
 mod automations;
+mod backups;
 mod mcp_servers;
 mod operator;
 mod sessions;
@@ -850,6 +851,7 @@ fn build() -> Value {
         .chain(mcp_servers::operations())
         .chain(operator::operations())
         .chain(sessions::operations())
+        .chain(backups::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -908,10 +910,13 @@ fn build() -> Value {
         "components": {
             "schemas": merged(
                 merged(
-                    merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
-                    operator::schemas(),
+                    merged(
+                        merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
+                        operator::schemas(),
+                    ),
+                    sessions::schemas(),
                 ),
-                sessions::schemas(),
+                backups::schemas(),
             ),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},

@@ -173,6 +173,7 @@ pub fn routes() -> Vec<Route> {
         ),
         user("POST", "/api/v1/mcp-servers/{id}/test", mcp_servers::test),
         // Settings and secrets: admins only (server::auth::require_admin).
+        admin("GET", "/api/v1/system/backups", system::backups),
         admin("GET", "/api/v1/settings", settings_api::get),
         admin("PATCH", "/api/v1/settings", settings_api::patch),
         admin("GET", "/api/v1/secrets", settings_api::list_secrets),

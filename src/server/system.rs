@@ -82,3 +82,27 @@ pub fn get_version(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> 
         ))),
     }
 }
+
+/// `GET /api/v1/system/backups`: the object store's snapshots (newest first) and the
+/// schedule; `object_store: null` when none is configured.
+pub fn backups(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    let settings = app.settings.get();
+    let b = &settings.server.backup;
+    let schedule = json!({"every": b.every, "keep": b.keep});
+    if settings.server.object_store.is_none() {
+        return Ok(Reply::json(
+            200,
+            &json!({"object_store": null, "schedule": schedule, "backups": []}),
+        ));
+    }
+    let unavailable = |e: crate::backup::BackupError| {
+        ApiError::new(503, e.to_string()).with_code("object_store_unavailable")
+    };
+    let store = crate::backup::store_of(&settings, &app.state_dir).map_err(unavailable)?;
+    let mut all = crate::backup::list(&store).map_err(unavailable)?;
+    all.reverse();
+    Ok(Reply::json(
+        200,
+        &json!({"object_store": store.describe(), "schedule": schedule, "backups": all}),
+    ))
+}

@@ -81,6 +81,9 @@ pub struct ServerSettings {
     /// from it yet: runs, events and blobs live in the SQLite store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectStoreSettings>,
+    /// `[server.backup]` (issue 32): scheduled snapshots of the database to the object store.
+    #[serde(skip_serializing_if = "BackupSettings::is_default")]
+    pub backup: BackupSettings,
     /// Recorded LLM spend (USD) across all runs and completions per UTC day beyond which
     /// no run with LLM stages is promoted and no completion is served (ours, issue 29).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,6 +144,39 @@ pub enum ObjectStoreSettings {
         #[serde(default)]
         path_style: bool,
     },
+}
+
+/// `[server.backup]`: `every` (a duration such as `6h`, `30m`, `1d`; unset: no schedule,
+/// `svc backup` only) and `keep` (the newest snapshots kept, default 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackupSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    pub keep: usize,
+}
+
+impl Default for BackupSettings {
+    fn default() -> Self {
+        BackupSettings {
+            every: None,
+            keep: 7,
+        }
+    }
+}
+
+impl BackupSettings {
+    fn is_default(&self) -> bool {
+        *self == BackupSettings::default()
+    }
+
+    /// `every` as a duration (`None`: unset or unreadable, which `validate` refuses).
+    pub fn every_duration(&self) -> Option<std::time::Duration> {
+        self.every
+            .as_deref()
+            .and_then(|t| crate::dot::parse_duration(t.trim()))
+            .filter(|d| !d.is_zero())
+    }
 }
 
 /// `[server.listen]`: `type = "unix"` (optional `path`, default `<state-dir>/svc.sock`) or
@@ -629,6 +665,15 @@ impl Settings {
         }
         if self.server.auth.jwt_max_lifetime_secs == 0 {
             return bad("server.auth.jwt_max_lifetime_secs must be at least 1".into());
+        }
+        if self.server.backup.every.is_some() && self.server.backup.every_duration().is_none() {
+            return bad(format!(
+                "server.backup.every = {:?} is not a duration (such as \"6h\", \"30m\", \"1d\")",
+                self.server.backup.every.as_deref().unwrap_or("")
+            ));
+        }
+        if self.server.backup.keep == 0 {
+            return bad("server.backup.keep must be at least 1".into());
         }
         if self.server.web.session_lifetime_secs == 0 {
             return bad("server.web.session_lifetime_secs must be at least 1".into());

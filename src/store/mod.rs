@@ -22,6 +22,7 @@
 
 mod activation;
 pub mod automations;
+pub mod backup;
 pub mod catalog;
 mod error;
 mod fold;

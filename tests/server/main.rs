@@ -45,3 +45,5 @@ mod mcp;
 mod readme_examples;
 // Issue 29: settings and secrets over HTTP, system housekeeping, spending, workflows, insights.
 mod operator;
+// Issue 32: backups to the object store (local directory, S3-compatible), restore, schedule.
+mod backup;
