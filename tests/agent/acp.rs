@@ -823,7 +823,9 @@ fn mcp_servers_reach_the_agent_in_session_new_in_the_forms_it_supports() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_server_runs_mcp_servers_reach_its_acp_agent_with_secrets_expanded() {
+    require(Tool::Git);
     use crate::support::server::{run_body, run_to_end, store_key, Server};
     let s = Server::start();
     store_key(&s, "GIT_TOKEN", "tok-acp-91e0");
