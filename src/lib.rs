@@ -50,6 +50,8 @@
 //! Data flows one way: `dot` parses text into a flat graph, `workflow` turns it into a typed,
 //! validated model, `engine` plans and executes it, `store` records every event, and
 //! `server` streams them. See `ARCHITECTURE.md` for the tour.
+//!
+//! Must not: hold logic of its own: it declares the modules and re-exports the stable API.
 
 #![recursion_limit = "256"]
 

@@ -7,6 +7,8 @@
 //! children (with the parent's reason), never the reverse, and a child is paused while any
 //! ancestor is. The engine gives each stage attempt, parallel branch set and child workflow
 //! its own child token, so a node timeout or a manager's stop cancels only that work.
+//!
+//! Must not: know what a run, a stage or a process is (callers give it reasons as text).
 
 use parking_lot::{Condvar, Mutex};
 use std::sync::{Arc, Weak};

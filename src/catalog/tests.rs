@@ -1,3 +1,6 @@
+//! Catalogs: slugs, revisions, conditional writes and write-only secrets, over the in-memory tables.
+//! Must not: go through HTTP (the routes are `server::catalog`'s and tested there).
+
 use super::*;
 use serde_json::json;
 

@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing and output formatting only. Every command is a
 //! thin shell over the library; exit codes: 0 success, 1 failure, 2 usage or input errors.
+//! Must not: contain logic the server would also need (that belongs to the library).
 
 mod backup;
 mod interview;

@@ -1,4 +1,5 @@
 //! `svc validate` and `svc parse`.
+//! Must not: validate anything itself (`workflow::load` decides; this prints).
 
 use super::Format;
 use crate::dot::ParseError;

@@ -1,4 +1,5 @@
 //! Drives the pest grammar one statement at a time and builds the flat [`Graph`].
+//! Must not: know attribute types or handler semantics (that is `workflow`'s).
 
 use pest::iterators::Pair;
 use pest::Parser;

@@ -1,5 +1,6 @@
 //! Parse errors in plain words. pest reports which grammar rules it tried; users need to
 //! hear what was expected where, so failures are re-described from the text around them.
+//! Must not: show users pest's rule names.
 
 use super::grammar::{DotParser, Rule};
 use super::Pos;

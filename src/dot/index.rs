@@ -5,6 +5,8 @@
 //! visible share of load time. This table stores only `u32` positions and compares against
 //! the ids in the node list the caller passes in, so it must always be used with the same
 //! list it was filled from (the parser's graph under construction, a workflow's nodes).
+//!
+//! Must not: be used with a list other than the one it was filled from.
 
 use super::Node;
 

@@ -4,6 +4,8 @@
 //! scoped to subgraphs, subgraph labels as classes, edge chains expanded pairwise, implicit
 //! nodes) and printing a graph back to DOT. It knows nothing about handlers, typed
 //! attributes or validation: that is [`crate::workflow`]'s job.
+//!
+//! Must not: know handler semantics or attribute types.
 
 mod build;
 mod error;

@@ -1,5 +1,6 @@
 //! Prints a flat [`Graph`] back to DOT. Parsing the output gives the same graph (the fuzz
 //! target `parse_dot` checks this); it is also the base of a future `svc fmt`.
+//! Must not: print a graph that parses back to a different one.
 
 use super::value::{escape, format_float};
 use super::{Attrs, Graph, Value};

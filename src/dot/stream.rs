@@ -6,6 +6,8 @@
 //! read error) is handed to the whole-text parser ([`super::parse`]) on a fresh read of
 //! the file, so errors, their positions and their wording are exactly the same as for
 //! [`super::parse`] on the file's contents.
+//!
+//! Must not: report an error differently from [`super::parse`], or hold the whole file.
 
 use super::build::{Builder, Parsed, Scope, State};
 use super::{Graph, ParseError};

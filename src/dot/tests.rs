@@ -1,3 +1,6 @@
+//! The DOT parser: accepted syntax, the flat graph it builds, and its errors in plain words.
+//! Must not: know about workflows (typed attributes and validation are `workflow`'s).
+
 use super::*;
 
 fn ok(src: &str) -> Graph {

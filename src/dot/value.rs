@@ -1,5 +1,6 @@
 //! Lexical attribute values. Typing by attribute (a `timeout` is a duration, a `label` is
 //! text) happens in `workflow`; here a value only remembers how it was written.
+//! Must not: type values by attribute (that is `workflow::attrs`).
 
 use super::Text;
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! Engine loop tests over the in-memory store with scripted LLM replies and a clock that
 //! records sleeps instead of sleeping.
+//! Must not: sleep for real, or use the network or an LLM provider.
 
 use super::*;
 use crate::base::cancel::CancelToken;

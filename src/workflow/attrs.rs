@@ -3,6 +3,8 @@
 //! Typed attributes accept quoted and unquoted forms (`max_retries=3` and `"3"` are the
 //! same); a value that does not convert is an error naming the attribute, the value and the
 //! expected type (decisions.md). Unknown keys are kept raw and never typed.
+//!
+//! Must not: read files or know what a handler does with an attribute.
 
 use crate::dot::{Attrs, Value};
 use std::time::Duration;

@@ -11,6 +11,8 @@
 //!   can suggest the new name (a `matches` pattern is left alone: it is a regex, not a name);
 //! - numeric comparisons trim surrounding whitespace before parsing, so a context value
 //!   captured from command output (`"3\n"`) still compares as a number.
+//!
+//! Must not: read anything but the outcome and the context it is given.
 
 use std::borrow::Cow;
 use std::fmt;

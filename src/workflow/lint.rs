@@ -1,5 +1,6 @@
 //! Validation: every rule of decisions.md as a small named function returning diagnostics.
 //! Any error means the workflow is refused; warnings are advice.
+//! Must not: change the workflow it checks, or execute anything.
 
 use super::attrs::{self, Scope};
 use super::{file_ref, FileSource, HandlerKind, Workflow};

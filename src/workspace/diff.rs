@@ -1,6 +1,8 @@
 //! What changed between two commits of a workspace: the file list with line counts
 //! (`git diff --raw --numstat`, one process), the summary (SPEC 2.3 DiffSummary) and the
 //! old/new contents of a page of files (`git cat-file --batch`, one process per page).
+//!
+//! Must not: write the repository (it only reads commits).
 
 use super::git::{Git, GitError};
 use serde::Serialize;

@@ -1,6 +1,8 @@
 //! Running `git` as a process with a fixed identity and none of the user's configuration
 //! (no global or system config, no hooks, no signing, no automatic gc), so a checkpoint
 //! behaves the same on every machine and never prompts.
+//!
+//! Must not: read the user's git configuration or prompt.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -12,6 +12,8 @@
 //! reached makes the answer [`Changes::Unknown`], and the caller walks the whole tree.
 //! Without the `watch` cargo feature (the slim library) there is no watcher and every
 //! checkpoint walks the tree.
+//!
+//! Must not: decide what to commit (the checkpoint does; an unknown answer means walk the tree).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -17,3 +17,6 @@ mod cli_validate;
 // Workflows written for other Attractor-family engines (`testdata/compat/`).
 #[cfg(feature = "cli")]
 mod compat;
+// The house rules of src/ (module docs, SQL only in the store, the layer table of
+// ARCHITECTURE.md, code-map entries, test hooks behind `test-support`), read as text.
+mod tidy;

@@ -1,5 +1,6 @@
 //! The dispatcher with a manual clock (no test sleeps), a real SQLite file (a restart is a
 //! new dispatcher on the same file) and a launcher that records what it was asked.
+//! Must not: sleep, or reach the network (deliveries are signed and checked in process).
 
 use super::*;
 use crate::base::clock::ManualClock;

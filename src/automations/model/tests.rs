@@ -1,3 +1,6 @@
+//! Automation definitions: what validation accepts and refuses, naming the field.
+//! Must not: touch the store or a clock.
+
 use super::*;
 
 const V: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

@@ -1,4 +1,5 @@
 //! The HTTP layer's tests: listen addresses, dates, query decoding, and real connections.
+//! Must not: assert on timing (the machines are noisy).
 
 use super::responder::format_http_date;
 use super::*;

@@ -1,5 +1,6 @@
 //! `SqliteStore`'s tests: migrations, run numbers, key ranges, appends, the row cache and
 //! the queue counts, on real database files.
+//! Must not: share a database file between tests or assert on timing.
 
 use super::*;
 use crate::store::test_support::new_run;

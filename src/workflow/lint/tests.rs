@@ -1,3 +1,6 @@
+//! Validation rules, one test or more per rule: the diagnostic, its severity and its words.
+//! Must not: run a workflow.
+
 use super::*;
 use crate::workflow::{load, NoFiles};
 use std::collections::HashMap;
