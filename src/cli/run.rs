@@ -339,7 +339,7 @@ fn mcp_servers_of(
     defaults: &crate::settings::AgentDefaults,
     store: &Arc<store::SqliteStore>,
 ) -> Result<Vec<crate::mcp::ServerDef>, Usage> {
-    let refs = crate::mcp::catalog::settings_refs(defaults);
+    let refs = defaults.mcp_refs();
     if refs.is_empty() {
         return Ok(Vec::new());
     }

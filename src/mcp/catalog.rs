@@ -296,21 +296,6 @@ pub fn thaw(
     serde_json::from_slice(&bytes).map_err(|e| format!("its MCP servers do not parse: {e}"))
 }
 
-/// `[run.agent] mcp_servers` as the references [`resolve`] takes.
-#[cfg(feature = "agent")]
-pub fn settings_refs(defaults: &crate::settings::AgentDefaults) -> Vec<Value> {
-    defaults
-        .mcp_servers
-        .iter()
-        .map(|r| match r {
-            crate::settings::McpServerRef::Id(id) => Value::String(id.clone()),
-            crate::settings::McpServerRef::Inline(d) => {
-                serde_json::to_value(d).unwrap_or(Value::Null)
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -411,6 +411,20 @@ pub struct AgentDefaults {
 }
 
 impl AgentDefaults {
+    /// `mcp_servers` as the references `mcp::catalog::resolve` takes (ids as strings,
+    /// inline definitions as objects).
+    pub fn mcp_refs(&self) -> Vec<serde_json::Value> {
+        self.mcp_servers
+            .iter()
+            .map(|r| match r {
+                McpServerRef::Id(id) => serde_json::Value::String(id.clone()),
+                McpServerRef::Inline(d) => {
+                    serde_json::to_value(d).unwrap_or(serde_json::Value::Null)
+                }
+            })
+            .collect()
+    }
+
     fn is_empty(&self) -> bool {
         self.mcp_servers.is_empty()
     }

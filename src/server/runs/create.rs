@@ -437,10 +437,7 @@ impl Runs {
     ) -> Result<Option<(Value, String)>, ApiError> {
         let (refs, field) = match requested {
             Some(r) => (r, "mcp_servers"),
-            None => (
-                crate::mcp::catalog::settings_refs(defaults),
-                "settings: run.agent.mcp_servers",
-            ),
+            None => (defaults.mcp_refs(), "settings: run.agent.mcp_servers"),
         };
         if refs.is_empty() {
             return Ok(None);
