@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::stage::{StageBackend, StageMode, StageRequest};
 use super::{AgentEvent, Steering};
 use crate::base::cancel::CancelToken;
+use crate::base::event_kind;
 use crate::engine::services::{
     LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage,
 };
@@ -320,7 +321,7 @@ impl ProviderBackend {
         let started = std::time::Instant::now();
         let prompt = self.stage.redactor().redact(&req.prompt).into_owned();
         events(
-            "stage.prompt",
+            event_kind::STAGE_PROMPT,
             serde_json::json!({"text": prompt, "provider": "acp", "model": launch.command,
                                "continued": false}),
         );

@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::base::cancel::CancelToken;
+use crate::base::event_kind;
 use crate::base::redact::{NoRedaction, Redact, REDACTED};
 use crate::engine::services::ToolHooks;
 use crate::llm::memory::project_memory;
@@ -351,23 +352,23 @@ impl AgentEvent {
     /// The event kind (api.md §3.3 names).
     pub fn kind(&self) -> &'static str {
         match self {
-            AgentEvent::Prompt { .. } => "stage.prompt",
+            AgentEvent::Prompt { .. } => event_kind::STAGE_PROMPT,
             AgentEvent::SessionStarted { .. } | AgentEvent::AcpSessionStarted { .. } => {
-                "agent.session.started"
+                event_kind::AGENT_SESSION_STARTED
             }
-            AgentEvent::TextDelta { .. } => "agent.message.delta",
-            AgentEvent::Message { .. } => "agent.message",
-            AgentEvent::ToolStarted { .. } => "agent.tool.started",
-            AgentEvent::ToolCompleted { .. } => "agent.tool.completed",
-            AgentEvent::ToolHookFailed { .. } => "agent.tool_hook.failed",
-            AgentEvent::LoopDetected { .. } => "agent.loop.detected",
-            AgentEvent::TurnLimit { .. } => "agent.turn.limit",
-            AgentEvent::SteeringInjected { .. } => "agent.steering.injected",
-            AgentEvent::LlmRetry { .. } => "agent.llm.retry",
-            AgentEvent::SessionEnded { .. } => "agent.session.ended",
-            AgentEvent::McpReady { .. } => "agent.mcp.ready",
-            AgentEvent::McpFailed { .. } => "agent.mcp.failed",
-            AgentEvent::McpSummary { .. } => "agent.mcp.summary",
+            AgentEvent::TextDelta { .. } => event_kind::AGENT_MESSAGE_DELTA,
+            AgentEvent::Message { .. } => event_kind::AGENT_MESSAGE,
+            AgentEvent::ToolStarted { .. } => event_kind::AGENT_TOOL_STARTED,
+            AgentEvent::ToolCompleted { .. } => event_kind::AGENT_TOOL_COMPLETED,
+            AgentEvent::ToolHookFailed { .. } => event_kind::AGENT_TOOL_HOOK_FAILED,
+            AgentEvent::LoopDetected { .. } => event_kind::AGENT_LOOP_DETECTED,
+            AgentEvent::TurnLimit { .. } => event_kind::AGENT_TURN_LIMIT,
+            AgentEvent::SteeringInjected { .. } => event_kind::AGENT_STEERING_INJECTED,
+            AgentEvent::LlmRetry { .. } => event_kind::AGENT_LLM_RETRY,
+            AgentEvent::SessionEnded { .. } => event_kind::AGENT_SESSION_ENDED,
+            AgentEvent::McpReady { .. } => event_kind::AGENT_MCP_READY,
+            AgentEvent::McpFailed { .. } => event_kind::AGENT_MCP_FAILED,
+            AgentEvent::McpSummary { .. } => event_kind::AGENT_MCP_SUMMARY,
         }
     }
 

@@ -9,6 +9,7 @@
 
 pub mod cancel;
 pub mod clock;
+pub mod event_kind;
 pub mod perms;
 pub mod random;
 pub mod redact;

@@ -4,6 +4,7 @@
 //! read from the store's post-commit event feed.
 //! Must not touch: the run (it only reads events).
 
+use crate::base::event_kind;
 use crate::store::{Event, RunStore};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +30,7 @@ impl Printer {
                     }
                     if matches!(
                         e.event.as_str(),
-                        "run.completed" | "run.failed" | "run.dead"
+                        event_kind::RUN_COMPLETED | event_kind::RUN_FAILED | event_kind::RUN_DEAD
                     ) {
                         break;
                     }
@@ -121,7 +122,7 @@ pub fn describe(e: &Event) -> Option<String> {
         .map(|b| format!("  [{b}] "))
         .unwrap_or_default();
     let line = match e.event.as_str() {
-        "stage.started" => {
+        event_kind::STAGE_STARTED => {
             let attempt = num(p, "attempt");
             let of = num(p, "max_attempts");
             let handler = text(p, "handler_type");
@@ -131,7 +132,7 @@ pub fn describe(e: &Event) -> Option<String> {
                 format!("▸ {node} ({handler})")
             }
         }
-        "stage.completed" => {
+        event_kind::STAGE_COMPLETED => {
             let mut l = format!(
                 "✓ {node} {} in {}",
                 text(p, "status"),
@@ -142,7 +143,7 @@ pub fn describe(e: &Event) -> Option<String> {
             }
             l
         }
-        "stage.failed" => {
+        event_kind::STAGE_FAILED => {
             let msg = p
                 .pointer("/failure/message")
                 .and_then(Value::as_str)
@@ -157,13 +158,13 @@ pub fn describe(e: &Event) -> Option<String> {
                 secs(num(p, "duration_ms"))
             )
         }
-        "stage.retrying" => format!(
+        event_kind::STAGE_RETRYING => format!(
             "↻ {node} retrying in {} (attempt {}/{})",
             secs(num(p, "delay_ms")),
             num(p, "attempt"),
             num(p, "max_attempts")
         ),
-        "edge.selected" => {
+        event_kind::EDGE_SELECTED => {
             let mut why = text(p, "reason").to_string();
             if let Some(c) = p.get("condition").and_then(Value::as_str) {
                 why = format!("condition {c}");
@@ -176,22 +177,24 @@ pub fn describe(e: &Event) -> Option<String> {
                 text(p, "to_node")
             )
         }
-        "loop.restart" => format!(
+        event_kind::LOOP_RESTART => format!(
             "⟲ restart from {} to {}",
             text(p, "from_node"),
             text(p, "to_node")
         ),
-        "interview.timeout" => format!("? {node}: question timed out"),
-        "parallel.started" => format!(
+        event_kind::INTERVIEW_TIMEOUT => format!("? {node}: question timed out"),
+        event_kind::PARALLEL_STARTED => format!(
             "⇉ {node}: {} branches (max {} at once)",
             num(p, "branch_count"),
             num(p, "max_parallel")
         ),
-        "parallel.branch.completed" => {
+        event_kind::PARALLEL_BRANCH_COMPLETED => {
             format!("  branch {} {}", text(p, "branch"), text(p, "status"))
         }
-        "watchdog.timeout" => "! stall watchdog: no activity, cancelling the run".to_string(),
-        "command.completed" => return command_output(p, &branch),
+        event_kind::WATCHDOG_TIMEOUT => {
+            "! stall watchdog: no activity, cancelling the run".to_string()
+        }
+        event_kind::COMMAND_COMPLETED => return command_output(p, &branch),
         _ => return None,
     };
     Some(format!("{branch}{line}"))

@@ -9,6 +9,7 @@ use super::progress;
 use super::validate::render;
 use super::Format;
 use crate::agent::backend::ProviderBackend;
+use crate::base::event_kind;
 use crate::base::redact::redact_json;
 use crate::base::redact::Redact;
 use crate::engine::{
@@ -178,7 +179,7 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         store
             .append(
                 &row.id,
-                store::EventDraft::new("run.queued", json!({"resume": true})),
+                store::EventDraft::new(event_kind::RUN_QUEUED, json!({"resume": true})),
             )
             .map_err(|e| Usage(format!("cannot resume run {}: {e}", row.id)))?;
     }

@@ -17,6 +17,7 @@ use super::context::Context;
 use super::events::resolve_blobs;
 use super::failure::StageStatus;
 use super::outcome::StageNote;
+use crate::base::event_kind;
 use crate::store::RunStore;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -436,7 +437,7 @@ fn checkpoints_since(
         };
         out.extend(
             page.into_iter()
-                .filter(|e| e.event == "checkpoint.completed" && e.seq <= upto)
+                .filter(|e| e.event == event_kind::CHECKPOINT_COMPLETED && e.seq <= upto)
                 .map(|e| e.properties),
         );
         if last >= upto {

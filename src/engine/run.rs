@@ -14,6 +14,7 @@ use super::services::Services;
 use super::timing::millis;
 use super::walker::{FailureReason, RunFailure, Shared, Stop, WalkEnd, Walker};
 use super::watchdog;
+use crate::base::event_kind;
 use crate::store::{EventDraft, StoreError};
 use crate::workflow::Workflow;
 use parking_lot::Mutex;
@@ -61,10 +62,10 @@ impl Engine {
         walker.seed_context();
         let begun = emit_run(
             &shared,
-            "run.started",
+            event_kind::RUN_STARTED,
             json!({"name": wf.name(), "goal": options.goal_of(wf)}),
         )
-        .and_then(|()| emit_run(&shared, "run.running", Value::Null))
+        .and_then(|()| emit_run(&shared, event_kind::RUN_RUNNING, Value::Null))
         .and_then(|()| paused_before_start(&shared));
         let end = match (begun, wf.start) {
             (Err(e), _) => Err(Stop::from(e)),
@@ -112,7 +113,7 @@ impl Engine {
         let mut walker = run_walker(wf, &shared, checkpoint.state);
         let begun = emit_run(
             &shared,
-            "run.running",
+            event_kind::RUN_RUNNING,
             json!({"resumed": true, "from_node": checkpoint.next_node_id}),
         )
         .and_then(|()| paused_before_start(&shared));
@@ -132,7 +133,7 @@ impl Engine {
 /// says so, and its walk holds before the first stage until it is unpaused.
 fn paused_before_start(shared: &Shared<'_>) -> Result<(), StoreError> {
     if shared.services.cancel.is_paused() {
-        emit_run(shared, "run.paused", json!({"prior_block": null}))?;
+        emit_run(shared, event_kind::RUN_PAUSED, json!({"prior_block": null}))?;
     }
     Ok(())
 }
@@ -167,7 +168,7 @@ fn interrupt_open_questions(services: &Services, run_id: &str) -> Result<(), Sto
     for q in &row.questions {
         let text = |k: &str| q.get(k).cloned().unwrap_or(Value::Null);
         let mut draft = EventDraft::new(
-            "interview.interrupted",
+            event_kind::INTERVIEW_INTERRUPTED,
             json!({"question_id": text("question_id"), "question": text("question"),
                    "stage": text("stage"),
                    "reason": "the run was interrupted before an answer; the stage asks again on resume"}),
@@ -300,9 +301,9 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
         }
     };
     let kind = if status == RunResult::Succeeded {
-        "run.completed"
+        event_kind::RUN_COMPLETED
     } else {
-        "run.failed"
+        event_kind::RUN_FAILED
     };
     let error = match emit_run(shared, kind, props) {
         Ok(()) => error,
@@ -326,7 +327,7 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
 pub fn dead(options: &RunOptions, services: &Services, why: String) -> RunOutcome {
     let shared = new_shared(options, services, 0);
     let props = json!({"reason": "unresumable", "error": why});
-    let error = match emit_run(&shared, "run.dead", props) {
+    let error = match emit_run(&shared, event_kind::RUN_DEAD, props) {
         Ok(()) => why,
         Err(e) => format!("{why} (and the final event could not be recorded: {e})"),
     };

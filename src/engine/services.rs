@@ -8,6 +8,7 @@
 
 use super::handlers::human::question::{Answer, Question};
 use crate::base::cancel::CancelToken;
+use crate::base::event_kind;
 use crate::base::redact::{NoRedaction, Redact};
 use crate::store::RunStore;
 pub use crate::workspace::versioned::{NoWorkspace, Workspace, WorkspaceCheckpoint};
@@ -237,7 +238,7 @@ impl LlmBackend for DryRunBackend {
             None => req.prompt.clone(),
         };
         events(
-            "stage.prompt",
+            event_kind::STAGE_PROMPT,
             serde_json::json!({"text": text, "provider": null, "model": req.model,
                                "continued": false, "simulated": true}),
         );

@@ -6,6 +6,7 @@
 
 use super::events::Emitter;
 use crate::base::cancel::CancelToken;
+use crate::base::event_kind;
 use crate::store::EventDraft;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +34,7 @@ pub fn watch(
         if idle >= stall {
             fired.store(true, Ordering::SeqCst);
             let _ = emitter.emit(EventDraft::new(
-                "watchdog.timeout",
+                event_kind::WATCHDOG_TIMEOUT,
                 json!({"idle_seconds": idle.as_secs_f64(), "stall_timeout_ms": stall.as_millis() as u64}),
             ));
             run.cancel(&format!(

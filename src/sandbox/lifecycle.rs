@@ -12,6 +12,7 @@
 
 use super::inventory::{Inventory, Record};
 use super::{Isolation, ProviderKind, SandboxPlan};
+use crate::base::event_kind;
 use crate::store::{EventDraft, RunRow, RunStore, StoreError};
 use crate::workspace::{self, Git, Source};
 use serde_json::{json, Value};
@@ -114,7 +115,14 @@ pub fn start(
     let provider = plan.provider.as_str();
     let initializing =
         json!({"provider": provider, "image": plan.image, "snapshot": plan.snapshot});
-    if append(store, &row.id, "sandbox.initializing", initializing).is_err() {
+    if append(
+        store,
+        &row.id,
+        event_kind::SANDBOX_INITIALIZING,
+        initializing,
+    )
+    .is_err()
+    {
         return None;
     }
     match make(row, &plan, state_dir) {
@@ -145,7 +153,7 @@ pub fn start(
                 "network": plan.network,
                 "duration_ms": began.elapsed().as_millis() as u64,
             });
-            append(store, &row.id, "sandbox.initialized", props).ok()?;
+            append(store, &row.id, event_kind::SANDBOX_INITIALIZED, props).ok()?;
             Some(ready)
         }
         Err((error, causes)) => {
@@ -153,13 +161,13 @@ pub fn start(
             let _ = append(
                 store,
                 &row.id,
-                "sandbox.failed",
+                event_kind::SANDBOX_FAILED,
                 json!({"provider": provider, "error": error, "causes": causes, "duration_ms": duration_ms}),
             );
             let _ = append(
                 store,
                 &row.id,
-                "run.failed",
+                event_kind::RUN_FAILED,
                 json!({"reason": "sandbox_init_failed", "error": format!("the sandbox could not start: {error}"),
                        "causes": causes, "duration_ms": duration_ms}),
             );
@@ -326,7 +334,7 @@ pub fn sweep(store: &dyn RunStore, state_dir: &Path, defaults: &Defaults, now_ms
                         let _ = append(
                             store,
                             &rec.run_id,
-                            "sandbox.cleanup.completed",
+                            event_kind::SANDBOX_CLEANUP_COMPLETED,
                             json!({"provider": rec.provider, "identifier": rec.id,
                                    "reason": "retention",
                                    "duration_ms": began.elapsed().as_millis() as u64}),

@@ -10,6 +10,7 @@ use super::error::ApiError;
 use super::http::{Incoming, Reply, StreamReply};
 use super::router::{Ctx, Route};
 use super::App;
+use crate::base::event_kind;
 use serde_json::{json, Value};
 
 pub fn is_demo(inc: &Incoming<'_>) -> bool {
@@ -201,18 +202,18 @@ fn events(f: &Fixture) -> Vec<Value> {
                "run_id": f.id, "event": kind, "properties": props})
     };
     vec![
-        ev(1, "run.created", json!({"title": f.title})),
-        ev(2, "run.queued", json!({})),
-        ev(3, "run.starting", json!({})),
-        ev(4, "run.started", json!({"name": f.slug})),
+        ev(1, event_kind::RUN_CREATED, json!({"title": f.title})),
+        ev(2, event_kind::RUN_QUEUED, json!({})),
+        ev(3, event_kind::RUN_STARTING, json!({})),
+        ev(4, event_kind::RUN_STARTED, json!({"name": f.slug})),
         ev(
             5,
-            "stage.started",
+            event_kind::STAGE_STARTED,
             json!({"index": 0, "handler_type": "agent", "attempt": 1, "max_attempts": 1}),
         ),
         ev(
             6,
-            "run.completed",
+            event_kind::RUN_COMPLETED,
             json!({"status": "succeeded", "reason": "completed", "duration_ms": 754_000}),
         ),
     ]

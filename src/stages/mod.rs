@@ -7,6 +7,7 @@
 //! Owns: folding stored events into [`StageVisit`]s and writing the log folder.
 //! Must not touch: running anything or appending events (it only reads the store).
 
+use crate::base::event_kind;
 use crate::engine::checkpoint::restore;
 use crate::engine::events::resolve_blobs;
 use crate::store::{Event, RunStore, StoreError};
@@ -136,7 +137,7 @@ fn close_open_visits(
 ) {
     let reason = p.get("reason").and_then(Value::as_str).unwrap_or("");
     let (outcome, why) = match kind {
-        "run.interrupted" => (
+        event_kind::RUN_INTERRUPTED => (
             "interrupted",
             "the run was interrupted before the stage finished".to_string(),
         ),
@@ -169,13 +170,16 @@ pub fn collect(events: &[Event]) -> Vec<StageVisit> {
         let Some(node) = e.node_id.as_deref() else {
             if matches!(
                 e.event.as_str(),
-                "run.completed" | "run.failed" | "run.dead" | "run.interrupted"
+                event_kind::RUN_COMPLETED
+                    | event_kind::RUN_FAILED
+                    | event_kind::RUN_DEAD
+                    | event_kind::RUN_INTERRUPTED
             ) {
                 close_open_visits(&mut visits, &open, &e.event, p);
             }
             continue;
         };
-        if e.event == "stage.started" {
+        if e.event == event_kind::STAGE_STARTED {
             let attempt = p.get("attempt").and_then(Value::as_u64).unwrap_or(1);
             if attempt <= 1 || !open.contains_key(node) {
                 let n = counts.entry(node.to_string()).or_insert(0);
@@ -208,9 +212,9 @@ fn text(p: &Value, key: &str) -> Option<String> {
 
 fn apply(v: &mut StageVisit, kind: &str, p: &Value) {
     match kind {
-        "stage.prompt" => v.prompts.push(p.clone()),
-        "command.completed" => v.command = Some(p.clone()),
-        "stage.completed" => {
+        event_kind::STAGE_PROMPT => v.prompts.push(p.clone()),
+        event_kind::COMMAND_COMPLETED => v.command = Some(p.clone()),
+        event_kind::STAGE_COMPLETED => {
             v.outcome = text(p, "status").unwrap_or_else(|| "succeeded".into());
             v.notes = text(p, "notes");
             v.preferred_label = text(p, "preferred_label");
@@ -223,7 +227,7 @@ fn apply(v: &mut StageVisit, kind: &str, p: &Value) {
             v.duration_ms = p.get("duration_ms").and_then(Value::as_u64);
             v.failure_reason = None;
         }
-        "stage.failed" => {
+        event_kind::STAGE_FAILED => {
             let will_retry = p.get("will_retry").and_then(Value::as_bool) == Some(true);
             v.failure_reason = p
                 .get("failure")
@@ -237,16 +241,16 @@ fn apply(v: &mut StageVisit, kind: &str, p: &Value) {
                 v.duration_ms = p.get("duration_ms").and_then(Value::as_u64);
             }
         }
-        "agent.mcp.ready" | "agent.mcp.failed" => mcp_server(v, kind, p),
-        "agent.mcp.summary" => {
+        event_kind::AGENT_MCP_READY | event_kind::AGENT_MCP_FAILED => mcp_server(v, kind, p),
+        event_kind::AGENT_MCP_SUMMARY => {
             if let Some(all) = p.get("servers").and_then(Value::as_array) {
                 v.mcp_servers = all.clone();
             }
         }
-        "agent.tool.started" => mcp_used(v, p),
+        event_kind::AGENT_TOOL_STARTED => mcp_used(v, p),
         // A human stage: the question is its prompt, the answer its response.
-        "interview.started" => v.question = Some(p.clone()),
-        "interview.completed" => {
+        event_kind::INTERVIEW_STARTED => v.question = Some(p.clone()),
+        event_kind::INTERVIEW_COMPLETED => {
             let answer = text(p, "answer").unwrap_or_default();
             v.response = Some(
                 if p.get("accepted").and_then(Value::as_bool) == Some(false) {
@@ -256,20 +260,20 @@ fn apply(v: &mut StageVisit, kind: &str, p: &Value) {
                 },
             );
         }
-        "interview.timeout" => {
+        event_kind::INTERVIEW_TIMEOUT => {
             v.response = Some(format!(
                 "(no answer: timed out after {} ms)\n",
                 p.get("duration_ms").and_then(Value::as_u64).unwrap_or(0)
             ))
         }
-        "interview.interrupted" => {
+        event_kind::INTERVIEW_INTERRUPTED => {
             v.response = Some(format!(
                 "(no answer: {})\n",
                 text(p, "reason").unwrap_or_else(|| "interrupted".into())
             ))
         }
         // A failed LLM stage has no `response`: its last message is the closest thing.
-        "agent.message" if v.response.is_none() || v.outcome == "running" => {
+        event_kind::AGENT_MESSAGE if v.response.is_none() || v.outcome == "running" => {
             v.response = text(p, "text")
                 .filter(|t| !t.is_empty())
                 .or(v.response.take());
@@ -283,7 +287,7 @@ fn mcp_server(v: &mut StageVisit, kind: &str, p: &Value) {
     let Some(name) = text(p, "server") else {
         return;
     };
-    let entry = if kind == "agent.mcp.ready" {
+    let entry = if kind == event_kind::AGENT_MCP_READY {
         json!({"server": name, "state": "ready", "error": null,
                "tool_count": p.get("tool_count"), "duration_ms": p.get("duration_ms"),
                "tools": p.get("tools").cloned().unwrap_or(json!([])), "used": []})
@@ -329,7 +333,7 @@ pub fn run_events(store: &dyn RunStore, run_id: &str) -> Result<Vec<Event>, Stor
             since = e.seq + 1;
             if e.event.starts_with("stage.")
                 || e.event.starts_with("command.")
-                || e.event == "agent.message"
+                || e.event == event_kind::AGENT_MESSAGE
             {
                 resolve_blobs(store, &mut e.properties)?;
             }

@@ -14,6 +14,7 @@
 use super::model::{
     Control, Event, NewRun, RunRow, RunStatus, SandboxKind, SandboxState, UsageTotals, WorkflowMeta,
 };
+use crate::base::event_kind;
 use serde_json::{json, Map, Value};
 
 /// Keys of `run.created` properties written by the store itself.
@@ -288,30 +289,35 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
     let p = &event.properties;
     let ts = event.ts.as_str();
     match event.event.as_str() {
-        "run.submitted" => set_status(&mut row, RunStatus::Submitted, ts),
-        "run.pending" => {
+        event_kind::RUN_SUBMITTED => set_status(&mut row, RunStatus::Submitted, ts),
+        event_kind::RUN_PENDING => {
             let reason = str_prop(p, "reason").unwrap_or_else(|| "approval_required".into());
             if reason == "approval_required" {
                 row.approval = Some(approval("pending", json!(ts), None, Value::Null));
             }
             set_status(&mut row, RunStatus::Pending { reason }, ts);
         }
-        "run.queued" => set_status(&mut row, RunStatus::Runnable, ts),
-        "run.starting" => set_status(&mut row, RunStatus::Starting, ts),
-        "run.running" | "run.started" | "run.unblocked" | "run.unpaused" => {
-            if matches!(event.event.as_str(), "run.running" | "run.started")
-                && row.started_at.is_none()
+        event_kind::RUN_QUEUED => set_status(&mut row, RunStatus::Runnable, ts),
+        event_kind::RUN_STARTING => set_status(&mut row, RunStatus::Starting, ts),
+        event_kind::RUN_RUNNING
+        | event_kind::RUN_STARTED
+        | event_kind::RUN_UNBLOCKED
+        | event_kind::RUN_UNPAUSED => {
+            if matches!(
+                event.event.as_str(),
+                event_kind::RUN_RUNNING | event_kind::RUN_STARTED
+            ) && row.started_at.is_none()
             {
                 row.started_at = Some(ts.to_string());
             }
             set_status(&mut row, RunStatus::Running, ts);
         }
-        "run.blocked" => {
+        event_kind::RUN_BLOCKED => {
             let blocked_reason =
                 str_prop(p, "blocked_reason").unwrap_or_else(|| "human_input_required".into());
             set_status(&mut row, RunStatus::Blocked { blocked_reason }, ts);
         }
-        "run.paused" => {
+        event_kind::RUN_PAUSED => {
             let prior_block = match p.get("prior_block") {
                 Some(v) => v.as_str().map(str::to_string),
                 None => match &row.status {
@@ -322,32 +328,32 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
             };
             set_status(&mut row, RunStatus::Paused { prior_block }, ts);
         }
-        "run.removing" => set_status(&mut row, RunStatus::Removing, ts),
-        "run.completed" => {
+        event_kind::RUN_REMOVING => set_status(&mut row, RunStatus::Removing, ts),
+        event_kind::RUN_COMPLETED => {
             let reason = str_prop(p, "reason").unwrap_or_else(|| "completed".into());
             set_status(&mut row, RunStatus::Succeeded { reason }, ts);
         }
-        "run.failed" => {
+        event_kind::RUN_FAILED => {
             let reason = str_prop(p, "reason").unwrap_or_else(|| "workflow_error".into());
             set_status(&mut row, RunStatus::Failed { reason }, ts);
             row.error = p.get("error").and_then(error_message);
         }
-        "run.dead" => {
+        event_kind::RUN_DEAD => {
             set_status(&mut row, RunStatus::Dead, ts);
             row.error = p.get("error").and_then(error_message);
         }
-        "run.cancel.requested" => row.pending_control = Some(Control::Cancel),
-        "run.pause.requested" => row.pending_control = Some(Control::Pause),
-        "run.unpause.requested" => row.pending_control = Some(Control::Unpause),
-        "run.archived" => {
+        event_kind::RUN_CANCEL_REQUESTED => row.pending_control = Some(Control::Cancel),
+        event_kind::RUN_PAUSE_REQUESTED => row.pending_control = Some(Control::Pause),
+        event_kind::RUN_UNPAUSE_REQUESTED => row.pending_control = Some(Control::Unpause),
+        event_kind::RUN_ARCHIVED => {
             row.archived = true;
             row.archived_at = Some(ts.to_string());
         }
-        "run.unarchived" => {
+        event_kind::RUN_UNARCHIVED => {
             row.archived = false;
             row.archived_at = None;
         }
-        "run.approved" => {
+        event_kind::RUN_APPROVED => {
             row.approval = Some(approval(
                 "approved",
                 requested_at(&row, ts),
@@ -355,7 +361,7 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 Value::Null,
             ));
         }
-        "run.denied" => {
+        event_kind::RUN_DENIED => {
             let reason = p
                 .get("denial_reason")
                 .or_else(|| p.get("reason"))
@@ -363,15 +369,15 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 .unwrap_or(Value::Null);
             row.approval = Some(approval("denied", requested_at(&row, ts), Some(ts), reason));
         }
-        "run.superseded_by" => row.superseded_by = str_prop(p, "new_run_id"),
-        "checkpoint.completed" => row.checkpoint = Some(p.clone()),
-        "sandbox.initializing" => {
+        event_kind::RUN_SUPERSEDED_BY => row.superseded_by = str_prop(p, "new_run_id"),
+        event_kind::CHECKPOINT_COMPLETED => row.checkpoint = Some(p.clone()),
+        event_kind::SANDBOX_INITIALIZING => {
             row.sandbox = SandboxState {
                 kind: SandboxKind::Initializing,
                 ..SandboxState::default()
             }
         }
-        "sandbox.initialized" => {
+        event_kind::SANDBOX_INITIALIZED => {
             row.sandbox = SandboxState {
                 kind: SandboxKind::Ready,
                 instance: Some(sandbox_instance(p)),
@@ -379,7 +385,7 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 removed: None,
             }
         }
-        "sandbox.cleanup.completed" => {
+        event_kind::SANDBOX_CLEANUP_COMPLETED => {
             row.sandbox = SandboxState {
                 kind: SandboxKind::Planned,
                 instance: None,
@@ -390,7 +396,7 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 })),
             }
         }
-        "sandbox.failed" => {
+        event_kind::SANDBOX_FAILED => {
             let field = |k: &str| p.get(k).cloned().unwrap_or(Value::Null);
             row.sandbox = SandboxState {
                 kind: SandboxKind::Failed,
@@ -404,7 +410,7 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 })),
             }
         }
-        "workspace.checkpoint" => {
+        event_kind::WORKSPACE_CHECKPOINT => {
             if let Some(d) = p.get("diff") {
                 row.diff = Some(d.clone());
             }
@@ -416,22 +422,22 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 add_usage(&mut row.usage, u);
             }
         }
-        "stage.completed" | "stage.failed" => {
+        event_kind::STAGE_COMPLETED | event_kind::STAGE_FAILED => {
             if let Some(u) = p.get("usage") {
                 add_usage(&mut row.usage, u);
                 note_model(&mut row.models_used, u);
             }
         }
-        "interview.started" => row.questions.push(p.clone()),
-        "interview.completed" | "interview.timeout" | "interview.interrupted" => {
-            match p.get("question_id") {
-                Some(qid) => row.questions.retain(|q| q.get("question_id") != Some(qid)),
-                None if !row.questions.is_empty() => {
-                    row.questions.remove(0);
-                }
-                None => {}
+        event_kind::INTERVIEW_STARTED => row.questions.push(p.clone()),
+        event_kind::INTERVIEW_COMPLETED
+        | event_kind::INTERVIEW_TIMEOUT
+        | event_kind::INTERVIEW_INTERRUPTED => match p.get("question_id") {
+            Some(qid) => row.questions.retain(|q| q.get("question_id") != Some(qid)),
+            None if !row.questions.is_empty() => {
+                row.questions.remove(0);
             }
-        }
+            None => {}
+        },
         _ => {}
     }
     row.current_question = row.questions.first().cloned();

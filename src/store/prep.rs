@@ -7,6 +7,7 @@
 use super::error::StoreError;
 use super::fold::{created_properties, fold, CREATED_KEYS};
 use super::model::{Event, EventDraft, NewRun, RunRow};
+use crate::base::event_kind;
 use crate::base::{clock, hex};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -83,7 +84,7 @@ pub(crate) fn prepare_created(new: NewRun) -> Result<(Event, String, RunRow), St
             })
         }
     }
-    let event = EventDraft::new("run.created", properties).into_event(
+    let event = EventDraft::new(event_kind::RUN_CREATED, properties).into_event(
         &run_id,
         1,
         clock::new_ulid(),
@@ -125,7 +126,7 @@ pub(crate) fn check_draft(run_id: &str, draft: &EventDraft) -> Result<(), StoreE
     if draft.event.trim().is_empty() {
         return Err(bad("the event kind is empty"));
     }
-    if draft.event == "run.created" {
+    if draft.event == event_kind::RUN_CREATED {
         return Err(bad("run.created is written only by create_run"));
     }
     if !draft.properties.is_object() {
@@ -198,7 +199,7 @@ pub(crate) fn parse_import(
                 ),
             ));
         }
-        if line == 1 && event.event != "run.created" {
+        if line == 1 && event.event != event_kind::RUN_CREATED {
             return Err(bad(
                 line,
                 format!(
@@ -207,7 +208,7 @@ pub(crate) fn parse_import(
                 ),
             ));
         }
-        if line > 1 && event.event == "run.created" {
+        if line > 1 && event.event == event_kind::RUN_CREATED {
             return Err(bad(line, "run.created may only be the first event".into()));
         }
         if event.event.trim().is_empty() {

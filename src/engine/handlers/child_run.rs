@@ -5,6 +5,7 @@
 //! Must not touch: running the child workflow (the manager handler does).
 
 use super::StageCtx;
+use crate::base::event_kind;
 use crate::engine::options::ChildApproval;
 use crate::store::{EventDraft, NewRun, RunStatus, StoreError, WorkflowMeta};
 use crate::workflow::Workflow;
@@ -78,7 +79,7 @@ pub(super) fn open(
     })?;
     let run = ChildRun { id: row.id };
     cx.emit(
-        "stage.child.created",
+        event_kind::STAGE_CHILD_CREATED,
         json!({"child_run_id": run.id, "approval": approval_name(options.child_approval)}),
     )?;
     match options.child_approval {
@@ -93,10 +94,10 @@ pub(super) fn open(
     append(
         cx,
         &run,
-        "run.started",
+        event_kind::RUN_STARTED,
         json!({"name": child.name(), "goal": row.goal}),
     )?;
-    append(cx, &run, "run.running", Value::Null)?;
+    append(cx, &run, event_kind::RUN_RUNNING, Value::Null)?;
     Ok(run)
 }
 
@@ -116,7 +117,7 @@ fn wait_for_approval(cx: &StageCtx<'_, '_>, run: &ChildRun) -> Result<(), Refuse
     append(
         cx,
         run,
-        "run.pending",
+        event_kind::RUN_PENDING,
         json!({"reason": "approval_required"}),
     )?;
     let _quiet = cx.quiet();
@@ -164,11 +165,11 @@ pub(super) fn end(
 ) -> Result<(), StoreError> {
     let (kind, props) = match result {
         Ok(()) => (
-            "run.completed",
+            event_kind::RUN_COMPLETED,
             json!({"status": "succeeded", "reason": "completed"}),
         ),
         Err((reason, error)) => (
-            "run.failed",
+            event_kind::RUN_FAILED,
             json!({"reason": reason, "error": error, "causes": []}),
         ),
     };

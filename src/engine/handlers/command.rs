@@ -5,6 +5,7 @@
 //! Must not touch: process management details (see `procs`).
 
 use super::{HandlerResult, Interrupt, StageCtx};
+use crate::base::event_kind;
 use crate::engine::command::{start_command, CommandResult, CommandSpec, Language};
 use crate::engine::context::{self, COMMAND_OUTPUT, COMMAND_STDERR, OUTPUT_PREFIX};
 use crate::engine::failure::classify_command;
@@ -58,7 +59,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     // the program's start-up overlap instead of following each other.
     let started = start_command(&spec, cx.cancel);
     cx.emit(
-        "command.started",
+        event_kind::COMMAND_STARTED,
         json!({"script": script, "language": language_name,
                "timeout_ms": timeout.map(millis)}),
     )?;
@@ -97,7 +98,7 @@ fn load_schema(cx: &StageCtx<'_, '_>) -> Result<Option<OutputSchema>, String> {
 /// Committed with the stage's end: nothing but the outcome's making comes in between.
 fn emit_completed(cx: &StageCtx<'_, '_>, r: &CommandResult) -> Result<(), Interrupt> {
     cx.hold(
-        "command.completed",
+        event_kind::COMMAND_COMPLETED,
         json!({
             "stdout": r.stdout,
             "stderr": r.stderr,

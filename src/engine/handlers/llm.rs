@@ -5,6 +5,7 @@
 //! Must not touch: providers or sessions (the backend owns those).
 
 use super::{HandlerResult, Interrupt, StageCtx};
+use crate::base::event_kind;
 use crate::engine::context::{LAST_RESPONSE, OUTPUT_PREFIX, RESPONSE_PREFIX, VISIT_COUNT};
 use crate::engine::failure::StageStatus;
 use crate::engine::options::ModelChoice;
@@ -188,7 +189,7 @@ fn converse(
         let result = backend.complete(req, cx.cancel, &mut |kind, mut props| {
             if let Value::Object(m) = &mut props {
                 m.entry("visit").or_insert_with(|| visit.clone());
-                if kind == "stage.prompt" {
+                if kind == event_kind::STAGE_PROMPT {
                     describe_prompt(cx, req, m);
                 }
             }

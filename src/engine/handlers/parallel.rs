@@ -6,6 +6,7 @@
 //! Must not touch: the stage loop itself (branches reuse the walker).
 
 use super::{HandlerResult, Interrupt, StageCtx};
+use crate::base::event_kind;
 use crate::engine::context::{self, Context, PARALLEL_RESULTS};
 use crate::engine::failure::StageStatus;
 use crate::engine::outcome::{Failure, Nested, StageOutcome};
@@ -54,7 +55,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let visit = cx.state().visits.get(cx.id()).copied().unwrap_or(1);
     let group = format!("{}#{visit}", cx.scoped_id());
     cx.emit(
-        "parallel.started",
+        event_kind::PARALLEL_STARTED,
         json!({"visit": visit, "branch_count": starts.len(), "max_parallel": max_parallel,
                "join_node": cx.scoped_id_of(join), "join_policy": "wait_all"}),
     )?;
@@ -77,7 +78,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         .map(|r| json!({"branch": r.branch, "status": r.status.as_str(), "error": r.error}))
         .collect();
     cx.emit(
-        "parallel.completed",
+        event_kind::PARALLEL_COMPLETED,
         json!({"visit": visit, "duration_ms": millis(started.elapsed()), "success_count": ok,
                "failure_count": results.len() - ok, "results": summary}),
     )?;
@@ -154,7 +155,7 @@ fn run_branch(
     let started = Instant::now();
     let mut store_error = walker
         .emit(
-            "parallel.branch.started",
+            event_kind::PARALLEL_BRANCH_STARTED,
             Some(cx.node),
             json!({"index": index, "branch": branch}),
         )
@@ -172,7 +173,7 @@ fn run_branch(
         .filter_map(|k| walker.state.context.get(k).map(|v| (k.clone(), v.clone())))
         .collect();
     let done = walker.emit(
-        "parallel.branch.completed",
+        event_kind::PARALLEL_BRANCH_COMPLETED,
         Some(cx.node),
         json!({"index": index, "branch": branch, "status": status.as_str(),
                "duration_ms": millis(started.elapsed()), "error": error}),

@@ -29,6 +29,7 @@ use super::routing::{self, Route, RoutingInput};
 use super::scope::{Mirror, Scope, ScopeKind};
 use super::services::Services;
 use super::timing::{describe_duration, millis, start_timer, TIMED_OUT};
+use crate::base::event_kind;
 use crate::store::{EventDraft, StoreError};
 use crate::workflow::attrs::Fidelity;
 use crate::workflow::condition::MapEnv;
@@ -142,7 +143,7 @@ impl Shared<'_> {
         let mut open = self.blocked.lock();
         if *open == 0 {
             self.emitter.emit(EventDraft::new(
-                "run.blocked",
+                event_kind::RUN_BLOCKED,
                 json!({"blocked_reason": "human_input_required"}),
             ))?;
         }
@@ -155,7 +156,7 @@ impl Shared<'_> {
         *open = open.saturating_sub(1);
         if *open == 0 {
             self.emitter
-                .emit(EventDraft::new("run.unblocked", Value::Null))?;
+                .emit(EventDraft::new(event_kind::RUN_UNBLOCKED, Value::Null))?;
         }
         Ok(())
     }
@@ -335,7 +336,7 @@ impl<'w> Walker<'w> {
             .get_run(&self.shared.options.run_id)?
             .is_some_and(|r| matches!(r.status, crate::store::RunStatus::Paused { .. }));
         if !paused {
-            self.emit("run.paused", None, json!({"prior_block": null}))?;
+            self.emit(event_kind::RUN_PAUSED, None, json!({"prior_block": null}))?;
         }
         Ok(())
     }

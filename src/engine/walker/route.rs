@@ -4,6 +4,7 @@
 //! Must not touch: running stages (`stage`), handler internals.
 
 use super::*;
+use crate::base::event_kind;
 
 impl<'w> Walker<'w> {
     pub(super) fn next_route(&self, node: usize, o: &StageOutcome) -> Option<Route> {
@@ -77,7 +78,7 @@ impl<'w> Walker<'w> {
                 m.insert("random".into(), Value::Bool(true));
             }
         }
-        self.hold("edge.selected", Some(from), props)?;
+        self.hold(event_kind::EDGE_SELECTED, Some(from), props)?;
         Ok(())
     }
 
@@ -118,7 +119,7 @@ impl<'w> Walker<'w> {
     pub(super) fn restart(&mut self, from: usize, to: usize) -> Result<(), Stop> {
         self.state.restart();
         self.emit(
-            "loop.restart",
+            event_kind::LOOP_RESTART,
             Some(from),
             json!({"from_node": self.scoped_id(from), "to_node": self.scoped_id(to),
                    "restart": self.state.restarts}),
@@ -145,7 +146,7 @@ impl<'w> Walker<'w> {
         if let (Some(sha), Some(obj)) = (sha, props.as_object_mut()) {
             obj.insert("git_commit_sha".into(), Value::String(sha));
         }
-        let seq = self.emit_seq("checkpoint.completed", Some(node), props)?;
+        let seq = self.emit_seq(event_kind::CHECKPOINT_COMPLETED, Some(node), props)?;
         self.state.checkpointed(seq, full);
         Ok(())
     }
@@ -160,7 +161,7 @@ impl<'w> Walker<'w> {
         match ws.checkpoint(&stage) {
             Ok(Some(cp)) => {
                 self.hold(
-                    "workspace.checkpoint",
+                    event_kind::WORKSPACE_CHECKPOINT,
                     Some(node),
                     json!({"checkpoint_id": cp.id, "stage": stage,
                            "stage_diff": cp.stage_diff, "diff": cp.run_diff}),
@@ -170,7 +171,7 @@ impl<'w> Walker<'w> {
             Ok(None) => Ok(ws.head()),
             Err(error) => {
                 self.hold(
-                    "workspace.checkpoint.failed",
+                    event_kind::WORKSPACE_CHECKPOINT_FAILED,
                     Some(node),
                     json!({"stage": stage, "error": error}),
                 )?;
@@ -217,7 +218,7 @@ impl<'w> Walker<'w> {
             "stage_status": status.as_str(),
             "is_jump": true,
         });
-        self.emit("edge.selected", Some(exit), props)?;
+        self.emit(event_kind::EDGE_SELECTED, Some(exit), props)?;
         self.checkpoint(exit, Some(route.to))?;
         Ok(route.to)
     }
@@ -226,12 +227,12 @@ impl<'w> Walker<'w> {
     pub(super) fn pass_exit(&mut self, node: usize) -> Result<(), Stop> {
         let index = self.shared.stages.fetch_add(1, Ordering::Relaxed);
         self.hold(
-            "stage.started",
+            event_kind::STAGE_STARTED,
             Some(node),
             json!({"index": index, "handler_type": "exit", "attempt": 1, "max_attempts": 1}),
         )?;
         self.hold(
-            "stage.completed",
+            event_kind::STAGE_COMPLETED,
             Some(node),
             json!({"index": index, "duration_ms": 0, "status": "succeeded",
                    "suggested_next_ids": [], "attempt": 1, "max_attempts": 1}),

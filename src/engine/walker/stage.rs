@@ -5,6 +5,7 @@
 //! Must not touch: where the walk goes next (`route`), handler internals.
 
 use super::*;
+use crate::base::event_kind;
 
 impl<'w> Walker<'w> {
     /// Resolves the stage's fidelity and thread (engine.md 5.3), writes `internal.fidelity`
@@ -82,9 +83,9 @@ impl<'w> Walker<'w> {
             // Committed with the handler's first event or the stage's end where nothing
             // happens in between; otherwise seen to start before the handler runs.
             if starts_quietly(kind) {
-                self.hold("stage.started", Some(node), props)?;
+                self.hold(event_kind::STAGE_STARTED, Some(node), props)?;
             } else {
-                self.emit("stage.started", Some(node), props)?;
+                self.emit(event_kind::STAGE_STARTED, Some(node), props)?;
             }
             let started = clock.now();
             let outcome = self.attempt(node, kind)?;
@@ -104,10 +105,10 @@ impl<'w> Walker<'w> {
             if let (Value::Object(m), Some(u)) = (&mut props, &outcome.usage) {
                 m.insert("usage".into(), u.clone());
             }
-            self.emit("stage.failed", Some(node), props)?;
+            self.emit(event_kind::STAGE_FAILED, Some(node), props)?;
             attempt += 1;
             self.emit(
-                "stage.retrying",
+                event_kind::STAGE_RETRYING,
                 Some(node),
                 json!({"index": index, "attempt": attempt, "max_attempts": max_attempts,
                        "delay_ms": millis(delay)}),
@@ -157,7 +158,7 @@ impl<'w> Walker<'w> {
             if let (Value::Object(m), Some(u)) = (&mut props, &outcome.usage) {
                 m.insert("usage".into(), u.clone());
             }
-            self.hold("stage.failed", Some(node), props)?;
+            self.hold(event_kind::STAGE_FAILED, Some(node), props)?;
             return Ok(());
         }
         let mut props = json!({
@@ -191,7 +192,7 @@ impl<'w> Walker<'w> {
                 m.insert("files_touched".into(), json!(outcome.files_touched));
             }
         }
-        self.hold("stage.completed", Some(node), props)?;
+        self.hold(event_kind::STAGE_COMPLETED, Some(node), props)?;
         Ok(())
     }
 

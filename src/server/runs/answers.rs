@@ -17,6 +17,7 @@ use super::super::router::Ctx;
 use super::super::App;
 use super::{interviewer, store_error, view};
 use crate::base::clock::is_canonical_ulid;
+use crate::base::event_kind;
 use crate::store::{RunRow, RunStatus, RunStore};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -160,7 +161,7 @@ fn was_asked(store: &dyn RunStore, run_id: &str, qid: &str) -> Result<bool, ApiE
     loop {
         let page = store.events(run_id, since, PAGE).map_err(store_error)?;
         let found = page.iter().any(|e| {
-            e.event == "interview.started"
+            e.event == event_kind::INTERVIEW_STARTED
                 && e.properties.get("question_id").and_then(Value::as_str) == Some(qid)
         });
         if found {

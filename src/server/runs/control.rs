@@ -6,6 +6,7 @@
 
 use super::lifecycle::{self, Plan, Signal};
 use super::{actor_of, bool_query, check_id, store_error, Runs};
+use crate::base::event_kind;
 use crate::server::error::ApiError;
 use crate::server::http::Reply;
 use crate::server::router::Ctx;
@@ -159,8 +160,11 @@ pub fn approve(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     if let Some(parent) = ended_parent(app, &id)? {
         // Nobody waits for this child any more: it can never run.
         let why = format!("its parent run {parent} ended while it waited for approval");
-        let dead = EventDraft::new("run.dead", json!({"reason": "parent_ended", "error": why}))
-            .actor(actor.clone());
+        let dead = EventDraft::new(
+            event_kind::RUN_DEAD,
+            json!({"reason": "parent_ended", "error": why}),
+        )
+        .actor(actor.clone());
         app.runs.control(&id, &actor, |r, _| match &r.status {
             RunStatus::Pending { .. } => Ok(lifecycle::Plan {
                 events: vec![dead.clone()],

@@ -7,6 +7,7 @@
 use super::super::versions::{PackageFiles, Version};
 use super::interviewer::{AskEnd, RunHandle};
 use crate::base::cancel::CancelToken;
+use crate::base::event_kind;
 use crate::engine::handlers::human::question::Question;
 use crate::engine::{
     ChildApproval, Engine, InterviewError, Interviewer, ModelChoice, Reply, RunOptions, Services,
@@ -97,7 +98,7 @@ fn requested_model(row: &RunRow) -> Option<ModelChoice> {
 fn fail_launch(job: &Job, error: String) {
     let draft = if job.recovery {
         EventDraft::new(
-            "run.failed",
+            event_kind::RUN_FAILED,
             json!({
                 "reason": "resume_failed",
                 "error": format!("the run was interrupted by a server stop and cannot be resumed: {error}"),
@@ -107,12 +108,12 @@ fn fail_launch(job: &Job, error: String) {
         )
     } else if job.row.checkpoint.is_some() {
         EventDraft::new(
-            "run.dead",
+            event_kind::RUN_DEAD,
             json!({"reason": "unresumable", "error": format!("cannot resume: {error}")}),
         )
     } else {
         EventDraft::new(
-            "run.failed",
+            event_kind::RUN_FAILED,
             json!({"reason": "launch_failed", "error": error, "causes": [], "duration_ms": 0}),
         )
     };

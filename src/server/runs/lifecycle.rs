@@ -5,6 +5,7 @@
 //! Owns: the transition table. Must not touch: the store, tokens, HTTP.
 
 use super::super::error::ApiError;
+use crate::base::event_kind;
 use crate::store::{Control, EventDraft, RunRow, RunStatus};
 use serde_json::{json, Value};
 
@@ -60,11 +61,11 @@ pub fn start(row: &RunRow, resume: bool, actor: &Value) -> Result<Plan, ApiError
     if row.archived {
         return Err(conflict(row, "started"));
     }
-    let queued = |resume: bool| ev("run.queued", json!({"resume": resume}), actor);
+    let queued = |resume: bool| ev(event_kind::RUN_QUEUED, json!({"resume": resume}), actor);
     match &row.status {
         RunStatus::Submitted if row.parent_id.is_some() => Ok(Plan {
             events: vec![ev(
-                "run.pending",
+                event_kind::RUN_PENDING,
                 json!({"reason": "approval_required"}),
                 actor,
             )],
@@ -94,13 +95,17 @@ pub fn start(row: &RunRow, resume: bool, actor: &Value) -> Result<Plan, ApiError
 
 /// `POST cancel`.
 pub fn cancel(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
-    let requested = ev("run.cancel.requested", json!({"action": "cancel"}), actor);
+    let requested = ev(
+        event_kind::RUN_CANCEL_REQUESTED,
+        json!({"action": "cancel"}),
+        actor,
+    );
     match &row.status {
         RunStatus::Submitted | RunStatus::Pending { .. } | RunStatus::Runnable => Ok(Plan {
             events: vec![
                 requested,
                 ev(
-                    "run.failed",
+                    event_kind::RUN_FAILED,
                     json!({"reason": "cancelled", "error": "cancelled before it started", "causes": [], "duration_ms": 0}),
                     actor,
                 ),
@@ -133,7 +138,11 @@ pub fn pause(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
             row.id, row.pending_control
         )));
     }
-    let requested = ev("run.pause.requested", json!({"action": "pause"}), actor);
+    let requested = ev(
+        event_kind::RUN_PAUSE_REQUESTED,
+        json!({"action": "pause"}),
+        actor,
+    );
     match &row.status {
         // The engine records `run.paused` when it holds, before its next stage; until then
         // `pending_control` shows `pause`.
@@ -145,7 +154,11 @@ pub fn pause(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
         RunStatus::Blocked { blocked_reason } => Ok(Plan {
             events: vec![
                 requested,
-                ev("run.paused", json!({"prior_block": blocked_reason}), actor),
+                ev(
+                    event_kind::RUN_PAUSED,
+                    json!({"prior_block": blocked_reason}),
+                    actor,
+                ),
             ],
             signal: Some(Signal::Pause),
             ..Plan::default()
@@ -162,20 +175,24 @@ pub fn unpause(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
             row.id, row.pending_control
         )));
     }
-    let requested = ev("run.unpause.requested", json!({"action": "unpause"}), actor);
+    let requested = ev(
+        event_kind::RUN_UNPAUSE_REQUESTED,
+        json!({"action": "unpause"}),
+        actor,
+    );
     match &row.status {
         RunStatus::Paused {
             prior_block: Some(b),
         } => Ok(Plan {
             events: vec![
                 requested,
-                ev("run.blocked", json!({"blocked_reason": b}), actor),
+                ev(event_kind::RUN_BLOCKED, json!({"blocked_reason": b}), actor),
             ],
             signal: Some(Signal::Unpause),
             ..Plan::default()
         }),
         RunStatus::Paused { prior_block: None } => Ok(Plan {
-            events: vec![requested, ev("run.unpaused", json!({}), actor)],
+            events: vec![requested, ev(event_kind::RUN_UNPAUSED, json!({}), actor)],
             signal: Some(Signal::Unpause),
             ..Plan::default()
         }),
@@ -192,7 +209,7 @@ pub fn archive(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
         events: if row.archived {
             vec![]
         } else {
-            vec![ev("run.archived", json!({}), actor)]
+            vec![ev(event_kind::RUN_ARCHIVED, json!({}), actor)]
         },
         ..Plan::default()
     })
@@ -202,7 +219,7 @@ pub fn archive(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
 pub fn unarchive(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
     Ok(Plan {
         events: if row.archived {
-            vec![ev("run.unarchived", json!({}), actor)]
+            vec![ev(event_kind::RUN_UNARCHIVED, json!({}), actor)]
         } else {
             vec![]
         },
@@ -223,14 +240,14 @@ pub fn approve(row: &RunRow, actor: &Value) -> Result<Plan, ApiError> {
     // waits for the approval: it is not queued for the scheduler.
     if is_managed_child(row) {
         return Ok(Plan {
-            events: vec![ev("run.approved", json!({}), actor)],
+            events: vec![ev(event_kind::RUN_APPROVED, json!({}), actor)],
             ..Plan::default()
         });
     }
     Ok(Plan {
         events: vec![
-            ev("run.approved", json!({}), actor),
-            ev("run.queued", json!({"resume": false}), actor),
+            ev(event_kind::RUN_APPROVED, json!({}), actor),
+            ev(event_kind::RUN_QUEUED, json!({"resume": false}), actor),
         ],
         wake: true,
         ..Plan::default()
@@ -255,9 +272,13 @@ pub fn deny(row: &RunRow, reason: Option<&str>, actor: &Value) -> Result<Plan, A
     }
     Ok(Plan {
         events: vec![
-            ev("run.denied", json!({"denial_reason": reason}), actor),
             ev(
-                "run.failed",
+                event_kind::RUN_DENIED,
+                json!({"denial_reason": reason}),
+                actor,
+            ),
+            ev(
+                event_kind::RUN_FAILED,
                 json!({"reason": "approval_denied", "error": reason.unwrap_or("approval denied"), "causes": [], "duration_ms": 0}),
                 actor,
             ),
@@ -288,7 +309,7 @@ pub fn interrupted(row: &RunRow, resume: bool) -> Recovery {
         || row.pending_control == Some(Control::Pause);
     let action = if resumable { "resume" } else { "fail" };
     let mut events = vec![EventDraft::new(
-        "run.interrupted",
+        event_kind::RUN_INTERRUPTED,
         json!({
             "status": row.status.name(),
             "action": action,
@@ -308,8 +329,10 @@ pub fn interrupted(row: &RunRow, resume: bool) -> Recovery {
     )
     .actor(engine_actor())];
     if resumable {
-        events
-            .push(EventDraft::new("run.starting", json!({"recovery": true})).actor(engine_actor()));
+        events.push(
+            EventDraft::new(event_kind::RUN_STARTING, json!({"recovery": true}))
+                .actor(engine_actor()),
+        );
     } else {
         events.push(terminated(row));
     }
@@ -332,7 +355,7 @@ pub fn terminated(row: &RunRow) -> EventDraft {
         "terminated"
     };
     EventDraft::new(
-        "run.failed",
+        event_kind::RUN_FAILED,
         json!({
             "reason": reason,
             "error": "the server stopped while the run was active; start it with {\"resume\": true} to continue from its last checkpoint",

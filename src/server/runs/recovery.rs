@@ -5,6 +5,7 @@
 //! ([`super::lifecycle::interrupted`]) or the scheduler's queue.
 
 use super::{lifecycle, Runs};
+use crate::base::event_kind;
 use crate::store::{EventDraft, RunQuery, StoreError};
 use serde_json::json;
 
@@ -82,7 +83,10 @@ impl Runs {
             );
             self.store.append(
                 &child.id,
-                EventDraft::new("run.dead", json!({"reason": "parent_ended", "error": why})),
+                EventDraft::new(
+                    event_kind::RUN_DEAD,
+                    json!({"reason": "parent_ended", "error": why}),
+                ),
             )?;
         }
         Ok(())

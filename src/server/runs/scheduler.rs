@@ -7,6 +7,7 @@
 
 use super::exec::Job;
 use super::{lifecycle, system_actor, RunHandle, Runs};
+use crate::base::event_kind;
 use crate::sandbox::lifecycle as sandbox;
 use crate::store::{EventDraft, RunQuery, RunRow, StoreError};
 use serde_json::json;
@@ -105,7 +106,7 @@ impl Runs {
                 .store
                 .append(
                     &row.id,
-                    EventDraft::new("run.starting", json!({})).actor(system_actor()),
+                    EventDraft::new(event_kind::RUN_STARTING, json!({})).actor(system_actor()),
                 )
                 .and_then(|_| self.store.get_run(&row.id))?;
             let Some(row) = row else { continue };
@@ -214,7 +215,7 @@ impl Runs {
                     let _ = self.store.append(
                         &id,
                         EventDraft::new(
-                            "run.failed",
+                            event_kind::RUN_FAILED,
                             json!({"reason": "workflow_error", "error": problem, "causes": [], "duration_ms": 0}),
                         )
                         .actor(system_actor()),

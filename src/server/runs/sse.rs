@@ -20,6 +20,7 @@ use super::super::router::Ctx;
 use super::super::App;
 use super::store_error;
 use crate::base::clock::is_canonical_ulid;
+use crate::base::event_kind;
 use crate::store::{Event, RunStore, Subscription};
 use crossbeam_channel::RecvTimeoutError;
 use std::io;
@@ -52,7 +53,7 @@ fn frame(seq: Option<u64>, json: &str) -> Vec<u8> {
 fn is_end(e: &Event) -> bool {
     matches!(
         e.event.as_str(),
-        "run.completed" | "run.failed" | "run.dead"
+        event_kind::RUN_COMPLETED | event_kind::RUN_FAILED | event_kind::RUN_DEAD
     )
 }
 

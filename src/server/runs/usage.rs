@@ -7,6 +7,7 @@
 //! (`llm::cost`), SQL (through `RunStore` only), or the run row's totals (`store::fold`).
 
 use super::store_error;
+use crate::base::event_kind;
 use crate::llm::{Cost, CostSource, PricedUsage, Provider, Speed, StageRecord, Timing, Usage};
 use crate::server::error::ApiError;
 use crate::server::http::Reply;
@@ -114,7 +115,7 @@ impl Visits {
         let key = (node.clone(), e.parallel_branch_id.clone());
         let p = &e.properties;
         match e.event.as_str() {
-            "stage.started" => {
+            event_kind::STAGE_STARTED => {
                 let first = p.get("attempt").and_then(Value::as_u64).unwrap_or(1) <= 1;
                 match self.open.get_mut(&key) {
                     Some(v) if !first => v.state = "running",
@@ -135,12 +136,12 @@ impl Visits {
                     }
                 }
             }
-            "stage.failed" | "stage.completed" => {
+            event_kind::STAGE_FAILED | event_kind::STAGE_COMPLETED => {
                 let Some(mut v) = self.open.remove(&key) else {
                     return;
                 };
                 v.add_attempt(p);
-                let retrying = e.event == "stage.failed"
+                let retrying = e.event == event_kind::STAGE_FAILED
                     && p.get("will_retry").and_then(Value::as_bool) == Some(true);
                 if retrying {
                     v.state = "retrying";
@@ -148,7 +149,7 @@ impl Visits {
                     return;
                 }
                 v.state = match p.get("status").and_then(Value::as_str) {
-                    _ if e.event == "stage.failed" => "failed",
+                    _ if e.event == event_kind::STAGE_FAILED => "failed",
                     Some("succeeded") => "succeeded",
                     Some("partially_succeeded") => "partially_succeeded",
                     Some("skipped") => "skipped",

@@ -38,6 +38,7 @@ use super::rowcache::RowCache;
 use super::schema::{self, SchemaError};
 use super::{ActivationReport, RunStore};
 use crate::base::clock;
+use crate::base::event_kind;
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -770,7 +771,7 @@ impl RunStore for SqliteStore {
         let checkpoint_seq = events
             .iter()
             .rev()
-            .find(|e| e.event == "checkpoint.completed")
+            .find(|e| e.event == event_kind::CHECKPOINT_COMPLETED)
             .map(|e| e.seq);
         let err = StoreError::db("importing a run", run_id);
         let mut guard = self.writer.lock();

@@ -5,6 +5,7 @@
 //! Owns: the encoding of rows and events in the tables. Must not touch: connections or
 //! transactions (the caller's).
 
+use crate::base::event_kind;
 use crate::store::error::StoreError;
 use crate::store::fold::fold;
 use crate::store::model::{Control, Event, RunQuery, RunRow, RunStatus, SandboxState, UsageTotals};
@@ -90,7 +91,7 @@ impl Batch {
         for event in events.iter_mut() {
             event.seq = row.last_seq + 1;
             payloads.push(prep::encode(event)?);
-            if event.event != "checkpoint.completed" {
+            if event.event != event_kind::CHECKPOINT_COMPLETED {
                 row = fold(row, event);
                 continue;
             }

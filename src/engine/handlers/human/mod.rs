@@ -8,6 +8,7 @@
 pub mod question;
 
 use super::{HandlerResult, Interrupt, StageCtx};
+use crate::base::event_kind;
 use crate::engine::context::{self, GATE_LABEL, GATE_SELECTED, GATE_TEXT};
 use crate::engine::failure::FailureClass;
 use crate::engine::outcome::{Failure, StageOutcome};
@@ -29,7 +30,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             q.stage
         ))));
     }
-    cx.emit("interview.started", started_props(&q))?;
+    cx.emit(event_kind::INTERVIEW_STARTED, started_props(&q))?;
     let started = Instant::now();
     let reply = ask(cx, &q)?;
     let waited = millis(started.elapsed());
@@ -41,7 +42,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             Ok(a) => completed(cx, &q, &text, waited).map(|()| chosen(a, Some(text))),
             Err(why) => {
                 cx.emit(
-                    "interview.completed",
+                    event_kind::INTERVIEW_COMPLETED,
                     json!({"question_id": q.id, "question": q.text, "answer": text,
                            "duration_ms": waited, "accepted": false}),
                 )?;
@@ -132,7 +133,7 @@ fn completed(
     waited: u64,
 ) -> Result<(), Interrupt> {
     cx.emit(
-        "interview.completed",
+        event_kind::INTERVIEW_COMPLETED,
         json!({"question_id": q.id, "question": q.text, "answer": answer,
                "duration_ms": waited}),
     )?;
@@ -146,7 +147,7 @@ fn interrupted(
     waited: u64,
 ) -> Result<(), Interrupt> {
     cx.emit(
-        "interview.interrupted",
+        event_kind::INTERVIEW_INTERRUPTED,
         json!({"question_id": q.id, "question": q.text, "stage": q.stage,
                "reason": reason, "duration_ms": waited}),
     )?;
@@ -193,7 +194,7 @@ fn refused(q: &Question, why: &str) -> StageOutcome {
 /// `human.default_choice` if it names an option, else a retryable failure.
 fn timed_out(cx: &StageCtx<'_, '_>, q: &Question, waited: u64) -> HandlerResult {
     cx.emit(
-        "interview.timeout",
+        event_kind::INTERVIEW_TIMEOUT,
         json!({"question_id": q.id, "question": q.text, "stage": q.stage,
                "duration_ms": waited, "default_choice": q.default_choice}),
     )?;
