@@ -1,7 +1,8 @@
 //! The house rules of `src/` as tests (rust-analyzer's `xtask/src/tidy.rs` is the model): module
 //! docs with an owning first sentence and a "Must not" line, SQL only in the store, the layer
 //! table of `ARCHITECTURE.md` obeyed and acyclic, a code-map entry for every `src/*`
-//! directory, test hooks behind the `test-support` feature. Each failure lists every offender
+//! directory, test hooks behind the `test-support` feature, inline test modules under 300
+//! lines. Each failure lists every offender
 //! as `file:line: what is wrong`.
 //!
 //! The checks read the source as text: comments and string literals are blanked before imports
@@ -634,6 +635,31 @@ fn test_hooks_are_behind_the_test_support_feature() {
     report(
         "Test hooks (`*_for_tests`) exist only under the `test-support` feature, never as \
          #[doc(hidden)] pub (ARCHITECTURE.md, \"Testing\").",
+        offenders,
+    );
+}
+
+#[test]
+fn inline_test_modules_stay_under_300_lines() {
+    let mut offenders = Vec::new();
+    for s in sources() {
+        for (from, to) in cfg_test_items(&s.code) {
+            let opens_a_module = s.code.get(from + 1).is_some_and(|l| {
+                let l = l.trim_start();
+                l.starts_with("mod ") && l.contains('{')
+            });
+            if opens_a_module && to - from > 300 {
+                offenders.push(format!(
+                    "{}: an inline test module of {} lines: move it to a sibling tests.rs",
+                    s.at(from),
+                    to - from + 1
+                ));
+            }
+        }
+    }
+    report(
+        "Inline #[cfg(test)] modules stay under 300 lines; longer ones live in a sibling \
+         tests.rs (ARCHITECTURE.md, \"Testing\").",
         offenders,
     );
 }
