@@ -11,6 +11,7 @@
 use crate::agent::tools::{self, arg_str, arg_u64, ToolOutput, ToolSet};
 use crate::agent::truncate;
 use crate::base::cancel::CancelToken;
+use crate::base::event_kind;
 use crate::base::redact::Redact;
 use crate::llm::ToolSpec;
 use crate::sandbox::Sandbox;
@@ -202,7 +203,10 @@ impl AskTools {
             "The run's sandbox was removed; this is the stored record. Summary: {}",
             row.diff.clone().unwrap_or(Value::Null)
         )];
-        for e in events.iter().filter(|e| e.event == "workspace.checkpoint") {
+        for e in events
+            .iter()
+            .filter(|e| e.event == event_kind::WORKSPACE_CHECKPOINT)
+        {
             out.push(format!(
                 "after stage {}: {}",
                 e.properties.get("stage").cloned().unwrap_or(Value::Null),

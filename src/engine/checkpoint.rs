@@ -373,7 +373,7 @@ pub fn restore_at(store: &dyn RunStore, run_id: &str, seq: u64) -> Result<Restor
         .map_err(|e| e.to_string())?
         .into_iter()
         .next()
-        .filter(|e| e.seq == seq && e.event == "checkpoint.completed")
+        .filter(|e| e.seq == seq && e.event == event_kind::CHECKPOINT_COMPLETED)
         .ok_or_else(|| format!("event {seq} of run {run_id} is not a checkpoint"))?;
     let chain = match event.properties.get("kind").and_then(Value::as_str) {
         Some("delta") => {

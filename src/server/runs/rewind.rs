@@ -14,6 +14,7 @@
 //! walk (the new run is resumed from the seeded checkpoint like any other).
 
 use super::{actor_of, check_id, store_error, App};
+use crate::base::event_kind;
 use crate::server::error::ApiError;
 use crate::server::http::Reply;
 use crate::server::router::Ctx;
@@ -75,12 +76,13 @@ pub fn rewind(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     )];
     if let Some(p) = &point {
         drafts.push(EventDraft::new(
-            "checkpoint.completed",
+            event_kind::CHECKPOINT_COMPLETED,
             seeded_checkpoint(&**store, &old.id, p)?,
         ));
     }
     store.append_all(&new.id, drafts).map_err(store_error)?;
-    let mut superseded = EventDraft::new("run.superseded_by", json!({"new_run_id": new.id}));
+    let mut superseded =
+        EventDraft::new(event_kind::RUN_SUPERSEDED_BY, json!({"new_run_id": new.id}));
     superseded.actor = Some(actor.clone());
     store.append(&old.id, superseded).map_err(store_error)?;
     let row = app.runs.start(&new.id, false, &actor)?;
@@ -118,7 +120,7 @@ pub fn rewind_point(
         for e in page {
             since = e.seq + 1;
             let p = &e.properties;
-            if e.event == "checkpoint.completed"
+            if e.event == event_kind::CHECKPOINT_COMPLETED
                 && p.get("next_node_id").and_then(Value::as_str) == Some(to)
             {
                 found = Some(RewindPoint {
