@@ -204,7 +204,7 @@ impl Executor for EngineExecutor {
             gate: None,
             observer: None,
             appended: Some(Arc::new(move |e: &crate::store::Event| {
-                if e.event == "run.running" {
+                if e.event == event_kind::RUN_RUNNING {
                     turns.release(&e.run_id);
                 }
             })),
