@@ -16,6 +16,9 @@
 //! itself charges. The no-op stage's floor is the same: one commit of a no-op stage's shape
 //! (a row update and four event inserts of its sizes) by a bare rusqlite connection, with
 //! none of svc's encoding, folding or engine around it.
+//! Issue 31 restates both targets against those floors, measured in the same run: a durable
+//! no-op stage at most 1.25x the bare commit, the spawn overhead at most 1.25x a bare `true`
+//! (the `... / ...: N.NNx` lines).
 //! Each measured run starts after a 300 ms pause, so the store's background checkpointer has
 //! caught up (back-to-back 1,000-stage runs never give it the moment it needs).
 //! Wall time is what a run takes; CPU time (this process, all threads; not the commands'
@@ -34,6 +37,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const NOOP_TARGET_US: f64 = 50.0;
 const SPAWN_TARGET_US: f64 = 1000.0;
+/// Issue 31: each figure at most this multiple of its floor (same bench run).
+const RATIO_TARGET: f64 = 1.25;
 /// Pause before each measured run (see `measure`).
 const SETTLE: Duration = Duration::from_millis(300);
 
@@ -225,6 +230,12 @@ fn main() -> Res<()> {
          {floor_commit:.1} µs (the stage minus it: {:.1} µs)",
         noop_sqlite - floor_commit
     );
+    let commit_ratio = noop_sqlite / floor_commit;
+    println!(
+        "  durable no-op stage / bare commit: {commit_ratio:.2}x (issue 31 target <= \
+         {RATIO_TARGET}x: {})",
+        verdict(commit_ratio, RATIO_TARGET)
+    );
     if only == "noop" || only == "sqlite-noop" {
         return Ok(());
     }
@@ -285,6 +296,11 @@ fn main() -> Res<()> {
         "  floor: bare `true` spawned and waited by std::process: {floor_direct:.0} µs \
          (the spawn overhead minus it: {:.0} µs; measured minutes apart, so noise can make it negative); bare `sh -c true`: {floor:.0} µs",
         overhead - floor_direct
+    );
+    let spawn_ratio = overhead / floor_direct;
+    println!(
+        "  spawn overhead / bare `true`: {spawn_ratio:.2}x (issue 31 target <= {RATIO_TARGET}x: {})",
+        verdict(spawn_ratio, RATIO_TARGET)
     );
     Ok(())
 }
