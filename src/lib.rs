@@ -112,6 +112,8 @@ pub mod settings;
 pub mod stages;
 #[doc(hidden)]
 pub mod store;
+#[cfg(feature = "server")]
+pub mod system;
 /// The external tools some tests need (git, gvpr, bubblewrap, a browser): probes and the
 /// ignore reasons of tests that cannot run without them. Only in this crate's tests and
 /// under the `test-support` feature.

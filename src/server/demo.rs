@@ -491,6 +491,17 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             "protocol_version": "2025-06-18", "tools": ["get_current_time", "convert_time"],
             "timings_ms": {"start": 2, "initialize": 310, "list_tools": 4, "total": 316}
         })),
+        ("GET", "/api/v1/system/info") => j(json!({
+            "version": env!("CARGO_PKG_VERSION"), "uptime_secs": 0, "state_dir": "/demo",
+            "database": {"path": "/demo/svc.db", "bytes": 0, "wal_bytes": 0, "schema_version": crate::store::SCHEMA_VERSION},
+            "runs": {"total": fixtures().len(), "active": 0, "queued": 0},
+            "sandbox_providers": ["local"], "features": [],
+        })),
+        ("GET", "/api/v1/system/df") => j(json!({
+            "runs": fixtures().len(), "events": {"count": 0, "bytes": 0}, "blobs": {"count": 0, "bytes": 0},
+            "database": {"bytes": 0, "wal_bytes": 0}, "workspaces": {"bytes": 0}, "sandboxes": {"bytes": 0},
+            "backups": {"bytes": 0}, "total_bytes": 0, "largest_runs": [],
+        })),
         _ => Err(ApiError::not_implemented()),
     }
 }

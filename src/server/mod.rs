@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod demo;
 pub mod error;
 pub mod fdlimit;
+pub mod housekeeping;
 pub mod http;
 pub mod ids;
 pub mod mcp_servers;
@@ -63,6 +64,8 @@ pub struct App {
     pub mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
     /// Ask sessions on runs (`crate::ask`).
     pub sessions: Arc<crate::ask::Sessions>,
+    /// What the store's data weighs (`system/df`, `system/info`, prune).
+    pub sizes: Arc<dyn crate::store::StoreSizes>,
     pub router: Router,
     pub started: Instant,
     /// The TCP addresses this server listens on, set once they are bound (previews refuse
@@ -84,6 +87,7 @@ impl App {
         dispatcher: Arc<crate::automations::Dispatcher>,
         mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
         sessions: Arc<crate::ask::Sessions>,
+        sizes: Arc<dyn crate::store::StoreSizes>,
     ) -> App {
         App {
             settings,
@@ -96,6 +100,7 @@ impl App {
             dispatcher,
             mcp_servers,
             sessions,
+            sizes,
             router: Router::new(routes::all()),
             started: Instant::now(),
             listening: std::sync::OnceLock::new(),
@@ -390,6 +395,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         crate::catalog::Catalog::open(crate::mcp::catalog::McpServers, Arc::clone(&sqlite) as _)
             .map_err(|e| state_err(&e))?,
     );
+    let sizes: Arc<dyn crate::store::StoreSizes> = Arc::clone(&sqlite) as _;
     let store: Arc<dyn crate::store::RunStore> = sqlite;
 
     let listen = match (&opts.listen, opts.dev) {
@@ -475,6 +481,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         dispatcher,
         mcp_servers,
         sessions,
+        sizes,
     );
     app.settings_path = settings_path.clone();
     let app = Arc::new(app);

@@ -7,6 +7,7 @@
 use super::auth;
 use super::automations;
 use super::catalog;
+use super::housekeeping;
 use super::mcp_servers;
 use super::models;
 use super::pages;
@@ -183,6 +184,9 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/secrets/{name}",
             settings_api::delete_secret,
         ),
+        user("GET", "/api/v1/system/info", housekeeping::info),
+        user("GET", "/api/v1/system/df", housekeeping::df),
+        admin("POST", "/api/v1/system/prune", housekeeping::prune),
     ]
 }
 

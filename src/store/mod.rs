@@ -27,6 +27,7 @@ pub mod catalog;
 mod error;
 mod fold;
 mod hooked;
+pub mod housekeeping;
 mod hub;
 pub mod lock;
 mod memory;
@@ -52,6 +53,7 @@ pub use catalog::{CatalogRow, CatalogTable, CatalogTables, MemoryCatalogs, Write
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
 pub use hooked::{HookedStore, Observer};
+pub use housekeeping::{RunWeight, StoreSizes, StoreTotals};
 pub use hub::{Hub, Published, Subscription};
 pub use lock::{LockError, StateLock};
 pub use memory::MemoryStore;

@@ -413,3 +413,97 @@ fn a_skipped_llm_install_step_is_fixed_over_http() {
     assert_eq!(reqs.len(), 1);
     assert_eq!(reqs[0].header("x-api-key"), Some("browser-key"));
 }
+
+const GATE: &str = r#"digraph g {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  ask [shape=hexagon, label="Ship it?"]
+  start -> ask; ask -> exit [label="Yes"]
+}"#;
+
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn system_info_df_and_prune_leave_every_active_run_alone() {
+    require(Tool::Git);
+    let s = Server::start();
+    let done_a = run_to_end(
+        &s,
+        &json!({"workflow": package(HELLO), "labels": {"team": "a"}}),
+    );
+    let done_b = run_to_end(
+        &s,
+        &json!({"workflow": package(HELLO), "labels": {"team": "b"}}),
+    );
+    let submitted = create_run(&s, &run_body(HELLO));
+    let blocked = create_run(&s, &run_body(GATE));
+    start_run(&s, &blocked);
+    wait_status(&s, &blocked, "blocked", 60);
+
+    let info = s.get("/api/v1/system/info");
+    assert_eq!(info.status, 200, "{}", info.text());
+    let info = info.json();
+    assert_eq!(info["runs"]["total"], 4, "{info}");
+    assert_eq!(info["runs"]["active"], 1, "the blocked run: {info}");
+    assert_eq!(info["runs"]["queued"], 1, "the submitted run: {info}");
+    assert!(info["database"]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(info["state_dir"], s.path().display().to_string());
+    assert!(info["sandbox_providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p == "local"));
+
+    let df = s.get("/api/v1/system/df").json();
+    assert!(df["events"]["bytes"].as_u64().unwrap() > 0, "{df}");
+    let largest: Vec<&str> = df["largest_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["run_id"].as_str())
+        .collect();
+    for id in [&done_a, &done_b, &blocked] {
+        assert!(largest.contains(&id.as_str()), "{id} in {largest:?}");
+    }
+
+    let prune = |body: &Value| s.post("/api/v1/system/prune", &body.to_string());
+    // Contradictory and unsafe filters.
+    for bad in [
+        json!({"older_than": "1h", "before": "2026-01-01"}),
+        json!({"status": ["running"]}),
+        json!({"status": ["blocked", "succeeded"]}),
+        json!({"older_than": "soon"}),
+        json!({"automation": "nightly", "manual_only": true}),
+    ] {
+        assert_error(&prune(&bad), 422);
+    }
+    assert_error(&prune(&json!({"everything": true})), 400);
+    // The default keeps runs that ended in the last 24 hours.
+    let r = prune(&json!({})).json();
+    assert_eq!(r["dry_run"], true);
+    assert_eq!(r["total_count"], 0, "{r}");
+    // A dry run names what would go, removes nothing.
+    let r = prune(&json!({"older_than": "0s", "labels": {"team": "a"}})).json();
+    assert_eq!(r["total_count"], 1, "{r}");
+    assert_eq!(r["runs"][0]["run_id"], done_a.as_str());
+    assert!(r["total_size_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(r["deleted_count"], 0);
+    assert_eq!(s.get(&format!("/api/v1/runs/{done_a}")).status, 200);
+    // For real: every finished run goes, every active one stays.
+    let r = prune(&json!({"older_than": "0s", "dry_run": false})).json();
+    assert_eq!(r["deleted_count"], 2, "{r}");
+    assert_eq!(r["freed_bytes"], r["total_size_bytes"]);
+    for id in [&done_a, &done_b] {
+        assert_error(&s.get(&format!("/api/v1/runs/{id}")), 404);
+    }
+    assert_eq!(status_kind(&s, &submitted), "submitted");
+    assert_eq!(status_kind(&s, &blocked), "blocked");
+    assert_eq!(s.get("/api/v1/system/info").json()["runs"]["total"], 2);
+    // The blocked run still finishes.
+    let q = s.get(&format!("/api/v1/runs/{blocked}/questions")).json();
+    let qid = q["data"][0]["id"].as_str().unwrap().to_string();
+    let r = s.post(
+        &format!("/api/v1/runs/{blocked}/questions/{qid}/answer"),
+        &json!({"value": "Yes"}).to_string(),
+    );
+    assert!(r.status < 300, "{}", r.text());
+    wait_status(&s, &blocked, "succeeded", 60);
+}

@@ -46,11 +46,84 @@ pub(super) fn operations() -> Vec<Op> {
                 err("404", "The secret is not set."),
                 err("422", "A name svc does not use."),
             ]),
+        op("get", "/api/v1/system/info", "System", "Version, uptime, state directory, database and WAL size, run counts, sandbox providers, features")
+            .resp(vec![ok("200", "The server.", r("SystemInfo"))]),
+        op("get", "/api/v1/system/df", "System", "Bytes used by events, blobs, the database, workspaces, sandboxes and backups, with the largest runs")
+            .resp(vec![ok("200", "Disk use.", r("SystemDf"))]),
+        op("post", "/api/v1/system/prune", "System", "Remove finished runs (a dry run unless dry_run is false; admin)")
+            .body(r("PruneRequest"), false)
+            .resp(vec![
+                ok("200", "What would be or was removed, with the bytes.", r("PruneResult")),
+                err("400", "Malformed JSON or an unknown field."),
+                err("422", "Contradictory or invalid filters (a status that is not finished, older_than with before, ...)."),
+            ]),
     ]
 }
 
 pub(super) fn schemas() -> Value {
+    let bytes = || json!({"type": "object", "required": ["bytes"], "properties": {"bytes": {"type": "integer", "minimum": 0}}});
+    let counted = || json!({"type": "object", "required": ["count", "bytes"], "properties": {"count": {"type": "integer", "minimum": 0}, "bytes": {"type": "integer", "minimum": 0}}});
     json!({
+        "SystemInfo": {
+            "type": "object",
+            "required": ["version", "uptime_secs", "state_dir", "database", "runs", "sandbox_providers", "features"],
+            "properties": {
+                "version": {"type": "string"},
+                "uptime_secs": {"type": "integer", "minimum": 0},
+                "state_dir": {"type": "string"},
+                "database": {"type": "object", "required": ["path", "bytes", "wal_bytes", "schema_version"], "properties": {
+                    "path": {"type": "string"}, "bytes": {"type": "integer"}, "wal_bytes": {"type": "integer"}, "schema_version": {"type": "integer"}}},
+                "runs": {"type": "object", "required": ["total", "active", "queued"], "properties": {
+                    "total": {"type": "integer"}, "active": {"type": "integer"}, "queued": {"type": "integer"}}},
+                "sandbox_providers": {"type": "array", "items": {"enum": ["local", "container", "hosted"]}},
+                "features": {"type": "array", "items": {"type": "string"}}
+            }
+        },
+        "SystemDf": {
+            "type": "object",
+            "required": ["runs", "events", "blobs", "database", "workspaces", "sandboxes", "backups", "total_bytes", "largest_runs"],
+            "properties": {
+                "runs": {"type": "integer", "minimum": 0},
+                "events": counted(),
+                "blobs": counted(),
+                "database": {"type": "object", "required": ["bytes", "wal_bytes"], "properties": {"bytes": {"type": "integer"}, "wal_bytes": {"type": "integer"}}},
+                "workspaces": bytes(),
+                "sandboxes": bytes(),
+                "backups": bytes(),
+                "total_bytes": {"type": "integer", "minimum": 0},
+                "largest_runs": {"type": "array", "items": {"type": "object", "required": ["run_id", "events", "event_bytes", "workspace_bytes"], "properties": {
+                    "run_id": {"type": "string"}, "status": {"type": ["string", "null"]}, "workflow": {"type": ["string", "null"]},
+                    "events": {"type": "integer"}, "event_bytes": {"type": "integer"}, "workspace_bytes": {"type": "integer"}}}}
+            }
+        },
+        "PruneRequest": {
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "dry_run": {"type": "boolean", "default": true},
+                "older_than": {"type": "string", "pattern": "^[0-9]+[smhdw]$", "description": "Runs that ended more than this long ago (default 24h when before is absent)."},
+                "before": {"type": "string", "description": "Runs that ended before this time (RFC 3339 UTC or YYYY-MM-DD)."},
+                "status": {"type": "array", "minItems": 1, "items": {"enum": ["succeeded", "failed", "dead"]}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "automation": {"type": "string"},
+                "manual_only": {"type": "boolean"}
+            }
+        },
+        "PruneResult": {
+            "type": "object",
+            "required": ["dry_run", "runs", "total_count", "total_size_bytes", "deleted_count", "freed_bytes"],
+            "properties": {
+                "dry_run": {"type": "boolean"},
+                "runs": {"type": "array", "items": {"type": "object", "required": ["run_id", "status", "size_bytes", "removed"], "properties": {
+                    "run_id": {"type": "string"}, "status": {"type": "string"}, "workflow": {"type": ["string", "null"]},
+                    "ended_at": {"type": "string"}, "size_bytes": {"type": "integer"}, "removed": {"type": "boolean"}}}},
+                "total_count": {"type": "integer"},
+                "total_size_bytes": {"type": "integer"},
+                "deleted_count": {"type": "integer"},
+                "freed_bytes": {"type": "integer"},
+                "advice": {"type": ["string", "null"]}
+            }
+        },
         "SecretEntry": {
             "type": "object",
             "required": ["name", "set"],

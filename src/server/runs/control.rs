@@ -95,6 +95,25 @@ pub fn delete(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     Ok(Reply::empty(204))
 }
 
+impl super::Runs {
+    /// Deletes a finished run through the tombstone path (as `DELETE /runs/{id}` does) and
+    /// removes its sandbox; false (nothing done) when the run is gone or no longer finished.
+    /// Prune's only way to remove a run.
+    pub fn delete_finished(&self, id: &str) -> Result<bool, ApiError> {
+        {
+            let _g = self.gate.lock();
+            match self.store.get_run(id).map_err(store_error)? {
+                Some(row) if row.status.is_terminal() => {}
+                _ => return Ok(false),
+            }
+            self.store.delete_run(id).map_err(store_error)?;
+        }
+        self.wake();
+        self.remove_sandbox_when_idle(id);
+        Ok(true)
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StartBody {
