@@ -31,6 +31,9 @@ pub struct RunOptions {
     /// The run's MCP servers, frozen when the run was created; an agent stage uses all of
     /// them or the subset its `mcp_servers` attribute names.
     pub mcp_servers: Vec<crate::mcp::ServerDef>,
+    /// The run's LLM budget in micro-USD: an LLM stage does not call a model once the run's
+    /// recorded cost has reached it (the run fails `budget_exceeded`).
+    pub budget_usd_micros: Option<i64>,
 }
 
 /// `[run] child_approval` as the engine applies it.
@@ -65,6 +68,7 @@ impl RunOptions {
             model: None,
             child_approval: ChildApproval::Automatic,
             mcp_servers: Vec::new(),
+            budget_usd_micros: None,
         }
     }
 

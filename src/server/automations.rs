@@ -110,6 +110,8 @@ impl Launcher for RunLauncher {
             automation: Some(json!({"id": a.id, "name": a.name, "trigger_id": req.trigger_id})),
             // The `[run.agent]` servers, as for any run that names none.
             mcp_servers: None,
+            // `[run] max_usd`, as for any run that names no budget.
+            budget_usd: None,
         };
         if let Err(e) = self.runs.create(&version, spec) {
             // Another launch of the same fire got there first: fine, start it below.

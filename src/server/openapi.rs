@@ -523,7 +523,8 @@ fn schemas() -> Value {
                 }},
                 "source_directory": {"type": "string", "description": "Absolute path on the server host: cloned if it is a git work tree, else copied."},
                 "in_place": {"type": "boolean", "default": false, "description": "Work in source_directory itself (explicit opt-in)."},
-                "mcp_servers": r("RunMcpServers")
+                "mcp_servers": r("RunMcpServers"),
+                "budget_usd": {"type": "number", "exclusiveMinimum": 0, "description": "The run's LLM budget in US dollars ([run] max_usd when absent)."}
             }
         },
         "FileDiff": {"type": "object", "required": ["old_file", "new_file"], "properties": {
@@ -689,7 +690,10 @@ fn schemas() -> Value {
         "RunBillingSummary": {
             "type": "object",
             "required": ["total_usd_micros"],
-            "properties": {"total_usd_micros": {"type": ["integer", "null"], "description": "Null when no usage could be priced."}}
+            "properties": {
+                "total_usd_micros": {"type": ["integer", "null"], "description": "Null when no usage could be priced (or nothing was spent yet)."},
+                "budget_usd_micros": {"type": "integer", "description": "The run's LLM budget (budget_usd or [run] max_usd): the run stops budget_exceeded before a model call once its recorded cost reaches it."}
+            }
         },
         "UsageTiming": {
             "type": "object",

@@ -114,8 +114,9 @@ impl RunRow {
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 9] = [
+const CREATED_META: [&str; 10] = [
     "automation",
+    "budget",
     "created_by",
     "models",
     "sandbox",

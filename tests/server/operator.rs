@@ -507,3 +507,87 @@ fn system_info_df_and_prune_leave_every_active_run_alone() {
     assert!(r.status < 300, "{}", r.text());
     wait_status(&s, &blocked, "succeeded", 60);
 }
+
+const FOUR_PROMPTS: &str = r#"digraph spend {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  a [shape=tab, prompt="one"]; b [shape=tab, prompt="two"]
+  c [shape=tab, prompt="three"]; d [shape=tab, prompt="four"]
+  start -> a -> b -> c -> d -> exit
+}"#;
+
+/// A budget stops the run before the model call that would start past it: with a budget of
+/// 2.5 calls' cost, the third call is made (2 calls' cost < budget) and the fourth is not.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_budget_stops_a_run_before_the_call_that_would_pass_it() {
+    require(Tool::Git);
+    let usage = svc::llm::Usage {
+        input: 100_000,
+        output: 10_000,
+        reasoning: 0,
+        cache_read: 0,
+        cache_write: 0,
+    };
+    let llm = ScriptedServer::turns(
+        Provider::Anthropic,
+        (0..8).map(|i| text(&format!("answer {i}"))).collect(),
+        usage,
+    );
+    let s = served_anthropic(&llm.base, "");
+    // One call's cost, as the server prices it.
+    let one = run_to_end(&s, &run_body("digraph one { start [shape=Mdiamond]; exit [shape=Msquare]; a [shape=tab, prompt=\"x\"]; start -> a -> exit }"));
+    let per_call = run_json(&s, &one)["billing"]["total_usd_micros"]
+        .as_i64()
+        .unwrap();
+    assert!(per_call > 0);
+    let calls_before = llm.count();
+
+    let budget_usd = (per_call as f64 * 2.5) / 1e6;
+    let id = create_run(
+        &s,
+        &json!({"workflow": package(FOUR_PROMPTS), "budget_usd": budget_usd}),
+    );
+    assert_eq!(
+        run_json(&s, &id)["billing"]["budget_usd_micros"],
+        (budget_usd * 1e6).round() as i64
+    );
+    start_run(&s, &id);
+    let run = wait_run_end(&s, &id);
+    let status = &run["lifecycle"]["status"];
+    assert_eq!(status["kind"], "failed", "{run}");
+    assert_eq!(status["reason"], "budget_exceeded", "{run}");
+    assert_eq!(llm.count() - calls_before, 3, "three calls, not four");
+    let evs = run_events(&s, &id);
+    let stop = evs
+        .iter()
+        .find(|e| e["event"] == "llm.budget_exceeded")
+        .expect("the budget event");
+    assert_eq!(stop["node_id"], "d");
+    assert_eq!(stop["properties"]["spent_usd_micros"], 3 * per_call);
+    let failed = evs.iter().find(|e| e["event"] == "run.failed").unwrap();
+    let error = failed["properties"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("budget") && error.contains(&format!("${:.4}", budget_usd)),
+        "{failed}"
+    );
+    assert_eq!(run["billing"]["total_usd_micros"], 3 * per_call);
+
+    // [run] max_usd is the default budget; bad budgets are refused.
+    let rev = revision(&s);
+    assert_eq!(
+        patch(&s, Some(&rev), &json!({"run": {"max_usd": 7.5}})).status,
+        200
+    );
+    let r = create_run_json(&s, &run_body(HELLO));
+    assert_eq!(r["billing"]["budget_usd_micros"], 7_500_000);
+    for bad in [json!(0), json!(-1), json!("ten")] {
+        let r = s.post(
+            "/api/v1/runs",
+            &json!({"workflow": package(HELLO), "budget_usd": bad}).to_string(),
+        );
+        assert_error(&r, 400);
+    }
+}

@@ -14,7 +14,7 @@ use crate::engine::output::{self, StructuredOutput};
 use crate::engine::services::{LlmBackend, LlmMode, LlmRequest, LlmStop, LlmUsage};
 use crate::llm::{PricedUsage, Timing};
 use crate::workflow::HandlerKind;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const DEFAULT_OUTPUT_RETRIES: i64 = 2;
 /// SPEC 2.13: `reasoning_effort` defaults to `high`.
@@ -180,6 +180,7 @@ fn converse(
         if cx.cancel.is_cancelled() {
             return Err(Interrupt::Cancelled);
         }
+        check_budget(cx, spent.usd_micros())?;
         let mut store_error = None;
         let visit = cx
             .context()
@@ -253,6 +254,37 @@ fn converse(
     }
 }
 
+/// Refuses the next model call once the run's recorded LLM cost (plus `pending`, what this
+/// attempt spent and has not recorded yet) has reached its budget: an
+/// `llm.budget_exceeded` event on the stage, then the run stops `budget_exceeded`.
+fn check_budget(cx: &StageCtx<'_, '_>, pending: i64) -> Result<(), Interrupt> {
+    let Some(budget) = cx.options().budget_usd_micros else {
+        return Ok(());
+    };
+    let run_id = &cx.options().run_id;
+    let recorded = cx
+        .services()
+        .store
+        .get_run(run_id)?
+        .map_or(0, |row| row.usage.usd_micros);
+    let spent = recorded + pending;
+    if spent < budget {
+        return Ok(());
+    }
+    let usd = |m: i64| format!("${:.4}", m as f64 / 1e6);
+    let message = format!(
+        "the run's LLM budget of {} is spent ({} recorded): stage `{}` made no model call",
+        usd(budget),
+        usd(spent),
+        cx.scoped_id()
+    );
+    cx.emit(
+        "llm.budget_exceeded",
+        json!({"budget_usd_micros": budget, "spent_usd_micros": spent, "message": message}),
+    )?;
+    Err(Interrupt::BudgetExceeded(message))
+}
+
 /// Usage summed over an attempt's calls (repair turns included).
 #[derive(Default)]
 struct Spent {
@@ -264,6 +296,11 @@ struct Spent {
 }
 
 impl Spent {
+    /// The cost of the calls so far (0 when unpriced).
+    fn usd_micros(&self) -> i64 {
+        self.priced.as_ref().map_or(0, |p| p.cost.usd_micros)
+    }
+
     fn add(&mut self, u: &LlmUsage) {
         let p = PricedUsage {
             tokens: u.tokens,

@@ -36,6 +36,9 @@ pub enum Interrupt {
     /// The attempt's token was cancelled (run cancelled, node timeout, manager stop).
     Cancelled,
     Store(StoreError),
+    /// The run's LLM budget is spent: the run stops (`budget_exceeded`) before the next
+    /// model call; the message names the budget and the spend.
+    BudgetExceeded(String),
 }
 
 impl From<StoreError> for Interrupt {

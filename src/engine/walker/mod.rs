@@ -51,6 +51,8 @@ pub enum FailureReason {
     Cancelled,
     TransientInfra,
     BudgetExhausted,
+    /// The run's recorded LLM cost reached its budget (`budget_usd`, `[run] max_usd`).
+    BudgetExceeded,
 }
 
 impl FailureReason {
@@ -60,6 +62,7 @@ impl FailureReason {
             FailureReason::Cancelled => "cancelled",
             FailureReason::TransientInfra => "transient_infra",
             FailureReason::BudgetExhausted => "budget_exhausted",
+            FailureReason::BudgetExceeded => "budget_exceeded",
         }
     }
 

@@ -218,6 +218,10 @@ impl<'w> Walker<'w> {
         match result {
             Ok(outcome) => Ok(outcome),
             Err(Interrupt::Store(e)) => Err(e.into()),
+            Err(Interrupt::BudgetExceeded(message)) => Err(Stop::Failed(RunFailure {
+                message,
+                reason: FailureReason::BudgetExceeded,
+            })),
             Err(Interrupt::Cancelled) if timed_out && !self.scope.cancel.is_cancelled() => {
                 Ok(StageOutcome::failed(Failure::timeout(format!(
                     "stage `{}` timed out after {}",

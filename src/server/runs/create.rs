@@ -80,6 +80,9 @@ struct CreateRun {
     /// when absent; `[]` for none).
     #[serde(default)]
     mcp_servers: Option<Vec<Value>>,
+    /// The run's LLM budget in USD (`[run] max_usd` when absent).
+    #[serde(default)]
+    budget_usd: Option<f64>,
 }
 
 /// What a caller asks of a new run besides its workflow version; every `None` or empty
@@ -120,6 +123,8 @@ pub struct RunSpec {
     /// MCP servers: catalog ids (strings) or inline definitions (objects); `None`: `[run.agent]
     /// mcp_servers`.
     pub mcp_servers: Option<Vec<Value>>,
+    /// The run's LLM budget in USD; `None`: `[run] max_usd`.
+    pub budget_usd: Option<f64>,
 }
 
 impl RunSpec {
@@ -306,6 +311,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         id: None,
         automation: None,
         mcp_servers: body.mcp_servers,
+        budget_usd: body.budget_usd,
     };
     let row = app.runs.create(&version, spec)?;
     Ok(app.runs.run_reply(201, &row))
@@ -401,6 +407,9 @@ impl Runs {
         if let Some(a) = spec.automation {
             extra["automation"] = a;
         }
+        if let Some(b) = budget(spec.budget_usd, defaults.max_usd)? {
+            extra["budget"] = b;
+        }
         if let Some((views, blob)) = mcp {
             extra["mcp_servers"] = views;
             extra["mcp_definitions"] = Value::String(blob);
@@ -453,4 +462,23 @@ impl Runs {
             .map(Some)
             .map_err(ApiError::internal)
     }
+}
+
+/// `run.created` property `budget`: `{usd_micros, source: request|settings}`, from the
+/// request's `budget_usd`, else `[run] max_usd`; none when neither names one.
+fn budget(requested: Option<f64>, default: Option<f64>) -> Result<Option<Value>, ApiError> {
+    let (usd, source) = match (requested, default) {
+        (Some(u), _) => (u, "request"),
+        (None, Some(u)) => (u, "settings"),
+        (None, None) => return Ok(None),
+    };
+    if !(usd.is_finite() && usd > 0.0 && usd < 1e9) {
+        return Err(ApiError::bad_request(format!(
+            "`budget_usd` must be a positive number of US dollars, not {usd}."
+        ))
+        .with_code("invalid_budget"));
+    }
+    Ok(Some(
+        json!({"usd_micros": (usd * 1e6).round() as i64, "source": source}),
+    ))
 }

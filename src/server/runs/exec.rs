@@ -172,6 +172,12 @@ impl Executor for EngineExecutor {
             goal: Some(job.row.goal.clone()).filter(|g| !g.is_empty()),
             model: requested_model(&job.row),
             mcp_servers,
+            budget_usd_micros: job
+                .row
+                .created_meta
+                .get("budget")
+                .and_then(|b| b.get("usd_micros"))
+                .and_then(Value::as_i64),
             child_approval: match self.settings.get().run.child_approval {
                 ChildApprovalPolicy::None => ChildApproval::Automatic,
                 ChildApprovalPolicy::Required => ChildApproval::Required,

@@ -142,8 +142,21 @@ pub fn run_view<'a>(
                "inference_time_ms": u.inference_time_ms, "tool_time_ms": u.tool_time_ms})
     });
     // No LLM usage yet: nothing billed. Usage that no price covers: total unknown.
-    let billing = (u.records > 0)
-        .then(|| json!({"total_usd_micros": (u.priced_records > 0).then_some(u.usd_micros)}));
+    // A budget shows even before anything was spent.
+    let budget = created
+        .get("budget")
+        .and_then(|b| b.get("usd_micros"))
+        .cloned();
+    let billing = match (u.records > 0, budget) {
+        (false, None) => None,
+        (spent, budget) => {
+            let mut b = json!({"total_usd_micros": (spent && u.priced_records > 0).then_some(u.usd_micros)});
+            if let Some(limit) = budget {
+                b["budget_usd_micros"] = limit;
+            }
+            Some(b)
+        }
+    };
     let sandbox = match created.get("sandbox") {
         Some(s) if s.is_object() => json!({
             "kind": row.sandbox.kind,
