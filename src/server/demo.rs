@@ -502,6 +502,14 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             "database": {"bytes": 0, "wal_bytes": 0}, "workspaces": {"bytes": 0}, "sandboxes": {"bytes": 0},
             "backups": {"bytes": 0}, "total_bytes": 0, "largest_runs": [],
         })),
+        ("GET", "/api/v1/usage") => {
+            let zero = json!({"records": 0, "input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0,
+                              "cache_read_tokens": 0, "cache_write_tokens": 0, "usd_micros": 0, "priced_records": 0});
+            j(
+                json!({"since": "2026-02-04T00:00:00.000Z", "until": "2026-03-06T00:00:00.000Z", "totals": zero,
+                     "by_model": [], "by_workflow": [], "by_automation": [], "by_day": [], "daily_cap": null}),
+            )
+        }
         _ => Err(ApiError::not_implemented()),
     }
 }

@@ -36,6 +36,7 @@ pub mod runs;
 pub mod sandboxes;
 pub mod sessions;
 pub mod settings_api;
+pub mod spending;
 pub mod system;
 pub mod versions;
 
@@ -66,6 +67,8 @@ pub struct App {
     pub sessions: Arc<crate::ask::Sessions>,
     /// What the store's data weighs (`system/df`, `system/info`, prune).
     pub sizes: Arc<dyn crate::store::StoreSizes>,
+    /// LLM spend across runs (`GET /api/v1/usage`, the daily cap).
+    pub ledger: Arc<dyn crate::store::UsageLedger>,
     pub router: Router,
     pub started: Instant,
     /// The TCP addresses this server listens on, set once they are bound (previews refuse
@@ -88,6 +91,7 @@ impl App {
         mcp_servers: Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>,
         sessions: Arc<crate::ask::Sessions>,
         sizes: Arc<dyn crate::store::StoreSizes>,
+        ledger: Arc<dyn crate::store::UsageLedger>,
     ) -> App {
         App {
             settings,
@@ -101,6 +105,7 @@ impl App {
             mcp_servers,
             sessions,
             sizes,
+            ledger,
             router: Router::new(routes::all()),
             started: Instant::now(),
             listening: std::sync::OnceLock::new(),
@@ -396,6 +401,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             .map_err(|e| state_err(&e))?,
     );
     let sizes: Arc<dyn crate::store::StoreSizes> = Arc::clone(&sqlite) as _;
+    let ledger: Arc<dyn crate::store::UsageLedger> = Arc::clone(&sqlite) as _;
     let store: Arc<dyn crate::store::RunStore> = sqlite;
 
     let listen = match (&opts.listen, opts.dev) {
@@ -445,6 +451,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         );
     }
     runs.set_mcp_catalog(Arc::clone(&mcp_servers));
+    runs.set_ledger(Arc::clone(&ledger));
     runs.start_scheduler().map_err(|e| state_err(&e))?;
     // Automations after the runs service: pending fires' runs are made and started now.
     let dispatcher = crate::automations::Dispatcher::new(
@@ -482,6 +489,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         mcp_servers,
         sessions,
         sizes,
+        Arc::clone(&ledger),
     );
     app.settings_path = settings_path.clone();
     let app = Arc::new(app);

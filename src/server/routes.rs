@@ -17,6 +17,7 @@ use super::runs;
 use super::sandboxes;
 use super::sessions;
 use super::settings_api;
+use super::spending;
 use super::system;
 use crate::automations::Automations;
 use crate::mcp::catalog::McpServers;
@@ -187,6 +188,7 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/system/info", housekeeping::info),
         user("GET", "/api/v1/system/df", housekeeping::df),
         admin("POST", "/api/v1/system/prune", housekeeping::prune),
+        user("GET", "/api/v1/usage", spending::get),
     ]
 }
 

@@ -41,6 +41,7 @@ pub mod sessions;
 mod sqlite;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
+mod usage;
 mod versions;
 mod walbuf;
 
@@ -65,6 +66,7 @@ pub use prep::{blob_refs, is_blob_id, sha256_hex};
 pub use schema::SCHEMA_VERSION;
 pub use sessions::{MemorySessions, SessionIndex};
 pub use sqlite::SqliteStore;
+pub use usage::{CompletionUsage, UsageGroup, UsageGrouping, UsageLedger, UsageSums};
 pub use versions::{MemoryVersions, VersionRecord, VersionTable};
 
 use std::path::PathBuf;

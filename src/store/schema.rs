@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -212,6 +212,78 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         created_at TEXT NOT NULL
     ) STRICT;
     CREATE INDEX IF NOT EXISTS ask_sessions_by_run ON ask_sessions (run_id, id);
+    ",
+    // 8: the usage ledger (`usage.rs`): one row per LLM stage attempt that reported usage
+    // (filled by a trigger in the transaction that appends its `stage.completed` or
+    // `stage.failed`, top-level runs only: a child run's log mirrors its parent's stages) and
+    // per completion (written by `usage.rs`). Kept when a run is deleted: the money was
+    // spent. Existing events are copied in.
+    "
+    CREATE TABLE IF NOT EXISTS usage_ledger (
+        id            INTEGER PRIMARY KEY,
+        ts            TEXT    NOT NULL,
+        day           TEXT    NOT NULL,
+        origin        TEXT    NOT NULL CHECK (origin IN ('run', 'completion')),
+        run_id        TEXT,
+        node_id       TEXT,
+        workflow      TEXT,
+        automation_id TEXT,
+        provider      TEXT,
+        model         TEXT,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        reasoning_tokens   INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        usd_micros    INTEGER NOT NULL DEFAULT 0,
+        priced        INTEGER NOT NULL DEFAULT 0
+    ) STRICT;
+    CREATE INDEX IF NOT EXISTS usage_by_day ON usage_ledger (day);
+    CREATE TRIGGER IF NOT EXISTS usage_from_stage_events AFTER INSERT ON events
+    WHEN NEW.kind IN ('stage.completed', 'stage.failed')
+         AND json_type(NEW.payload, '$.properties.usage') = 'object'
+         AND (SELECT parent_id FROM runs WHERE id = NEW.run_id) IS NULL
+    BEGIN
+        INSERT INTO usage_ledger (ts, day, origin, run_id, node_id, workflow, automation_id,
+            provider, model, input_tokens, output_tokens, reasoning_tokens,
+            cache_read_tokens, cache_write_tokens, usd_micros, priced)
+        SELECT NEW.ts, substr(NEW.ts, 1, 10), 'run', NEW.run_id,
+            json_extract(NEW.payload, '$.node_id'),
+            (SELECT COALESCE(json_extract(c.payload, '$.properties.workflow.name'),
+                             json_extract(c.payload, '$.properties.workflow.graph_name'))
+               FROM events c WHERE c.key = ((NEW.key >> 32) << 32) + 1),
+            (SELECT automation_id FROM runs WHERE id = NEW.run_id),
+            json_extract(u.value, '$.provider'), json_extract(u.value, '$.model'),
+            COALESCE(json_extract(u.value, '$.tokens.input'), 0),
+            COALESCE(json_extract(u.value, '$.tokens.output'), 0),
+            COALESCE(json_extract(u.value, '$.tokens.reasoning'), 0),
+            COALESCE(json_extract(u.value, '$.tokens.cache_read'), 0),
+            COALESCE(json_extract(u.value, '$.tokens.cache_write'), 0),
+            COALESCE(json_extract(u.value, '$.cost.usd_micros'), 0),
+            COALESCE(json_extract(u.value, '$.cost.source'), 'unpriced') <> 'unpriced'
+        FROM (SELECT json_extract(NEW.payload, '$.properties.usage') AS value) u;
+    END;
+    INSERT INTO usage_ledger (ts, day, origin, run_id, node_id, workflow, automation_id,
+        provider, model, input_tokens, output_tokens, reasoning_tokens,
+        cache_read_tokens, cache_write_tokens, usd_micros, priced)
+    SELECT e.ts, substr(e.ts, 1, 10), 'run', e.run_id, json_extract(e.payload, '$.node_id'),
+        (SELECT COALESCE(json_extract(c.payload, '$.properties.workflow.name'),
+                         json_extract(c.payload, '$.properties.workflow.graph_name'))
+           FROM events c WHERE c.key = ((e.key >> 32) << 32) + 1),
+        r.automation_id,
+        json_extract(e.payload, '$.properties.usage.provider'),
+        json_extract(e.payload, '$.properties.usage.model'),
+        COALESCE(json_extract(e.payload, '$.properties.usage.tokens.input'), 0),
+        COALESCE(json_extract(e.payload, '$.properties.usage.tokens.output'), 0),
+        COALESCE(json_extract(e.payload, '$.properties.usage.tokens.reasoning'), 0),
+        COALESCE(json_extract(e.payload, '$.properties.usage.tokens.cache_read'), 0),
+        COALESCE(json_extract(e.payload, '$.properties.usage.tokens.cache_write'), 0),
+        COALESCE(json_extract(e.payload, '$.properties.usage.cost.usd_micros'), 0),
+        COALESCE(json_extract(e.payload, '$.properties.usage.cost.source'), 'unpriced') <> 'unpriced'
+    FROM events e JOIN runs r ON r.id = e.run_id
+    WHERE e.kind IN ('stage.completed', 'stage.failed')
+      AND json_type(e.payload, '$.properties.usage') = 'object'
+      AND r.parent_id IS NULL;
     ",
 ];
 

@@ -591,3 +591,105 @@ fn a_budget_stops_a_run_before_the_call_that_would_pass_it() {
         assert_error(&r, 400);
     }
 }
+
+const ONE_PROMPT: &str = "digraph priced { start [shape=Mdiamond]; exit [shape=Msquare]; a [shape=tab, prompt=\"x\"]; start -> a -> exit }";
+
+/// Spending across runs comes from the store (it survives a restart), and the daily cap
+/// holds back runs with LLM stages (others still run) and says why on the board.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn usage_across_runs_and_the_daily_cap() {
+    require(Tool::Git);
+    let usage = svc::llm::Usage {
+        input: 100_000,
+        output: 10_000,
+        reasoning: 0,
+        cache_read: 0,
+        cache_write: 0,
+    };
+    let llm = ScriptedServer::turns(
+        Provider::Anthropic,
+        (0..8).map(|i| text(&format!("answer {i}"))).collect(),
+        usage,
+    );
+    let s = served_anthropic(&llm.base, "");
+    let first = run_to_end(&s, &run_body(ONE_PROMPT));
+    let per_call = run_json(&s, &first)["billing"]["total_usd_micros"]
+        .as_i64()
+        .unwrap();
+    let u = s.get("/api/v1/usage");
+    assert_eq!(u.status, 200, "{}", u.text());
+    let u = u.json();
+    assert_eq!(u["totals"]["records"], 1, "{u}");
+    assert_eq!(u["totals"]["usd_micros"], per_call);
+    assert_eq!(u["totals"]["input_tokens"], 100_000);
+    assert_eq!(u["by_model"][0]["provider"], "anthropic", "{u}");
+    assert_eq!(u["by_workflow"][0]["workflow"], "priced", "{u}");
+    assert_eq!(u["by_day"].as_array().unwrap().len(), 1);
+    assert_eq!(u["daily_cap"], Value::Null);
+    // A range without it, and bad ranges.
+    let empty = s
+        .get("/api/v1/usage?since=2020-01-01&until=2020-02-01")
+        .json();
+    assert_eq!(empty["totals"]["records"], 0);
+    assert_error(&s.get("/api/v1/usage?since=yesterday"), 400);
+    assert_error(
+        &s.get("/api/v1/usage?since=2026-02-01&until=2026-01-01"),
+        400,
+    );
+
+    // A cap below today's spend: LLM runs wait, others run, the board says why.
+    let rev = revision(&s);
+    let cap = per_call as f64 / 2e6;
+    assert_eq!(
+        patch(&s, Some(&rev), &json!({"server": {"max_usd_per_day": cap}})).status,
+        200
+    );
+    let held = create_run(&s, &run_body(ONE_PROMPT));
+    start_run(&s, &held);
+    let plain = run_to_end(&s, &run_body(HELLO));
+    assert_eq!(status_kind(&s, &plain), "succeeded");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(status_kind(&s, &held), "runnable", "held by the cap");
+    let board = s.get("/api/v1/runs").json();
+    let c = &board["meta"]["daily_cap"];
+    assert_eq!(c["reached"], true, "{board}");
+    assert!(
+        c["message"].as_str().unwrap().contains("max_usd_per_day"),
+        "{c}"
+    );
+    assert_eq!(
+        s.get("/api/v1/usage").json()["daily_cap"]["spent_usd_micros"],
+        per_call
+    );
+    // A higher cap lets it go.
+    let rev = revision(&s);
+    assert_eq!(
+        patch(
+            &s,
+            Some(&rev),
+            &json!({"server": {"max_usd_per_day": 1000.0}})
+        )
+        .status,
+        200
+    );
+    s.post(&format!("/api/v1/runs/{plain}/archive"), "{}"); // any request; the scheduler wakes each second anyway
+    let end = wait_run_end(&s, &held);
+    assert_eq!(end["lifecycle"]["status"]["kind"], "succeeded", "{end}");
+
+    // After a restart, and after the runs are gone, the spend is still there.
+    let dir = s.kill();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        settings: None,
+        ..Opts::default()
+    });
+    let r = s.post(
+        "/api/v1/system/prune",
+        &json!({"older_than": "0s", "dry_run": false}).to_string(),
+    );
+    assert_eq!(r.json()["deleted_count"], 3, "{}", r.text());
+    let u = s.get("/api/v1/usage").json();
+    assert_eq!(u["totals"]["records"], 2, "{u}");
+    assert_eq!(u["totals"]["usd_micros"], 2 * per_call);
+}

@@ -50,6 +50,13 @@ pub(super) fn operations() -> Vec<Op> {
             .resp(vec![ok("200", "The server.", r("SystemInfo"))]),
         op("get", "/api/v1/system/df", "System", "Bytes used by events, blobs, the database, workspaces, sandboxes and backups, with the largest runs")
             .resp(vec![ok("200", "Disk use.", r("SystemDf"))]),
+        op("get", "/api/v1/usage", "Billing", "LLM tokens and cost across all runs and completions, by model, workflow, automation and day")
+            .param("since", "query", json!({"type": "string"}), "Start of the range (RFC 3339 UTC or YYYY-MM-DD; default: 30 days before until).")
+            .param("until", "query", json!({"type": "string"}), "End of the range, exclusive (default: now).")
+            .resp(vec![
+                ok("200", "Sums over the range, and the daily cap with today's spend (null without a cap).", r("UsageAggregate")),
+                err("400", "A bound that is not a time, or since not before until."),
+            ]),
         op("post", "/api/v1/system/prune", "System", "Remove finished runs (a dry run unless dry_run is false; admin)")
             .body(r("PruneRequest"), false)
             .resp(vec![
@@ -64,6 +71,38 @@ pub(super) fn schemas() -> Value {
     let bytes = || json!({"type": "object", "required": ["bytes"], "properties": {"bytes": {"type": "integer", "minimum": 0}}});
     let counted = || json!({"type": "object", "required": ["count", "bytes"], "properties": {"count": {"type": "integer", "minimum": 0}, "bytes": {"type": "integer", "minimum": 0}}});
     json!({
+        "UsageSums": {
+            "type": "object",
+            "required": ["records", "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens", "usd_micros", "priced_records"],
+            "properties": {
+                "records": {"type": "integer"}, "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"},
+                "reasoning_tokens": {"type": "integer"}, "cache_read_tokens": {"type": "integer"}, "cache_write_tokens": {"type": "integer"},
+                "usd_micros": {"type": "integer"}, "priced_records": {"type": "integer"},
+                "model": {"type": ["string", "null"]}, "provider": {"type": ["string", "null"]}, "workflow": {"type": ["string", "null"]},
+                "automation_id": {"type": ["string", "null"]}, "day": {"type": ["string", "null"]}
+            }
+        },
+        "DailyCap": {
+            "type": "object",
+            "required": ["max_usd_micros", "spent_usd_micros", "day", "reached"],
+            "properties": {
+                "max_usd_micros": {"type": "integer"}, "spent_usd_micros": {"type": "integer"}, "day": {"type": "string"},
+                "reached": {"type": "boolean"}, "message": {"type": ["string", "null"]}
+            }
+        },
+        "UsageAggregate": {
+            "type": "object",
+            "required": ["since", "until", "totals", "by_model", "by_workflow", "by_automation", "by_day", "daily_cap"],
+            "properties": {
+                "since": {"type": "string"}, "until": {"type": "string"},
+                "totals": r("UsageSums"),
+                "by_model": {"type": "array", "items": r("UsageSums")},
+                "by_workflow": {"type": "array", "items": r("UsageSums")},
+                "by_automation": {"type": "array", "items": r("UsageSums")},
+                "by_day": {"type": "array", "items": r("UsageSums")},
+                "daily_cap": {"oneOf": [r("DailyCap"), {"type": "null"}]}
+            }
+        },
         "SystemInfo": {
             "type": "object",
             "required": ["version", "uptime_secs", "state_dir", "database", "runs", "sandbox_providers", "features"],

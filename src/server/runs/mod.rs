@@ -96,6 +96,8 @@ pub struct Runs {
     mcp_catalog: std::sync::OnceLock<Arc<crate::catalog::Catalog<crate::mcp::catalog::McpServers>>>,
     /// Promotion tickets: `run.running` is recorded in promotion order (`turns`).
     turns: Arc<turns::Turns>,
+    /// The usage ledger, for `[server] max_usd_per_day` (set once at start).
+    ledger: std::sync::OnceLock<Arc<dyn crate::store::UsageLedger>>,
 }
 
 pub fn store_error(e: StoreError) -> ApiError {
@@ -151,6 +153,7 @@ impl Runs {
             stop: AtomicBool::new(false),
             mcp_catalog: std::sync::OnceLock::new(),
             turns: Arc::default(),
+            ledger: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&runs);
         settings.on_change(move |_, _| {
@@ -335,10 +338,82 @@ pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         .take(limit)
         .filter_map(view::board_item)
         .collect();
-    Ok(Reply::json(
-        200,
-        &json!({"data": data, "meta": {"has_more": has_more}}),
-    ))
+    let mut meta = json!({"has_more": has_more});
+    if let Some(cap) = app.runs.daily_cap().map_err(store_error)? {
+        meta["daily_cap"] = cap.to_json();
+    }
+    Ok(Reply::json(200, &json!({"data": data, "meta": meta})))
+}
+
+/// `[server] max_usd_per_day` against what the ledger recorded today (UTC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DailyCap {
+    pub max_usd_micros: i64,
+    pub spent_usd_micros: i64,
+    pub day: String,
+}
+
+impl DailyCap {
+    pub fn reached(&self) -> bool {
+        self.spent_usd_micros >= self.max_usd_micros
+    }
+
+    /// Why runs with LLM stages wait, in words.
+    pub fn message(&self) -> String {
+        let usd = |m: i64| format!("${:.2}", m as f64 / 1e6);
+        format!(
+            "The daily LLM spending cap ([server] max_usd_per_day = {}) is reached: {} spent on {} (UTC). Runs with LLM stages stay queued until the next UTC day or a higher cap.",
+            usd(self.max_usd_micros),
+            usd(self.spent_usd_micros),
+            self.day
+        )
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "max_usd_micros": self.max_usd_micros,
+            "spent_usd_micros": self.spent_usd_micros,
+            "day": self.day,
+            "reached": self.reached(),
+            "message": self.reached().then(|| self.message()),
+        })
+    }
+}
+
+impl Runs {
+    /// The usage ledger the daily cap reads (the server sets it at start).
+    pub fn set_ledger(&self, ledger: Arc<dyn crate::store::UsageLedger>) {
+        let _ = self.ledger.set(ledger);
+    }
+
+    /// The daily cap and today's spend; `None` without a cap (or a ledger).
+    pub fn daily_cap(&self) -> Result<Option<DailyCap>, StoreError> {
+        let Some(max) = self.settings.get().server.max_usd_per_day else {
+            return Ok(None);
+        };
+        let Some(ledger) = self.ledger.get() else {
+            return Ok(None);
+        };
+        let now = crate::base::clock::now();
+        let day = now.get(..10).unwrap_or("").to_string();
+        Ok(Some(DailyCap {
+            max_usd_micros: (max * 1e6).round() as i64,
+            spent_usd_micros: ledger.spent_on_day(&day)?,
+            day,
+        }))
+    }
+}
+
+/// Whether a run's workflow has an agent or prompt stage (what the daily cap holds back).
+pub fn has_llm_stages(row: &RunRow) -> bool {
+    use crate::workflow::HandlerKind;
+    match crate::workflow::load(&row.workflow.source, &crate::workflow::NoFiles) {
+        Ok(l) => [HandlerKind::Agent, HandlerKind::Prompt]
+            .into_iter()
+            .any(|k| !l.workflow.nodes_of(k).is_empty()),
+        // Unreadable here means it cannot run anyway; let the executor say why.
+        Err(_) => false,
+    }
 }
 
 pub fn get(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {

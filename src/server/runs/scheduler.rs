@@ -95,12 +95,20 @@ impl Runs {
         if holders >= max {
             return Ok(());
         }
+        let cap = self.daily_cap()?.filter(|c| c.reached());
+        // Under a reached daily cap runs with LLM stages wait: look further down the queue
+        // for runs without any.
+        let want = max - holders;
         let rows = self.store.query_runs(&RunQuery {
             statuses: vec!["runnable".into()],
             oldest_first: true,
-            limit: max - holders,
+            limit: if cap.is_some() { want + 200 } else { want },
             ..RunQuery::default()
         })?;
+        let rows = rows
+            .into_iter()
+            .filter(|r| cap.is_none() || !super::has_llm_stages(r))
+            .take(want);
         for row in rows {
             let row = self
                 .store
