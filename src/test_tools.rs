@@ -38,17 +38,20 @@ pub enum Tool {
     McpServers,
     /// `curl` and `jq`: the README's shell examples, run as written.
     Curl,
+    /// moto's S3-compatible server (`moto_server`, from PyPI): backups to an S3 bucket.
+    Moto,
 }
 
 impl Tool {
     /// Every tool, in the order the build script probes them.
-    pub const ALL: [Tool; 6] = [
+    pub const ALL: [Tool; 7] = [
         Tool::Git,
         Tool::Gvpr,
         Tool::Bwrap,
         Tool::Browser,
         Tool::McpServers,
         Tool::Curl,
+        Tool::Moto,
     ];
 
     /// The cfg `build.rs` sets when this tool works (or is required) here.
@@ -60,6 +63,7 @@ impl Tool {
             Tool::Browser => "has_browser",
             Tool::McpServers => "has_mcp_servers",
             Tool::Curl => "has_curl",
+            Tool::Moto => "has_moto",
         }
     }
 
@@ -73,6 +77,7 @@ impl Tool {
             Tool::Browser => "SVC_REQUIRE_BROWSER",
             Tool::McpServers => "SVC_REQUIRE_MCP",
             Tool::Curl => "SVC_REQUIRE_CURL",
+            Tool::Moto => "SVC_REQUIRE_MOTO",
         }
     }
 
@@ -85,6 +90,7 @@ impl Tool {
             Tool::Browser => &["SVC_REQUIRE_BROWSER", "SVC_CHROMIUM", "SVC_CHROMEDRIVER"],
             Tool::McpServers => &["SVC_REQUIRE_MCP", "SVC_MCP_SERVERS_DIR"],
             Tool::Curl => &["SVC_REQUIRE_CURL"],
+            Tool::Moto => &["SVC_REQUIRE_MOTO"],
         }
     }
 
@@ -97,6 +103,7 @@ impl Tool {
             Tool::Browser => "Chromium, chromedriver and Python's selenium",
             Tool::McpServers => "the MCP servers of .ci/mcp-servers.sh and Node.js",
             Tool::Curl => "curl and jq",
+            Tool::Moto => "moto's S3 server (moto_server)",
         }
     }
 
@@ -109,6 +116,7 @@ impl Tool {
             Tool::Browser => "apt-get install chromium chromium-driver && pip install selenium",
             Tool::McpServers => "apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh",
             Tool::Curl => "apt-get install curl jq",
+            Tool::Moto => "pip install 'moto[server]'",
         }
     }
 
@@ -149,6 +157,7 @@ impl Tool {
                 runs("curl", &["--version"])?;
                 runs("jq", &["--version"])
             }
+            Tool::Moto => runs("moto_server", &["--help"]),
         }
     }
 

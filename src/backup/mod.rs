@@ -4,7 +4,7 @@
 //! without a database (`svc restore`).
 //!
 //! A snapshot is made with `VACUUM INTO` into `<state-dir>/tmp`, checked like a restore
-//! checks it, then put under `backups/svc-<UTC time>-<random>.db`; the object store's put is
+//! checks it, then put under `backups/svc-<UTC time>-<ULID>.db` (sorted by time); the object store's put is
 //! all-or-nothing, so a `kill -9` at any point leaves every earlier snapshot as it was and no
 //! partial object under a final name.
 //!
@@ -102,9 +102,11 @@ pub fn take(state_dir: &Path, store: &ObjectStore, keep: usize) -> Result<Taken,
     let result = (|| {
         snapshot_into(&db, &tmp)?;
         let info = check_snapshot(&tmp)?;
+        // The ULID orders snapshots taken within the same second (by millisecond).
         let key = format!(
-            "{PREFIX}svc-{}-{suffix}.db",
-            crate::objects::sigv4::amz_date(crate::auth::unix_now())
+            "{PREFIX}svc-{}-{}.db",
+            crate::objects::sigv4::amz_date(crate::auth::unix_now()),
+            crate::base::clock::new_ulid()
         );
         store.sweep_partials(PREFIX, STALE);
         store.put_file(&key, &tmp)?;
@@ -144,7 +146,7 @@ pub fn prune(store: &ObjectStore, keep: usize) -> Result<Vec<String>, BackupErro
     Ok(removed)
 }
 
-/// `backups/svc-YYYYMMDDTHHMMSSZ-<random>.db` → its snapshot; anything else: not ours.
+/// `backups/svc-YYYYMMDDTHHMMSSZ-<ULID>.db` → its snapshot; anything else: not ours.
 fn snapshot_of(o: ObjectInfo) -> Option<Snapshot> {
     let name = o.key.strip_prefix(PREFIX)?;
     let stamp = name.strip_prefix("svc-")?.strip_suffix(".db")?;
@@ -332,7 +334,7 @@ mod tests {
     #[test]
     fn snapshot_keys_give_their_time_and_others_are_not_snapshots() {
         let s = snapshot_of(ObjectInfo {
-            key: "backups/svc-20261127T143000Z-0a1b2c3d.db".into(),
+            key: "backups/svc-20261127T143000Z-01KB3Z6P9W8XK2M4T5V6N7Q8R9.db".into(),
             size: 4,
         })
         .expect("a snapshot");

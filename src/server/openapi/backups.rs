@@ -32,7 +32,7 @@ pub(super) fn schemas() -> Value {
             "type": "object",
             "required": ["key", "size", "taken_at"],
             "properties": {
-                "key": {"type": "string", "description": "backups/svc-<UTC time>-<random>.db"},
+                "key": {"type": "string", "description": "backups/svc-<UTC time>-<ULID>.db"},
                 "size": {"type": "integer", "minimum": 0},
                 "taken_at": {"type": "string", "format": "date-time"}
             }
