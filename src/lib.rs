@@ -91,6 +91,9 @@ pub mod engine;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod install;
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub mod integrations;
 #[doc(hidden)]
 pub mod llm;
 #[doc(hidden)]

@@ -17,6 +17,11 @@ use std::time::Duration;
 #[path = "../../tests/support/llm.rs"]
 pub mod llm;
 
+/// The integration tests' scripted code host (`tests/support/codehost.rs`).
+#[cfg(feature = "cli")]
+#[path = "../../tests/support/codehost.rs"]
+pub mod codehost;
+
 /// The number in environment variable `name`, or `default` when it is unset or not a number.
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -82,8 +87,13 @@ impl Client {
 
     /// Sends one request and reads its answer.
     pub fn call(&mut self, method: &str, path: &str, body: &str) -> Reply {
+        self.call_with(method, path, "", body)
+    }
+
+    /// [`Client::call`] with more header lines for this request only (each ending `\r\n`).
+    pub fn call_with(&mut self, method: &str, path: &str, extra: &str, body: &str) -> Reply {
         let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: b\r\n{}\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: b\r\n{}\r\n{extra}Content-Length: {}\r\n\r\n{body}",
             self.headers,
             body.len()
         );

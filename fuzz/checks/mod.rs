@@ -208,7 +208,7 @@ impl Bytes<'_> {
             0 => Value::String(self.word(words)),
             1 => json!(self.next() as i64 - 128),
             2 => json!(f64::from(self.next()) / 7.0),
-            3 => json!(self.next() % 2 == 0),
+            3 => json!(self.next().is_multiple_of(2)),
             4 => Value::Null,
             5 => json!([self.word(words), self.next()]),
             6 => json!({ "k": self.word(words) }),

@@ -61,6 +61,10 @@ pub const INTERVIEW_STARTED: &str = "interview.started";
 pub const INTERVIEW_COMPLETED: &str = "interview.completed";
 pub const INTERVIEW_TIMEOUT: &str = "interview.timeout";
 pub const INTERVIEW_INTERRUPTED: &str = "interview.interrupted";
+/// The run's pull request link (`integrations::kinds` has the rest of `pull_request.*`).
+pub const PULL_REQUEST_CREATED: &str = "pull_request.created";
+pub const PULL_REQUEST_LINKED: &str = "pull_request.linked";
+pub const PULL_REQUEST_UNLINKED: &str = "pull_request.unlinked";
 
 // An agent or prompt stage's session (`agent`).
 pub const AGENT_SESSION_STARTED: &str = "agent.session.started";
@@ -130,6 +134,9 @@ pub const ALL: &[&str] = &[
     INTERVIEW_COMPLETED,
     INTERVIEW_TIMEOUT,
     INTERVIEW_INTERRUPTED,
+    PULL_REQUEST_CREATED,
+    PULL_REQUEST_LINKED,
+    PULL_REQUEST_UNLINKED,
     AGENT_SESSION_STARTED,
     AGENT_MESSAGE_DELTA,
     AGENT_MESSAGE,

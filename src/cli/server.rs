@@ -51,10 +51,16 @@ pub struct SecretsArgs {
 
 #[derive(Subcommand)]
 enum SecretsCommand {
-    /// Create or replace a secret.
+    /// Create or replace a secret: the value as an argument, or read from a file (`-`:
+    /// standard input) so it never appears in a process list (a PEM key, a token).
     Set {
         name: String,
-        value: String,
+        #[arg(required_unless_present = "from_file", conflicts_with = "from_file")]
+        value: Option<String>,
+        /// Read the value from this file (`-` for standard input); one trailing newline is
+        /// dropped.
+        #[arg(long = "from-file", value_name = "PATH")]
+        from_file: Option<PathBuf>,
         #[arg(long = "type", value_enum, default_value_t = CliSecretType::Environment)]
         kind: CliSecretType,
     },
@@ -199,10 +205,47 @@ fn install(state_dir: PathBuf, settings_path: PathBuf, listen: Option<Listen>) -
     0
 }
 
+/// A secret's value from a file or (`-`) standard input, without one trailing newline.
+fn read_value(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text)?;
+    } else {
+        text = std::fs::read_to_string(path)?;
+    }
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    Ok(text)
+}
+
 pub fn secrets(args: SecretsArgs) -> i32 {
     let vault = Vault::in_state_dir(&state_dir(args.state_dir));
     let result = match args.command {
-        SecretsCommand::Set { name, value, kind } => {
+        SecretsCommand::Set {
+            name,
+            value,
+            from_file,
+            kind,
+        } => {
+            let value = match (value, from_file) {
+                (Some(v), _) => v,
+                (None, Some(path)) => match read_value(&path) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        eprintln!("error: cannot read the value from {}: {e}", path.display());
+                        return 1;
+                    }
+                },
+                (None, None) => {
+                    eprintln!("error: give the value or --from-file");
+                    return 2;
+                }
+            };
             let kind = match kind {
                 CliSecretType::Environment => SecretType::Environment,
                 CliSecretType::File => SecretType::File,

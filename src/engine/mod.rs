@@ -37,8 +37,9 @@ pub mod watchdog;
 pub use options::{ChildApproval, ModelChoice, RunOptions};
 pub use run::{Engine, RunOutcome, RunResult};
 pub use services::{
-    Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend, LlmError, LlmEvents, LlmMode,
-    LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer, NoWorkspace, Reply, Services,
+    CheckReport, ChecksVerdict, Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend,
+    LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer,
+    NoPublisher, NoWorkspace, Publisher, PullRequestReport, PullRequestStage, Reply, Services,
     SystemClock, UnconfiguredBackend, Workspace, WorkspaceCheckpoint,
 };
 pub use walker::FailureReason;

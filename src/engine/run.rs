@@ -263,6 +263,21 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
             .now()
             .saturating_duration_since(shared.started),
     );
+    // A graph that succeeded publishes its work before its terminal event; a failure to do
+    // so fails the run (the workspace, its branch and diff stay as they are).
+    let end = match end {
+        Ok(w) => {
+            let head = shared.services.workspace.head();
+            match shared.services.publisher.finish(head.as_deref()) {
+                Ok(()) => Ok(w),
+                Err(message) => Err(Stop::Failed(RunFailure {
+                    message,
+                    reason: FailureReason::PublishFailed,
+                })),
+            }
+        }
+        other => other,
+    };
     let (status, reason, error) = match end {
         Ok(_) => {
             let partial = state

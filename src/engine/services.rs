@@ -36,6 +36,8 @@ pub struct Services {
     /// an allowlist of this process's variables plus what the run is given, never the
     /// server's secrets). `None`: the allowlist alone, read at the run's first command.
     pub stage_env: Option<Arc<crate::procs::EnvSnapshot>>,
+    /// Where the run publishes its work: its pull request ([`NoPublisher`] by default).
+    pub publisher: Arc<dyn Publisher>,
 }
 
 impl Services {
@@ -52,7 +54,108 @@ impl Services {
             isolation: crate::sandbox::Isolation::Local,
             workspace: Arc::new(NoWorkspace),
             stage_env: None,
+            publisher: Arc::new(NoPublisher),
         }
+    }
+}
+
+/// A `pull_request` stage's request (node attributes `pull_request.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PullRequestStage {
+    pub node_id: String,
+    /// The workspace commit to publish (the latest checkpoint).
+    pub head: Option<String>,
+    /// Open it as a draft (`pull_request.draft`; `None`: the run's setting).
+    pub draft: Option<bool>,
+    /// Wait for the head's checks (`pull_request.wait_checks`, default true).
+    pub wait_checks: bool,
+    /// Give up waiting after this long (`pull_request.checks_timeout`, default 30m).
+    pub checks_timeout: Duration,
+    /// With no check reported this long after the push, there are none
+    /// (`pull_request.checks_grace`, default 2m).
+    pub checks_grace: Duration,
+}
+
+/// What the head's checks said together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecksVerdict {
+    /// Every check passed.
+    Passed,
+    /// At least one check failed (and none is still running).
+    Failed,
+    /// No check was reported within the grace time.
+    None,
+    /// Some were still running when the wait timed out.
+    Pending,
+    /// The stage did not wait.
+    Skipped,
+}
+
+impl ChecksVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChecksVerdict::Passed => "passed",
+            ChecksVerdict::Failed => "failed",
+            ChecksVerdict::None => "none",
+            ChecksVerdict::Pending => "pending",
+            ChecksVerdict::Skipped => "skipped",
+        }
+    }
+}
+
+/// One check as a `pull_request` stage reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    pub name: String,
+    pub status: String,
+    pub passed: bool,
+    /// The check's own words (title and summary of its output, or a status description).
+    pub summary: Option<String>,
+}
+
+/// What a `pull_request` stage found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PullRequestReport {
+    pub number: u64,
+    pub html_url: String,
+    pub head: String,
+    pub verdict: ChecksVerdict,
+    pub checks: Vec<CheckReport>,
+}
+
+/// Publishes a run's work on the code host (the server's `integrations::publish::
+/// RunPublisher`): at the end of a successful run, and from `pull_request` stages.
+pub trait Publisher: Send + Sync {
+    /// The graph succeeded; called before `run.completed` with the workspace's head.
+    /// `Err(message)` fails the run with reason `publish_failed` instead.
+    fn finish(&self, head: Option<&str>) -> Result<(), String>;
+    /// A `pull_request` stage: push the head, open (or update) the run's pull request and,
+    /// when asked, wait for the head's checks. Must return promptly once `cancel` fires.
+    fn pull_request(
+        &self,
+        stage: &PullRequestStage,
+        cancel: &CancelToken,
+    ) -> Result<PullRequestReport, String>;
+}
+
+/// Nowhere to publish: runs end as they are; a `pull_request` stage fails saying so.
+pub struct NoPublisher;
+
+impl Publisher for NoPublisher {
+    fn finish(&self, _: Option<&str>) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn pull_request(
+        &self,
+        stage: &PullRequestStage,
+        _: &CancelToken,
+    ) -> Result<PullRequestReport, String> {
+        Err(format!(
+            "pull_request stage `{}` needs the code-host integration, and this run has none \
+             (run it on a server with [server.integrations.codehost] configured)",
+            stage.node_id
+        ))
     }
 }
 

@@ -50,7 +50,7 @@ pub fn plan(w: &Wizard, a: &Answers) -> Result<Plan, ApiError> {
         .as_ref()
         .ok_or_else(|| incomplete("codehost", " (save the OAuth app or skip it)"))?;
     let wants_codehost = server.auth_methods.contains(&AuthMethod::Codehost);
-    if wants_codehost && codehost.is_none() {
+    if wants_codehost && !codehost.as_ref().is_some_and(|c| c.has_sign_in()) {
         return Err(incomplete(
             "codehost",
             ": code-host sign-in was chosen but the OAuth app was skipped",
@@ -74,18 +74,42 @@ pub fn plan(w: &Wizard, a: &Answers) -> Result<Plan, ApiError> {
     secrets.push(("SESSION_SECRET".to_string(), crate::base::hex(&raw)));
     if let Some(c) = codehost {
         let d = CodehostAuthSettings::default();
-        s.server.auth.codehost = CodehostAuthSettings {
-            web_url: c.web_url.clone().unwrap_or(d.web_url),
-            api_url: c.api_url.clone().unwrap_or(d.api_url),
-            client_id: Some(c.client_id.trim().to_string()),
-            allowed_usernames: c
-                .allowed_usernames
-                .iter()
-                .map(|u| u.trim().to_string())
-                .filter(|u| !u.is_empty())
-                .collect(),
-        };
-        secrets.push(("CODEHOST_CLIENT_SECRET".into(), c.client_secret.clone()));
+        let web_url = c.web_url.clone().unwrap_or(d.web_url);
+        let api_url = c.api_url.clone().unwrap_or(d.api_url);
+        if let (Some(id), Some(secret)) = (&c.client_id, &c.client_secret) {
+            s.server.auth.codehost = CodehostAuthSettings {
+                web_url: web_url.clone(),
+                api_url: api_url.clone(),
+                client_id: Some(id.trim().to_string()),
+                allowed_usernames: c
+                    .allowed_usernames
+                    .iter()
+                    .map(|u| u.trim().to_string())
+                    .filter(|u| !u.is_empty())
+                    .collect(),
+            };
+            secrets.push(("CODEHOST_CLIENT_SECRET".into(), secret.clone()));
+        }
+        if let Some(i) = &c.integration {
+            use crate::integrations::codehost as ch;
+            s.server.integrations.codehost = crate::settings::CodehostIntegrationSettings {
+                enabled: true,
+                api_url,
+                web_url,
+                strategy: i.strategy,
+                app_id: i.app_id,
+                app_url: i.app_url.clone(),
+            };
+            for (name, value) in [
+                (ch::TOKEN_KEY, &i.token),
+                (ch::APP_KEY_KEY, &i.private_key),
+                (ch::WEBHOOK_SECRET_KEY, &i.webhook_secret),
+            ] {
+                if let Some(v) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+                    secrets.push((name.to_string(), v.to_string()));
+                }
+            }
+        }
     }
     s.server.object_store = Some(match store {
         ObjectStoreStep::Local { root } => ObjectStoreSettings::Local { root: root.clone() },

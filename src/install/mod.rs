@@ -62,16 +62,50 @@ pub struct LlmKey {
     pub base_url: Option<String>,
 }
 
+/// The code-host step: sign-in (the OAuth app), the integration (pushes, pull requests,
+/// checks, webhooks), or both.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CodehostStep {
-    pub client_id: String,
-    pub client_secret: String,
+    #[serde(default)]
+    pub client_id: Option<String>,
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    #[serde(default)]
     pub allowed_usernames: Vec<String>,
     #[serde(default)]
     pub web_url: Option<String>,
     #[serde(default)]
     pub api_url: Option<String>,
+    #[serde(default)]
+    pub integration: Option<IntegrationStep>,
+}
+
+impl CodehostStep {
+    /// The OAuth app was given (client id and secret).
+    pub fn has_sign_in(&self) -> bool {
+        self.client_id.is_some()
+    }
+}
+
+/// `[server.integrations.codehost]` and its vault entries.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntegrationStep {
+    pub strategy: crate::settings::CodehostStrategy,
+    /// Strategy `token`: a personal access token.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Strategy `app`: the app's id and PEM private key.
+    #[serde(default)]
+    pub app_id: Option<u64>,
+    #[serde(default)]
+    pub private_key: Option<String>,
+    #[serde(default)]
+    pub app_url: Option<String>,
+    /// Signs the host's webhook deliveries (optional; without it deliveries are refused).
+    #[serde(default)]
+    pub webhook_secret: Option<String>,
 }
 
 /// The wizard's answers so far (in memory until finish).

@@ -98,13 +98,20 @@ call('GET', '/install/session').then(s => { document.getElementById('root').valu
         }
         Page::Codehost => {
             r#"<h2>Code host</h2>
-<p>Optional: an OAuth app on the code host lets your team sign in with their accounts. Its callback URL is <code>&lt;public URL&gt;/auth/callback</code>.</p>
+<p>Optional. <b>Sign-in</b>: an OAuth app lets your team sign in with their accounts; its callback URL is <code>&lt;public URL&gt;/auth/callback</code>. <b>Pull requests</b>: a token or an app lets runs push their branch, open pull requests and follow their checks; point the host's webhook at <code>&lt;public URL&gt;/api/v1/webhooks/codehost</code> with the webhook secret.</p>
+<label for=web>Code host URL (empty for github.com)</label><input id=web>
+<label for=api>Code host API URL (empty for api.github.com)</label><input id=api>
+<h3>Sign-in</h3>
 <label for=cid>OAuth client id</label><input id=cid>
 <label for=csecret>OAuth client secret</label><input id=csecret type=password>
 <label for=users>Allowed usernames (comma-separated)</label><input id=users>
-<label for=web>Code host URL (empty for github.com)</label><input id=web>
-<label for=api>Code host API URL (empty for api.github.com)</label><input id=api>
-<button onclick="run(async () => { await call('PUT', '/install/codehost', {client_id: val('cid'), client_secret: val('csecret'), allowed_usernames: val('users').split(',').map(s => s.trim()).filter(s => s), web_url: val('web') || undefined, api_url: val('api') || undefined}); return 'Saved.'; })">Save</button>
+<h3>Pull requests</h3>
+<label for=strategy>Credentials</label><select id=strategy><option value="">none</option><option value=token>personal access token</option><option value=app>app (id and private key)</option></select>
+<label for=pat>Personal access token</label><input id=pat type=password>
+<label for=appid>App id</label><input id=appid inputmode=numeric>
+<label for=appkey>App private key (PEM)</label><textarea id=appkey rows=4 style="width:100%"></textarea>
+<label for=whsec>Webhook secret</label><input id=whsec type=password>
+<button onclick="run(async () => { const st = val('strategy'); const integration = st ? {strategy: st, token: val('pat') || undefined, app_id: val('appid') ? Number(val('appid')) : undefined, private_key: val('appkey') || undefined, webhook_secret: val('whsec') || undefined} : undefined; await call('PUT', '/install/codehost', {client_id: val('cid') || undefined, client_secret: val('csecret') || undefined, allowed_usernames: val('users').split(',').map(s => s.trim()).filter(s => s), web_url: val('web') || undefined, api_url: val('api') || undefined, integration}); return 'Saved.'; })">Save</button>
 <button onclick="run(async () => { await call('PUT', '/install/codehost', {skip: true}); return 'Skipped.'; })">Skip</button>
 <a class=next href="/install/finish">Next</a>"#
         }

@@ -13,7 +13,7 @@
 //!
 //! Owns: validating and recording answers. Must not touch: files (see [`super::finish`]).
 
-use super::{CodehostStep, LlmKey, ObjectStoreStep, ServerStep, Wizard};
+use super::{CodehostStep, IntegrationStep, LlmKey, ObjectStoreStep, ServerStep, Wizard};
 use crate::server::error::ApiError;
 use crate::server::http::{Incoming, Reply};
 use crate::settings::AuthMethod;
@@ -67,7 +67,13 @@ pub(super) fn session(w: &Wizard, inc: &Incoming<'_>) -> serde_json::Value {
         })),
         "codehost": a.codehost.as_ref().map(|c| match c {
             None => json!({"skipped": true}),
-            Some(c) => json!({"skipped": false, "client_id": c.client_id, "allowed_usernames": c.allowed_usernames, "client_secret_saved": true}),
+            Some(c) => json!({"skipped": false, "client_id": c.client_id, "allowed_usernames": c.allowed_usernames,
+                              "client_secret_saved": c.client_secret.is_some(),
+                              "integration": c.integration.as_ref().map(|i| json!({
+                                  "strategy": i.strategy, "app_id": i.app_id, "app_url": i.app_url,
+                                  "token_saved": i.token.is_some(), "private_key_saved": i.private_key.is_some(),
+                                  "webhook_secret_saved": i.webhook_secret.is_some(),
+                              }))}),
         }),
         "prefill": {
             "canonical_url": prefill_url,
@@ -284,19 +290,64 @@ pub(super) fn put_codehost(w: &Wizard, inc: &mut Incoming<'_>) -> Result<Reply, 
         w.answers.lock().codehost = Some(None);
         return Ok(Reply::empty(204));
     }
-    let c: CodehostStep =
+    let mut c: CodehostStep =
         serde_json::from_value(v).map_err(|e| invalid(format!("invalid code-host step: {e}")))?;
-    if c.client_id.trim().is_empty() || c.client_secret.trim().is_empty() {
-        return Err(invalid("client_id and client_secret are required."));
+    let blank = |o: &Option<String>| o.as_deref().is_none_or(|s| s.trim().is_empty());
+    if blank(&c.client_id) && blank(&c.client_secret) && c.allowed_usernames.is_empty() {
+        c.client_id = None;
+        c.client_secret = None;
+    } else {
+        if blank(&c.client_id) || blank(&c.client_secret) {
+            return Err(invalid(
+                "client_id and client_secret are required for sign-in.",
+            ));
+        }
+        if c.allowed_usernames.iter().all(|u| u.trim().is_empty()) {
+            return Err(invalid("allowed_usernames must name at least one user."));
+        }
     }
-    if c.allowed_usernames.iter().all(|u| u.trim().is_empty()) {
-        return Err(invalid("allowed_usernames must name at least one user."));
+    if c.client_id.is_none() && c.integration.is_none() {
+        return Err(invalid(
+            "give the OAuth app (sign-in), the integration, or both (or send {\"skip\": true}).",
+        ));
     }
     for u in [&c.web_url, &c.api_url].into_iter().flatten() {
         if !is_http_url(u) {
             return Err(invalid(format!("`{u}` is not an http(s) URL.")));
         }
     }
+    if let Some(i) = &c.integration {
+        check_integration(i)?;
+    }
     w.answers.lock().codehost = Some(Some(c));
     Ok(Reply::empty(204))
+}
+
+/// The integration's credentials are present and usable (an app key must parse).
+fn check_integration(i: &IntegrationStep) -> Result<(), ApiError> {
+    use crate::settings::CodehostStrategy;
+    let blank = |o: &Option<String>| o.as_deref().is_none_or(|s| s.trim().is_empty());
+    match i.strategy {
+        CodehostStrategy::Token => {
+            if blank(&i.token) {
+                return Err(invalid(
+                    "integration.token is required with strategy token.",
+                ));
+            }
+        }
+        CodehostStrategy::App => {
+            if i.app_id.is_none() {
+                return Err(invalid("integration.app_id is required with strategy app."));
+            }
+            let key = i.private_key.as_deref().unwrap_or("");
+            crate::integrations::codehost::app::AppKey::from_pem(key)
+                .map_err(|e| invalid(format!("integration.private_key: {e}.")))?;
+        }
+    }
+    if let Some(u) = &i.app_url {
+        if !is_http_url(u) {
+            return Err(invalid(format!("`{u}` is not an http(s) URL.")));
+        }
+    }
+    Ok(())
 }

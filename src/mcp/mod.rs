@@ -81,7 +81,7 @@ pub enum McpError {
 /// Seconds to a tenth, without the tenth when it is zero: `1 s`, `8.7 s`.
 fn secs(ms: u64) -> String {
     let tenths = (ms + 50) / 100;
-    if tenths % 10 == 0 {
+    if tenths.is_multiple_of(10) {
         format!("{} s", tenths / 10)
     } else {
         format!("{}.{} s", tenths / 10, tenths % 10)

@@ -110,6 +110,18 @@ pub fn start(
     state_dir: &Path,
     defaults: &Defaults,
 ) -> Option<Ready> {
+    start_with(store, row, state_dir, defaults, &[])
+}
+
+/// [`start`], cloning with `clone_env` in the `git clone`'s environment (the code host's
+/// credential for a repository on it).
+pub fn start_with(
+    store: &dyn RunStore,
+    row: &RunRow,
+    state_dir: &Path,
+    defaults: &Defaults,
+    clone_env: &[(String, String)],
+) -> Option<Ready> {
     let plan = plan_of(row, defaults);
     let began = Instant::now();
     let provider = plan.provider.as_str();
@@ -125,7 +137,7 @@ pub fn start(
     {
         return None;
     }
-    match make(row, &plan, state_dir) {
+    match make(row, &plan, state_dir, clone_env) {
         Ok((ready, ws)) => {
             let id = Inventory::id_for(&row.id);
             let record = Record {
@@ -182,6 +194,7 @@ fn make(
     row: &RunRow,
     plan: &SandboxPlan,
     state_dir: &Path,
+    clone_env: &[(String, String)],
 ) -> Result<(Ready, workspace::Workspace), Failure> {
     let dest = workspaces_dir(state_dir).join(&row.id);
     let source = source_of(row);
@@ -196,7 +209,7 @@ fn make(
             })?;
             // A leftover from an attempt that never became ready.
             let _ = super::inventory::remove_dir(&dest);
-            workspace::prepare(&source, &row.id, &dest).map_err(|e| {
+            workspace::prepare_with(&source, &row.id, &dest, clone_env).map_err(|e| {
                 let _ = super::inventory::remove_dir(&dest);
                 (e.error, e.causes)
             })?

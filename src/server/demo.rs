@@ -155,7 +155,7 @@ fn run_json(f: &Fixture) -> Value {
         "size": "M",
         "ask_svc": {"available": false, "unavailable_reason": "no_sandbox", "default_model": null},
         "diff": {"files_changed": 3, "additions": 42, "deletions": 7},
-        "pull_request": null,
+        "pull_request": demo_link(f),
         "current_question": f.question.map(|q| json!({"text": q})),
         "superseded_by": null,
         "retried_from": null,
@@ -172,13 +172,62 @@ fn board_item(f: &Fixture) -> Value {
         "status": f.board,
         "created_at": f.created_at,
         "pull_request": if f.board == "succeeded" {
-            json!({"number": 128, "additions": 42, "deletions": 7, "comments": 2,
+            json!({"number": 128, "state": "open", "html_url": demo_link(f)["html_url"],
+                   "additions": 42, "deletions": 7, "comments": 2,
                    "checks": [{"name": "ci", "status": "success", "duration_secs": 312}]})
         } else { Value::Null },
         "timings": {"elapsed_secs": 754, "elapsed_warning": false},
         "sandbox": {"id": format!("sbx-{}", &f.id[20..]), "resources": {"cpu": 4, "memory": 8}},
         "question": f.question.map(|q| json!({"text": q})),
     })
+}
+
+/// The succeeded fixtures' pull request link (others have none).
+fn demo_link(f: &Fixture) -> Value {
+    if f.board != "succeeded" {
+        return Value::Null;
+    }
+    json!({"owner": "acme", "repo": f.repo, "number": 128,
+           "html_url": format!("https://github.com/acme/{}/pull/128", f.repo)})
+}
+
+/// `GET /runs/{id}/pull_request` of a fixture: 404 without a link.
+fn demo_pull_request(f: &Fixture) -> Result<Reply, ApiError> {
+    let link = demo_link(f);
+    if link.is_null() {
+        return Err(
+            ApiError::not_found(format!("Run {} has no pull request.", f.id))
+                .with_code("no_stored_record"),
+        );
+    }
+    Ok(Reply::json(
+        200,
+        &json!({
+            "data": {
+                "link": link,
+                "state": "open",
+                "details": {"title": f.title, "body": null, "state": "open", "draft": false,
+                            "merged": false, "merged_at": null, "mergeable": true, "additions": 42,
+                            "deletions": 7, "changed_files": 3, "author": {"login": "svc-bot"},
+                            "head_branch": format!("svc/run/{}", f.id.to_ascii_lowercase()),
+                            "base_branch": "main", "head_sha": "4f2a9c1",
+                            "timestamps": {"created_at": f.created_at, "updated_at": f.created_at}},
+                "comments": 2,
+                "checks": [{"name": "ci", "status": "success", "duration_secs": 312,
+                            "started_at": f.created_at, "completed_at": f.created_at,
+                            "title": "All tests passed", "summary": "412 tests", "details_url": null}],
+                "checks_verdict": "passed",
+                "auto_merge": false,
+            },
+            "meta": {"details_status": "available", "details_unavailable_reason": null, "details_error": null},
+        }),
+    ))
+}
+
+fn demo_creation(f: &Fixture) -> Value {
+    json!({"id": "01JNDEMCREATI0N00000000001", "status": "succeeded", "model": null, "force": false,
+           "requested_at": f.created_at, "updated_at": f.created_at,
+           "pull_request": demo_link(f), "error": null})
 }
 
 fn find(ctx: &Ctx<'_, '_>) -> Result<Fixture, ApiError> {
@@ -510,6 +559,48 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
                      "by_model": [], "by_workflow": [], "by_automation": [], "by_day": [], "daily_cap": null}),
             )
         }
+        ("GET", "/api/v1/system/integrations") => j(json!({"data": [
+            {"provider": "codehost", "enabled": true, "configured": true, "status": "configured",
+             "missing_credentials": [], "last_error": null,
+             "metadata": {"api_url": "https://api.github.com", "web_url": "https://github.com", "strategy": "app",
+                          "app_id": 1234, "webhook_secret_set": true, "webhook_url": null}},
+            {"provider": "chat", "enabled": false, "configured": false, "status": "disabled",
+             "missing_credentials": [], "last_error": null, "metadata": {}}
+        ]})),
+        ("GET", "/api/v1/repos/codehost/{owner}/{name}") => j(json!({
+            "owner": ctx.param("owner"), "name": ctx.param("name"), "accessible": true,
+            "default_branch": "main", "private": true,
+            "permissions": {"pull": true, "push": true, "admin": false}
+        })),
+        ("POST", "/api/v1/runs/{id}/pull_request") => {
+            let f = find(ctx)?;
+            Ok(Reply::json(202, &demo_creation(&f)))
+        }
+        ("GET", "/api/v1/runs/{id}/pull_request/creation") => j(demo_creation(&find(ctx)?)),
+        ("GET", "/api/v1/runs/{id}/pull_request") => demo_pull_request(&find(ctx)?),
+        ("PUT", "/api/v1/runs/{id}/pull_request")
+        | ("DELETE", "/api/v1/runs/{id}/pull_request") => {
+            let f = find(ctx)?;
+            j(json!({"owner": "acme", "repo": f.repo, "number": 128,
+                     "html_url": format!("https://github.com/acme/{}/pull/128", f.repo)}))
+        }
+        ("POST", "/api/v1/runs/{id}/pull_request/merge") => {
+            let f = find(ctx)?;
+            j(
+                json!({"number": 128, "html_url": format!("https://github.com/acme/{}/pull/128", f.repo), "method": "merge"}),
+            )
+        }
+        ("POST", "/api/v1/runs/{id}/pull_request/close") => {
+            let f = find(ctx)?;
+            j(
+                json!({"number": 128, "html_url": format!("https://github.com/acme/{}/pull/128", f.repo)}),
+            )
+        }
+        ("GET", "/api/v1/webhooks/codehost/deliveries") => j(json!({"data": [
+            {"delivery_id": "72d3162e-cc78-11e3-81ab-4c9367dc0958", "event": "check_run", "action": "completed",
+             "repository": "acme/api-server", "outcome": "applied", "detail": null,
+             "received_at": "2026-03-06T12:00:00.000Z"}
+        ], "meta": {"has_more": false}})),
         _ => Err(ApiError::not_implemented()),
     }
 }

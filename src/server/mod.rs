@@ -25,6 +25,7 @@ pub mod fdlimit;
 pub mod housekeeping;
 pub mod http;
 pub mod ids;
+pub mod integrations;
 pub mod mcp_servers;
 pub mod models;
 pub mod openapi;
@@ -69,6 +70,8 @@ pub struct App {
     pub sizes: Arc<dyn crate::store::StoreSizes>,
     /// LLM spend across runs (`GET /api/v1/usage`, the daily cap).
     pub ledger: Arc<dyn crate::store::UsageLedger>,
+    /// The code host (and chat): pull requests, checks, webhooks.
+    pub integrations: Arc<crate::integrations::Integrations>,
     pub router: Router,
     pub started: Instant,
     /// The TCP addresses this server listens on, set once they are bound (previews refuse
@@ -92,6 +95,7 @@ impl App {
         sessions: Arc<crate::ask::Sessions>,
         sizes: Arc<dyn crate::store::StoreSizes>,
         ledger: Arc<dyn crate::store::UsageLedger>,
+        integrations: Arc<crate::integrations::Integrations>,
     ) -> App {
         App {
             settings,
@@ -106,6 +110,7 @@ impl App {
             sessions,
             sizes,
             ledger,
+            integrations,
             router: Router::new(routes::all()),
             started: Instant::now(),
             listening: std::sync::OnceLock::new(),
@@ -402,7 +407,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     );
     let sizes: Arc<dyn crate::store::StoreSizes> = Arc::clone(&sqlite) as _;
     let ledger: Arc<dyn crate::store::UsageLedger> = Arc::clone(&sqlite) as _;
-    let store: Arc<dyn crate::store::RunStore> = sqlite;
+    let store: Arc<dyn crate::store::RunStore> = Arc::clone(&sqlite) as _;
 
     let listen = match (&opts.listen, opts.dev) {
         (Some(l), _) => l.clone(),
@@ -421,9 +426,22 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         }
     });
     let watcher = settings::watch(&settings_path, handle.clone());
+    let integrations = crate::integrations::Integrations::new(
+        handle.clone(),
+        opts.state_dir.clone(),
+        sqlite,
+        Arc::clone(&store),
+        Arc::new(ServerWorkspaces {
+            state_dir: opts.state_dir.clone(),
+        }),
+    );
     let runs = runs::Runs::new(
         store,
-        executor(&opts.state_dir, handle.clone()),
+        Arc::new(runs::exec::EngineExecutor {
+            state_dir: opts.state_dir.clone(),
+            settings: handle.clone(),
+            integrations: Some(Arc::clone(&integrations)),
+        }),
         handle.clone(),
         opts.state_dir.clone(),
         Arc::clone(&versions),
@@ -478,6 +496,20 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     );
     crate::backup::schedule::start(handle.clone(), opts.state_dir.clone())
         .map_err(|e| state_err(&e))?;
+    // Code-host deliveries the integrations endpoint verified feed automations' `codehost`
+    // triggers.
+    let hooked = Arc::clone(&dispatcher);
+    integrations.set_automation_hook(Arc::new(move |event, delivery_id, payload| {
+        let fired = hooked.codehost_event(event, delivery_id, payload);
+        (!fired.is_empty()).then(|| {
+            let ids: Vec<&str> = fired.iter().map(|f| f.automation_id.as_str()).collect();
+            format!("fired automation(s) {}", ids.join(", "))
+        })
+    }));
+    let pending = integrations.resume_pending();
+    if pending > 0 {
+        log::warn!("{pending} pull request creation(s) left pending by the last stop resumed");
+    }
     let mut app = App::new(
         handle,
         opts.state_dir.clone(),
@@ -490,6 +522,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         sessions,
         sizes,
         Arc::clone(&ledger),
+        integrations,
     );
     app.settings_path = settings_path.clone();
     let app = Arc::new(app);
@@ -612,12 +645,24 @@ fn authenticator(
     ))
 }
 
-/// The executor worker threads run promoted runs with.
+/// The executor worker threads run promoted runs with (no code host: runs publish nothing).
 pub fn executor(state_dir: &Path, settings: SettingsHandle) -> Arc<dyn runs::exec::Executor> {
     Arc::new(runs::exec::EngineExecutor {
         state_dir: state_dir.to_path_buf(),
         settings,
+        integrations: None,
     })
+}
+
+/// Where the integrations find a run's workspace: as `runs::sandbox` lays them out.
+struct ServerWorkspaces {
+    state_dir: PathBuf,
+}
+
+impl crate::integrations::WorkspaceLocator for ServerWorkspaces {
+    fn locate(&self, row: &crate::store::RunRow) -> Option<(crate::workspace::Git, String)> {
+        crate::sandbox::lifecycle::workspace_git(row, &self.state_dir)
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 mod automations;
 mod backups;
+mod integrations;
 mod mcp_servers;
 mod operator;
 mod sessions;
@@ -524,7 +525,11 @@ fn schemas() -> Value {
                 "source_directory": {"type": "string", "description": "Absolute path on the server host: cloned if it is a git work tree, else copied."},
                 "in_place": {"type": "boolean", "default": false, "description": "Work in source_directory itself (explicit opt-in)."},
                 "mcp_servers": r("RunMcpServers"),
-                "budget_usd": {"type": "number", "exclusiveMinimum": 0, "description": "The run's LLM budget in US dollars ([run] max_usd when absent)."}
+                "budget_usd": {"type": "number", "exclusiveMinimum": 0, "description": "The run's LLM budget in US dollars ([run] max_usd when absent)."},
+                "pull_request_options": {"type": "object", "additionalProperties": false, "description": "This run's [run.pull_request] (not the Run's pull_request link).", "properties": {
+                    "enabled": {"type": "boolean"}, "draft": {"type": "boolean"}, "base": {"type": "string"},
+                    "auto_merge": {"type": "boolean"}, "merge_strategy": {"enum": ["merge", "squash", "rebase"]}
+                }}
             }
         },
         "FileDiff": {"type": "object", "required": ["old_file", "new_file"], "properties": {
@@ -659,7 +664,7 @@ fn schemas() -> Value {
                 "size": {"enum": ["XS", "S", "M", "L", "XL"]},
                 "ask_svc": r("AskSvc"),
                 "diff": {"type": ["object", "null"]},
-                "pull_request": {"type": ["object", "null"]},
+                "pull_request": {"oneOf": [r("PullRequestLink"), {"type": "null"}]},
                 "current_question": {"type": ["object", "null"], "properties": {"text": {"type": "string"}}},
                 "superseded_by": nullable("string"),
                 "retried_from": nullable("string"),
@@ -794,7 +799,12 @@ fn schemas() -> Value {
                 "workflow": {"type": "object", "properties": {"slug": nullable("string")}},
                 "status": {"enum": ["queued", "initializing", "running", "blocked", "succeeded", "failed"]},
                 "created_at": {"type": "string", "format": "date-time"},
-                "pull_request": {"type": ["object", "null"]},
+                "pull_request": {"type": ["object", "null"], "description": "What svc keeps of the run's pull request: number, state, html_url, additions, deletions, comments, checks [{name, status, duration_secs}].", "properties": {
+                    "number": {"type": "integer"}, "additions": {"type": "integer"}, "deletions": {"type": "integer"},
+                    "comments": {"type": "integer"}, "checks": {"type": "array", "items": {"type": "object", "properties": {
+                        "name": {"type": "string"}, "status": {"type": "string"}, "duration_secs": {"type": ["integer", "null"]}
+                    }}}
+                }},
                 "timings": {"type": "object", "properties": {"elapsed_secs": {"type": "integer"}, "elapsed_warning": {"type": "boolean"}}},
                 "sandbox": {"type": ["object", "null"]},
                 "question": {"type": ["object", "null"]}
@@ -856,6 +866,7 @@ fn build() -> Value {
         .chain(operator::operations())
         .chain(sessions::operations())
         .chain(backups::operations())
+        .chain(integrations::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -908,19 +919,22 @@ fn build() -> Value {
             {"name": "Discovery"}, {"name": "System"}, {"name": "Auth"}, {"name": "Workflows"},
             {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
             {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"},
-            {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}, {"name": "Sessions"}
+            {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}, {"name": "Sessions"}, {"name": "Integrations"}
         ],
         "paths": paths,
         "components": {
             "schemas": merged(
                 merged(
                     merged(
-                        merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
-                        operator::schemas(),
+                        merged(
+                            merged(merged(schemas(), automations::schemas()), mcp_servers::schemas()),
+                            operator::schemas(),
+                        ),
+                        sessions::schemas(),
                     ),
-                    sessions::schemas(),
+                    backups::schemas(),
                 ),
-                backups::schemas(),
+                integrations::schemas(),
             ),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},

@@ -8,6 +8,7 @@ use super::auth;
 use super::automations;
 use super::catalog;
 use super::housekeeping;
+use super::integrations;
 use super::mcp_servers;
 use super::models;
 use super::pages;
@@ -189,6 +190,47 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/system/df", housekeeping::df),
         admin("POST", "/api/v1/system/prune", housekeeping::prune),
         user("GET", "/api/v1/usage", spending::get),
+        // Integrations (opgroups 5): the code host's pull requests, checks and webhooks.
+        user("GET", "/api/v1/system/integrations", integrations::list),
+        user(
+            "GET",
+            "/api/v1/repos/codehost/{owner}/{name}",
+            integrations::repo,
+        ),
+        user(
+            "POST",
+            "/api/v1/runs/{id}/pull_request",
+            integrations::create,
+        ),
+        user("GET", "/api/v1/runs/{id}/pull_request", integrations::get),
+        user("PUT", "/api/v1/runs/{id}/pull_request", integrations::link),
+        user(
+            "DELETE",
+            "/api/v1/runs/{id}/pull_request",
+            integrations::unlink,
+        ),
+        user(
+            "GET",
+            "/api/v1/runs/{id}/pull_request/creation",
+            integrations::creation,
+        ),
+        user(
+            "POST",
+            "/api/v1/runs/{id}/pull_request/merge",
+            integrations::merge,
+        ),
+        user(
+            "POST",
+            "/api/v1/runs/{id}/pull_request/close",
+            integrations::close,
+        ),
+        // Signed by the code host (X-Hub-Signature-256), not by a user credential.
+        public("POST", "/api/v1/webhooks/codehost", integrations::webhook),
+        user(
+            "GET",
+            "/api/v1/webhooks/codehost/deliveries",
+            integrations::deliveries,
+        ),
     ]
 }
 

@@ -77,6 +77,8 @@ pub struct ServerSettings {
     pub http: HttpSettings,
     pub recovery: RecoverySettings,
     pub preview: PreviewSettings,
+    /// `[server.integrations.*]`: the code host (and, later, chat) svc talks to.
+    pub integrations: IntegrationsSettings,
     /// Where shared objects (artifacts) go; written by install mode. Nothing reads objects
     /// from it yet: runs, events and blobs live in the SQLite store.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,6 +123,59 @@ impl Default for RecoverySettings {
     fn default() -> Self {
         RecoverySettings {
             resume_interrupted: true,
+        }
+    }
+}
+
+/// `[server.integrations]`: one table per provider. Secrets are vault entries, never keys here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct IntegrationsSettings {
+    pub codehost: CodehostIntegrationSettings,
+}
+
+/// How svc authenticates to the code host's REST API and git remote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CodehostStrategy {
+    /// A personal access token (vault `CODEHOST_TOKEN`).
+    #[default]
+    Token,
+    /// An app: `app_id` here, its private key in the vault (`CODEHOST_APP_PRIVATE_KEY`);
+    /// installation tokens are minted per repository.
+    App,
+}
+
+/// `[server.integrations.codehost]`: pushing run branches, pull requests and their checks,
+/// webhooks (GitHub's REST wire format). The webhook secret is the vault's
+/// `CODEHOST_WEBHOOK_SECRET`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CodehostIntegrationSettings {
+    pub enabled: bool,
+    /// The REST API (`/repos/...`); GitHub Enterprise: `https://host/api/v3`.
+    pub api_url: String,
+    /// Where repositories and pull requests live for people and for git
+    /// (`<web_url>/<owner>/<repo>.git`).
+    pub web_url: String,
+    pub strategy: CodehostStrategy,
+    /// The app's id (strategy `app`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<u64>,
+    /// The app's public page, shown as a hint to install it on a repository.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_url: Option<String>,
+}
+
+impl Default for CodehostIntegrationSettings {
+    fn default() -> Self {
+        CodehostIntegrationSettings {
+            enabled: false,
+            api_url: "https://api.github.com".into(),
+            web_url: "https://github.com".into(),
+            strategy: CodehostStrategy::Token,
+            app_id: None,
+            app_url: None,
         }
     }
 }
@@ -399,6 +454,8 @@ pub struct RunDefaults {
     /// stops before the model call that would start past it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_usd: Option<f64>,
+    /// Whether and how a run that succeeds opens a pull request from its branch.
+    pub pull_request: PullRequestDefaults,
 }
 
 /// `[run.agent]`: defaults of agent stages.
@@ -438,6 +495,54 @@ pub enum McpServerRef {
     Inline(Box<crate::mcp::ServerDef>),
 }
 
+/// How a pull request is merged (`merge_strategy`, and `POST .../merge {method}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeStrategy {
+    #[default]
+    Merge,
+    Squash,
+    Rebase,
+}
+
+impl MergeStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeStrategy::Merge => "merge",
+            MergeStrategy::Squash => "squash",
+            MergeStrategy::Rebase => "rebase",
+        }
+    }
+}
+
+/// `[run.pull_request]` (per run: the create body's `pull_request_options`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PullRequestDefaults {
+    /// A run that succeeds pushes its branch and opens a PR before its terminal event.
+    pub enabled: bool,
+    /// Open it as a draft (default true; `auto_merge` opens it ready).
+    pub draft: bool,
+    /// The branch to merge into (default: the branch the run started from).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// svc merges the PR with `merge_strategy` once every check on its head passed.
+    pub auto_merge: bool,
+    pub merge_strategy: MergeStrategy,
+}
+
+impl Default for PullRequestDefaults {
+    fn default() -> Self {
+        PullRequestDefaults {
+            enabled: false,
+            draft: true,
+            base: None,
+            auto_merge: false,
+            merge_strategy: MergeStrategy::Merge,
+        }
+    }
+}
+
 impl RunDefaults {
     /// The environment every process of a run starts from: the allowlist of `procs::env`,
     /// the variables of `pass_env`, and the `secrets` read from `vault` now. A named secret
@@ -461,11 +566,15 @@ impl RunDefaults {
 }
 
 /// Vault entries the server keeps for itself: never given to a run (`[run] secrets`).
-pub const SERVER_OWNED_SECRETS: [&str; 4] = [
+pub const SERVER_OWNED_SECRETS: [&str; 7] = [
     "SESSION_SECRET",
     "CODEHOST_CLIENT_SECRET",
     "OBJECT_STORE_ACCESS_KEY_ID",
     "OBJECT_STORE_SECRET_ACCESS_KEY",
+    // The code-host integration's: svc pushes and opens pull requests itself.
+    "CODEHOST_TOKEN",
+    "CODEHOST_APP_PRIVATE_KEY",
+    "CODEHOST_WEBHOOK_SECRET",
 ];
 
 /// A vault entry svc itself reads: its name and what it is for.
@@ -754,6 +863,18 @@ impl Settings {
                 "server.auth.codehost.api_url",
                 Some(self.server.auth.codehost.api_url.as_str()),
             ),
+            (
+                "server.integrations.codehost.api_url",
+                Some(self.server.integrations.codehost.api_url.as_str()),
+            ),
+            (
+                "server.integrations.codehost.web_url",
+                Some(self.server.integrations.codehost.web_url.as_str()),
+            ),
+            (
+                "server.integrations.codehost.app_url",
+                self.server.integrations.codehost.app_url.as_deref(),
+            ),
         ];
         for (key, url) in urls.into_iter().chain(
             self.llm
@@ -797,6 +918,17 @@ impl Settings {
                         "{key}: `{n}` is the server's own credential and is never given to workflow code"
                     ));
                 }
+            }
+        }
+        let ch = &self.server.integrations.codehost;
+        if ch.enabled && ch.strategy == CodehostStrategy::App && ch.app_id.is_none() {
+            return bad(
+                "server.integrations.codehost.app_id is required with strategy = \"app\"".into(),
+            );
+        }
+        if let Some(b) = &self.run.pull_request.base {
+            if b.trim().is_empty() || b.starts_with('-') {
+                return bad(format!("run.pull_request.base `{b}` is not a branch name"));
             }
         }
         if let Some(sb) = &self.run.sandbox {
@@ -1043,6 +1175,16 @@ name = "gpt-5.4"
 n = 3
 [run.sandbox]
 provider = "local"
+[run.pull_request]
+enabled = true
+draft = false
+merge_strategy = "squash"
+[server.integrations.codehost]
+enabled = true
+strategy = "app"
+app_id = 42
+api_url = "http://127.0.0.1:9/api/v3"
+web_url = "http://127.0.0.1:9"
 "#,
         )
         .unwrap();
@@ -1059,6 +1201,16 @@ provider = "local"
         assert_eq!(s.server.auth.codehost.web_url, "https://github.com");
         assert_eq!(s.server.web.session_lifetime_secs, 30 * 24 * 3600);
         assert_eq!(s.run.metadata["team"], "platform");
+        assert!(s.run.pull_request.enabled && !s.run.pull_request.draft);
+        assert_eq!(s.run.pull_request.merge_strategy, MergeStrategy::Squash);
+        let ch = &s.server.integrations.codehost;
+        assert_eq!((ch.strategy, ch.app_id), (CodehostStrategy::App, Some(42)));
+        let d = Settings::parse("").unwrap();
+        assert!(d.run.pull_request.draft && !d.run.pull_request.enabled);
+        assert_eq!(
+            d.server.integrations.codehost.api_url,
+            "https://api.github.com"
+        );
     }
 
     #[test]
@@ -1083,6 +1235,12 @@ provider = "local"
             "[server.http]\nmax_head_bytes = 100",
             "[server.http]\nmax_headers = 2",
             "[server.http]\nmax_conections = 10",
+            "[server.integrations.codehost]\nenabled = true\nstrategy = \"app\"",
+            "[server.integrations.codehost]\nstrategy = \"oauth\"",
+            "[server.integrations.codehost]\napi_url = \"api.github.com\"",
+            "[server.integrations.codehost]\ntoken = \"ghp_x\"",
+            "[run.pull_request]\nmerge_strategy = \"octopus\"",
+            "[run.pull_request]\nbase = \"\"",
         ] {
             assert!(Settings::parse(bad).is_err(), "accepted: {bad}");
         }

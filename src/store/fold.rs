@@ -109,6 +109,7 @@ impl RunRow {
             models_used: Vec::new(),
             sandbox: SandboxState::default(),
             diff: None,
+            pull_request: None,
         }
     }
 }
@@ -125,6 +126,7 @@ const CREATED_META: [&str; 10] = [
     "workspace",
     "mcp_servers",
     "mcp_definitions",
+    "pull_request_options",
 ];
 
 /// A blank row, only as a cheap placeholder while a row is moved through [`fold`].
@@ -159,6 +161,7 @@ pub(crate) fn empty_row() -> RunRow {
         usage: UsageTotals::default(),
         sandbox: SandboxState::default(),
         diff: None,
+        pull_request: None,
     }
 }
 
@@ -429,6 +432,16 @@ pub fn fold(mut row: RunRow, event: &Event) -> RunRow {
                 note_model(&mut row.models_used, u);
             }
         }
+        event_kind::PULL_REQUEST_CREATED | event_kind::PULL_REQUEST_LINKED => {
+            let field = |k: &str| p.get(k).cloned().unwrap_or(Value::Null);
+            row.pull_request = Some(json!({
+                "owner": field("owner"),
+                "repo": field("repo"),
+                "number": field("pr_number"),
+                "html_url": field("pr_url"),
+            }));
+        }
+        event_kind::PULL_REQUEST_UNLINKED => row.pull_request = None,
         event_kind::INTERVIEW_STARTED => row.questions.push(p.clone()),
         event_kind::INTERVIEW_COMPLETED
         | event_kind::INTERVIEW_TIMEOUT

@@ -6,8 +6,9 @@
 //! [`SqliteStore`], one SQLite file `<state-dir>/svc.db`), post-commit notification
 //! ([`Hub`]), startup activation ([`SqliteStore::activate`]: open, migrate, check, import
 //! legacy data, keep its backup), the portable export/import format ([`portable`]) and the
-//! `workflow_versions` table ([`VersionTable`]; other modules' tables go beside it, see
-//! `schema.rs`), and the state directory's lock ([`lock`]: one server per state directory).
+//! `workflow_versions` table ([`VersionTable`]), the code-host integration's tables
+//! ([`CodehostTable`]; other modules' tables go beside them, see `schema.rs`), and the state
+//! directory's lock ([`lock`]: one server per state directory).
 //! Must not touch: workflow parsing or execution, HTTP, settings, or files other than the
 //! state directory it is handed and the export/import directories named by its callers.
 //!
@@ -24,6 +25,7 @@ mod activation;
 pub mod automations;
 pub mod backup;
 pub mod catalog;
+mod codehost;
 mod error;
 mod fold;
 mod hooked;
@@ -51,6 +53,9 @@ pub use activation::{
 };
 pub use automations::{Advance, AutomationTables, FireRow, ScheduleRow};
 pub use catalog::{CatalogRow, CatalogTable, CatalogTables, MemoryCatalogs, WriteConflict};
+pub use codehost::{
+    CodehostTable, CreationRecord, DeliveryRecord, MemoryCodehost, PullRequestRecord,
+};
 pub use error::{ActivationError, Location, StoreError};
 pub use fold::{fold, replay};
 pub use hooked::{HookedStore, Observer};

@@ -316,6 +316,10 @@ pub struct RunRow {
     /// deletions}` against the run's base).
     #[serde(default)]
     pub diff: Option<Value>,
+    /// PullRequestLink (SPEC 2.3) of the latest `pull_request.created` or `.linked`, until a
+    /// `pull_request.unlinked`.
+    #[serde(default)]
+    pub pull_request: Option<Value>,
 }
 
 /// SPEC 2.5 sandbox kind.

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -284,6 +284,39 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     WHERE e.kind IN ('stage.completed', 'stage.failed')
       AND json_type(e.payload, '$.properties.usage') = 'object'
       AND r.parent_id IS NULL;
+    ",
+    // 9: the code-host integration (`codehost.rs`): each run's pull request as last seen on
+    // the host (details, checks, comments), pull-request creation jobs (one per run), and
+    // every webhook delivery received.
+    "
+    CREATE TABLE IF NOT EXISTS pull_requests (
+        run_id       TEXT    NOT NULL PRIMARY KEY,
+        owner        TEXT    NOT NULL,
+        repo         TEXT    NOT NULL,
+        number       INTEGER NOT NULL CHECK (number > 0),
+        head_sha     TEXT,
+        state        TEXT    NOT NULL CHECK (json_valid(state)),
+        refreshed_at INTEGER NOT NULL DEFAULT 0,
+        updated_at   TEXT    NOT NULL
+    ) STRICT;
+    CREATE INDEX IF NOT EXISTS pull_requests_by_number ON pull_requests (owner, repo, number);
+    CREATE INDEX IF NOT EXISTS pull_requests_by_head ON pull_requests (head_sha) WHERE head_sha IS NOT NULL;
+    CREATE TABLE IF NOT EXISTS pr_creations (
+        run_id TEXT NOT NULL PRIMARY KEY,
+        id     TEXT NOT NULL UNIQUE,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+        record TEXT NOT NULL CHECK (json_valid(record))
+    ) STRICT;
+    CREATE INDEX IF NOT EXISTS pr_creations_pending ON pr_creations (status) WHERE status = 'pending';
+    CREATE TABLE IF NOT EXISTS webhook_deliveries (
+        delivery_id TEXT NOT NULL PRIMARY KEY,
+        event       TEXT NOT NULL,
+        action      TEXT,
+        repository  TEXT,
+        outcome     TEXT NOT NULL,
+        detail      TEXT,
+        received_at TEXT NOT NULL
+    ) STRICT;
     ",
 ];
 

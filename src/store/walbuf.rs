@@ -81,7 +81,7 @@ struct WalFile {
 }
 
 // The real file object is placed right after a `WalFile`: keep that offset 8-aligned.
-const _: () = assert!(std::mem::size_of::<WalFile>() % 8 == 0);
+const _: () = assert!(std::mem::size_of::<WalFile>().is_multiple_of(8));
 
 unsafe extern "C" fn open(
     _vfs: *mut ffi::sqlite3_vfs,

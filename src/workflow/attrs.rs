@@ -159,6 +159,11 @@ pub const SCHEMA: &[(Scope, &str, AttrType)] = &[
     (Node, "manager.poll_interval", Duration),
     (Node, "manager.max_cycles", Int),
     (Node, "manager.stop_condition", Text),
+    // Ours: `type="pull_request"` stages (docs/decisions.md, "Pull requests in a workflow").
+    (Node, "pull_request.wait_checks", Bool),
+    (Node, "pull_request.checks_timeout", Duration),
+    (Node, "pull_request.checks_grace", Duration),
+    (Node, "pull_request.draft", Bool),
     (Edge, "label", Text),
     (Edge, "condition", Text),
     (Edge, "weight", Int),

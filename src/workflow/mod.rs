@@ -36,6 +36,9 @@ pub enum HandlerKind {
     FanIn,
     Wait,
     ManagerLoop,
+    /// Ours: push the run branch, open or update the run's pull request and wait for its
+    /// checks (`type="pull_request"`; no shape maps to it).
+    PullRequest,
 }
 
 impl HandlerKind {
@@ -52,6 +55,7 @@ impl HandlerKind {
             HandlerKind::FanIn => "parallel.fan_in",
             HandlerKind::Wait => "wait",
             HandlerKind::ManagerLoop => "stack.manager_loop",
+            HandlerKind::PullRequest => "pull_request",
         }
     }
 
@@ -69,6 +73,7 @@ impl HandlerKind {
             "parallel.fan_in" => HandlerKind::FanIn,
             "wait" => HandlerKind::Wait,
             "stack.manager_loop" => HandlerKind::ManagerLoop,
+            "pull_request" => HandlerKind::PullRequest,
             _ => return None,
         })
     }

@@ -41,6 +41,14 @@ pub fn bare_command() -> Command {
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
+        // Tracing would print HTTP headers, and with them a credential given to a clone or
+        // a push.
+        .env_remove("GIT_TRACE")
+        .env_remove("GIT_TRACE_CURL")
+        .env_remove("GIT_TRACE_PACKET")
+        .env_remove("GIT_TRACE2")
+        .env_remove("GIT_TRACE2_EVENT")
+        .env_remove("GIT_CURL_VERBOSE")
         .args([
             "-c",
             "core.hooksPath=/dev/null",

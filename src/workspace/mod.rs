@@ -138,6 +138,18 @@ fn side_git_dir(dest: &Path) -> PathBuf {
 /// Makes the workspace of run `run_id` at `dest` (which must not exist yet; for
 /// `in_place` only its sibling git directory is created).
 pub fn prepare(source: &Source, run_id: &str, dest: &Path) -> Result<Workspace, WorkspaceError> {
+    prepare_with(source, run_id, dest, &[])
+}
+
+/// [`prepare`], cloning with `clone_env` added to the `git clone` process's environment
+/// only (a code host's credential as `GIT_CONFIG_*` variables): nothing of it is written
+/// to the clone.
+pub fn prepare_with(
+    source: &Source,
+    run_id: &str,
+    dest: &Path,
+    clone_env: &[(String, String)],
+) -> Result<Workspace, WorkspaceError> {
     let branch = run_branch(run_id);
     match source {
         Source::Scratch => {
@@ -148,7 +160,7 @@ pub fn prepare(source: &Source, run_id: &str, dest: &Path) -> Result<Workspace, 
         Source::Repository {
             origin_url,
             branch: b,
-        } => clone(origin_url, b.as_deref(), dest, &branch),
+        } => clone(origin_url, b.as_deref(), dest, &branch, clone_env),
         Source::Directory { path, in_place } => {
             if !path.is_dir() {
                 return Err(WorkspaceError::new(
@@ -165,7 +177,7 @@ pub fn prepare(source: &Source, run_id: &str, dest: &Path) -> Result<Workspace, 
                 ws.owned = false;
                 Ok(ws)
             } else if Git::is_repository(path) {
-                let mut ws = clone(&path.display().to_string(), None, dest, &branch)?;
+                let mut ws = clone(&path.display().to_string(), None, dest, &branch, &[])?;
                 ws.clone_origin_url = Some(path.display().to_string());
                 Ok(ws)
             } else {
@@ -229,8 +241,10 @@ fn clone(
     branch: Option<&str>,
     dest: &Path,
     run_branch: &str,
+    env: &[(String, String)],
 ) -> Result<Workspace, WorkspaceError> {
     let mut cmd = git::bare_command();
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     cmd.args(["clone", "--quiet", "--no-tags"]);
     if let Some(b) = branch {
         cmd.args(["--branch", b]);

@@ -8,6 +8,8 @@ chromedriver, driven by Selenium). Launches the real svc binary with the web UI 
 Exits non-zero with a message on the first failed check.
 """
 import argparse
+import hashlib
+import hmac
 import http.server
 import threading
 import json
@@ -833,6 +835,110 @@ def bench(d, binary):
     return out
 
 
+class ScriptedCodeHost:
+    """The code host's REST answers a pull request view needs (GitHub's wire format): the
+    pull request and its head's check runs and statuses, as the test sets them."""
+
+    def __init__(self):
+        self.pr = None
+        self.check_runs = []
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                if path.endswith("/pulls/7") and outer.pr:
+                    body = outer.pr
+                elif path.endswith("/check-runs"):
+                    body = {"total_count": len(outer.check_runs), "check_runs": outer.check_runs}
+                elif path.endswith("/status"):
+                    body = {"state": "pending", "statuses": []}
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                out = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+
+
+WEBHOOK_SECRET = "browser-webhook-secret"
+
+
+def deliver(s, event, delivery, payload):
+    body = json.dumps(payload).encode()
+    sig = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    req = urllib.request.Request(s.base + "/api/v1/webhooks/codehost", method="POST", data=body, headers={
+        "X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": sig,
+        "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        check(r.status == 200, f"webhook {delivery}: {r.status}")
+
+
+def test_pull_request(d, binary):
+    """A run's pull request and its checks on the board and the run page, red then green as
+    signed webhooks arrive, without reloading."""
+    host = ScriptedCodeHost()
+    s = Server(binary, f'[server.integrations.codehost]\nenabled = true\napi_url = "{host.base}/api/v3"\nweb_url = "{host.base}"\n')
+    try:
+        for name, value in [("CODEHOST_TOKEN", "ghp_browserTestToken0000"), ("CODEHOST_WEBHOOK_SECRET", WEBHOOK_SECRET)]:
+            subprocess.run([binary, "secrets", "set", name, value, "--state-dir", s.dir], check=True, capture_output=True)
+        d.get(s.base + "/login")
+        sign_in_only(d, s)
+        run_id = s.create('digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }')
+        wait(d, "the run to end", lambda: s.api("GET", f"/api/v1/runs/{run_id}")[1]["lifecycle"]["status"]["kind"] == "succeeded")
+        repo = {"name": "app", "full_name": "acme/app", "owner": {"login": "acme"}}
+        host.pr = {"number": 7, "title": "Fix the greeting", "state": "open", "draft": False, "merged": False,
+                   "additions": 12, "deletions": 3, "changed_files": 2, "comments": 1, "review_comments": 1,
+                   "user": {"login": "svc-bot"}, "head": {"ref": "svc/run/x", "sha": "abc123"}, "base": {"ref": "main"},
+                   "html_url": f"{host.base}/acme/app/pull/7", "created_at": "2026-01-01T00:00:00Z",
+                   "updated_at": "2026-01-01T00:00:00Z"}
+        st, link = s.api("PUT", f"/api/v1/runs/{run_id}/pull_request", {"html_url": f"{host.base}/acme/app/pull/7"})
+        check(st == 200 and link["number"] == 7, f"link: {st} {link}")
+        deliver(s, "pull_request", "b1", {"action": "opened", "pull_request": host.pr, "repository": repo})
+        d.get(s.base + "/")
+        card = f'.card[data-id="{run_id}"]'
+        wait(d, "the card's pull request", lambda: q(d, card + ' .card-pr[data-pr="7"]'))
+        check("PR #7" in q(d, card)[0].text, "the card names the pull request")
+        red = {"name": "ci", "head_sha": "abc123", "status": "completed", "conclusion": "failure",
+               "started_at": "2026-01-01T00:00:00Z", "completed_at": "2026-01-01T00:01:40Z",
+               "output": {"title": "2 tests failed", "summary": "test_greeting: expected hello"}, "pull_requests": [{"number": 7}]}
+        host.check_runs = [red]
+        deliver(s, "check_run", "b2", {"action": "completed", "check_run": red, "repository": repo})
+        wait(d, "a red check on the card, live", lambda: q(d, card + ' .chip-bad[data-check="ci"]'))
+        shot(d, "board-pull-request")
+        d.get(s.base + "/runs/" + run_id)
+        wait(d, "the pull request panel", lambda: q(d, "#pull-request") and q(d, "#pull-request")[0].is_displayed()
+             and q(d, "#pr-link"))
+        panel = q(d, "#pull-request")[0]
+        check("acme/app#7" in panel.text and "Fix the greeting" in panel.text, f"panel: {panel.text}")
+        wait(d, "the failing check and its output", lambda: q(d, '#pr-checks .chip-bad[data-check="ci"]')
+             and "test_greeting: expected hello" in q(d, "#pr-checks")[0].text)
+        check("+12" in panel.text and "2 comments" in panel.text, f"counts: {panel.text}")
+        green = dict(red, conclusion="success", output={"title": "all passed", "summary": "12 tests"})
+        host.check_runs = [green]
+        deliver(s, "check_run", "b3", {"action": "completed", "check_run": green, "repository": repo})
+        wait(d, "the check turning green on the run page, live", lambda: q(d, '#pr-checks .chip-ok[data-check="ci"]'))
+        check(q(d, "#pr-verdict")[0].text == "passed", "verdict passed")
+        shot(d, "run-page-pull-request")
+    finally:
+        s.stop()
+        host.stop()
+
+
 def sign_in_only(d, s):
     wait(d, "sign-in form", lambda: q(d, "#dev-token"))
     q(d, "#dev-token")[0].send_keys(s.token)
@@ -876,6 +982,10 @@ def main():
             t = time.time()
             test_dev_board(d, a.bin)
             print(f"ok: dev mode board ({time.time() - t:.1f}s)", flush=True)
+        if not a.only or a.only in "pull request and checks":
+            t = time.time()
+            test_pull_request(d, a.bin)
+            print(f"ok: pull request and checks ({time.time() - t:.1f}s)", flush=True)
         if not a.only or a.only in "steering an agent":
             t = time.time()
             test_steering(d, a.bin)

@@ -472,3 +472,87 @@ fn install_pages_are_locked_down_and_token_guesses_are_limited() {
     // /health is not behind the limit.
     assert_eq!(s.raw("GET", "/health", &[], None).status, 200);
 }
+
+#[test]
+fn the_code_host_step_sets_up_the_integration() {
+    let (mut s, token) = install_server(None);
+    let put = |body: Value| call(&s, &token, "PUT", "/install/codehost", Some(body));
+    assert_eq!(
+        put(json!({"canonical_url": "x"})).status,
+        422,
+        "unknown fields are refused"
+    );
+    // Neither sign-in nor the integration.
+    assert_error(&put(json!({})), 422);
+    // An app without a usable key.
+    let bad =
+        put(json!({"integration": {"strategy": "app", "app_id": 42, "private_key": "not a key"}}));
+    let b = assert_error(&bad, 422);
+    assert!(b["errors"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("private_key"));
+    assert_error(&put(json!({"integration": {"strategy": "token"}})), 422);
+    let key = support::codehost::APP_KEY_PEM;
+    let ok = put(json!({
+        "web_url": "https://git.example.com", "api_url": "https://git.example.com/api/v3",
+        "integration": {"strategy": "app", "app_id": 42, "private_key": key,
+                        "webhook_secret": "install-webhook-secret", "app_url": "https://git.example.com/apps/svc"}
+    }));
+    assert_eq!(ok.status, 204, "{}", ok.text());
+    let session = call(&s, &token, "GET", "/install/session", None);
+    assert!(
+        !session.text().contains("PRIVATE KEY")
+            && !session.text().contains("install-webhook-secret")
+    );
+    assert_eq!(
+        session.json()["codehost"]["integration"]["private_key_saved"],
+        true
+    );
+    for (path, body) in [
+        (
+            "/install/server",
+            json!({"canonical_url": "http://svc.test"}),
+        ),
+        ("/install/object-store", json!({"provider": "local"})),
+        ("/install/llm", json!({"skip": true})),
+    ] {
+        let r = call(&s, &token, "PUT", path, Some(body));
+        assert_eq!(r.status, 204, "{path}: {}", r.text());
+    }
+    let done = call(&s, &token, "POST", "/install/finish", None);
+    assert_eq!(done.status, 202, "{}", done.text());
+    assert_eq!(wait_exit(&mut s), 0);
+    let dir = s.kill();
+    let settings = std::fs::read_to_string(dir.path().join("settings.toml")).unwrap();
+    let parsed: toml::Value = toml::from_str(&settings).unwrap();
+    let ch = &parsed["server"]["integrations"]["codehost"];
+    assert_eq!(ch["enabled"].as_bool(), Some(true));
+    assert_eq!(ch["strategy"].as_str(), Some("app"));
+    assert_eq!(ch["app_id"].as_integer(), Some(42));
+    assert_eq!(
+        ch["api_url"].as_str(),
+        Some("https://git.example.com/api/v3")
+    );
+    assert!(!settings.contains("PRIVATE KEY") && !settings.contains("install-webhook-secret"));
+    let vault: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("secrets.json")).unwrap()).unwrap();
+    assert_eq!(vault["CODEHOST_APP_PRIVATE_KEY"]["value"], key.trim());
+    assert_eq!(
+        vault["CODEHOST_WEBHOOK_SECRET"]["value"],
+        "install-webhook-secret"
+    );
+    assert!(
+        vault.get("CODEHOST_CLIENT_SECRET").is_none(),
+        "no sign-in was set up"
+    );
+    // The configured server reports the integration ready.
+    let s = Server::with(Opts {
+        dev: false,
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    let st = s.get("/api/v1/system/integrations").json();
+    assert_eq!(st["data"][0]["status"], "configured", "{st}");
+    assert_eq!(st["data"][0]["metadata"]["webhook_secret_set"], true);
+}

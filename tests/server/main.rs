@@ -27,6 +27,8 @@ mod security;
 // One server per state directory: a second server, `svc run` and `svc import` beside one,
 // a killed server's lock.
 mod state_lock;
+// Runs ending in pull requests against a scripted code host: push, PR, checks, webhooks.
+mod pull_requests;
 // SIGKILL under load, many times, on one state directory: nothing acknowledged is lost.
 mod crash;
 // Automations: the catalog rules over HTTP, fires, hooks, the scheduler across restarts.

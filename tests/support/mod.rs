@@ -9,6 +9,8 @@
 //! - [`server`]: the real `svc server start` on a loopback port or a Unix socket, a small
 //!   HTTP/1.1 + SSE client, and the runs-API steps (create, start, wait for a status) (needs
 //!   `cli`).
+//! - [`codehost`]: a scripted code host in GitHub's REST wire format in front of real git
+//!   repositories served over smart HTTP (needs `cli`).
 //! - [`llm`]: a scripted LLM provider speaking each provider's real wire format (needs
 //!   `llm`; `benches/agent_bench.rs` includes it too).
 //! - [`mcp`]: real MCP servers installed by `.ci/mcp-servers.sh`, the scripted ones in
@@ -22,6 +24,8 @@
 
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
+pub mod codehost;
 #[cfg(feature = "llm")]
 pub mod llm;
 #[cfg(feature = "llm")]

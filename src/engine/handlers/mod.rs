@@ -12,6 +12,7 @@ pub mod human;
 mod llm;
 mod manager_loop;
 mod parallel;
+mod pull_request;
 mod wait;
 
 use super::checkpoint::RunState;
@@ -190,5 +191,6 @@ pub(crate) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         HandlerKind::Parallel => parallel::run(cx),
         HandlerKind::FanIn => fan_in::run(cx),
         HandlerKind::ManagerLoop => manager_loop::run(cx),
+        HandlerKind::PullRequest => pull_request::run(cx),
     }
 }

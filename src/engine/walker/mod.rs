@@ -53,6 +53,8 @@ pub enum FailureReason {
     BudgetExhausted,
     /// The run's recorded LLM cost reached its budget (`budget_usd`, `[run] max_usd`).
     BudgetExceeded,
+    /// The graph succeeded but its work could not be published (`Services::publisher`).
+    PublishFailed,
 }
 
 impl FailureReason {
@@ -63,6 +65,7 @@ impl FailureReason {
             FailureReason::TransientInfra => "transient_infra",
             FailureReason::BudgetExhausted => "budget_exhausted",
             FailureReason::BudgetExceeded => "budget_exceeded",
+            FailureReason::PublishFailed => "publish_failed",
         }
     }
 

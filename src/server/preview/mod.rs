@@ -105,7 +105,7 @@ pub fn token(key: &[u8], signed: bool, run: &str, port: u16, exp: i64) -> String
 
 /// Lowercase or uppercase hex to bytes; None if it is not hex.
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

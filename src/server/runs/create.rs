@@ -83,6 +83,9 @@ struct CreateRun {
     /// The run's LLM budget in USD (`[run] max_usd` when absent).
     #[serde(default)]
     budget_usd: Option<f64>,
+    /// This run's `[run.pull_request]` (not the Run's `pull_request` link).
+    #[serde(default)]
+    pull_request_options: Option<crate::integrations::publish::PullRequestOptions>,
 }
 
 /// What a caller asks of a new run besides its workflow version; every `None` or empty
@@ -111,6 +114,8 @@ pub struct RunSpec {
     pub source_directory: Option<String>,
     /// Work in `source_directory` itself instead of a copy.
     pub in_place: bool,
+    /// Overrides `[run.pull_request]` for this run.
+    pub pull_request_options: Option<crate::integrations::publish::PullRequestOptions>,
     /// The principal creating the run, as JSON (`auth::Principal::to_json`).
     pub created_by: Value,
     /// Where the request came from: `{"kind": "api"}` for the API.
@@ -306,6 +311,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         repository: body.repository,
         source_directory: body.source_directory,
         in_place: body.in_place,
+        pull_request_options: body.pull_request_options,
         created_by: actor_of(ctx),
         origin: json!({"kind": "api"}),
         id: None,
@@ -336,6 +342,9 @@ impl Runs {
             .is_some_and(|m| m.name.trim().is_empty())
         {
             return Err(ApiError::bad_request("model.name is empty."));
+        }
+        if let Some(o) = &spec.pull_request_options {
+            o.validate().map_err(ApiError::bad_request)?;
         }
         let settings = self.settings.get();
         let defaults = &settings.run;
@@ -378,13 +387,23 @@ impl Runs {
                     .as_ref()
                     .map(|m| json!({"provider": m.provider, "name": m.name}))
             });
-        let (workspace, repository, source_directory) = workspace_request(
+        let (workspace, mut repository, source_directory) = workspace_request(
             spec.repository,
             spec.source_directory,
             spec.in_place,
             defaults,
         )?;
         let mcp = self.frozen_mcp_servers(spec.mcp_servers, &defaults.agent)?;
+        // An origin on the configured code host is that host's repository, whatever its name.
+        let web_url = &settings.server.integrations.codehost.web_url;
+        let on_codehost = repository
+            .get("origin_url")
+            .and_then(Value::as_str)
+            .and_then(|o| crate::integrations::codehost::repo_of_origin(web_url, o));
+        if let Some(repo) = on_codehost {
+            repository["name"] = json!(repo.slug());
+            repository["provider"] = json!("codehost");
+        }
         let sandbox_defaults = defaults
             .sandbox
             .clone()
@@ -403,6 +422,7 @@ impl Runs {
             "sandbox": sandbox,
             "workspace": workspace,
             "repository": repository,
+            "pull_request_options": spec.pull_request_options,
         });
         if let Some(a) = spec.automation {
             extra["automation"] = a;

@@ -80,6 +80,8 @@ pub struct EngineExecutor {
     pub state_dir: PathBuf,
     /// Live settings: `[llm.providers.*] base_url` and `[run] model` are read per run.
     pub settings: crate::settings::SettingsHandle,
+    /// Where runs publish (their pull requests); `None`: nowhere.
+    pub integrations: Option<Arc<crate::integrations::Integrations>>,
 }
 
 /// The model the run was created with (create body `model`, else `[run] model` then).
@@ -161,9 +163,22 @@ impl Executor for EngineExecutor {
             Err(e) => return fail_launch(job, e),
         };
         let defaults = settings.sandbox_defaults();
-        let Some(ready) =
-            lifecycle::start(job.store.as_ref(), &job.row, &self.state_dir, &defaults)
-        else {
+        // A repository on the code host is cloned with its credential.
+        let clone_env = match (&self.integrations, lifecycle::source_of(&job.row)) {
+            (Some(i), crate::workspace::Source::Repository { origin_url, .. })
+                if job.row.sandbox.instance.is_none() =>
+            {
+                i.clone_env(&origin_url)
+            }
+            _ => Vec::new(),
+        };
+        let Some(ready) = lifecycle::start_with(
+            job.store.as_ref(),
+            &job.row,
+            &self.state_dir,
+            &defaults,
+            &clone_env,
+        ) else {
             return;
         };
         let options = RunOptions {
@@ -222,6 +237,13 @@ impl Executor for EngineExecutor {
         services.cancel = job.handle.cancel.clone();
         services.isolation = ready.isolation;
         services.stage_env = Some(stage_env);
+        if let Some(i) = &self.integrations {
+            services.publisher = Arc::new(crate::integrations::publish::RunPublisher {
+                integrations: Arc::clone(i),
+                run_id: job.row.id.clone(),
+                git: ready.git.clone(),
+            });
+        }
         services.workspace = Arc::new(crate::workspace::EngineWorkspace::new(
             ready.git, ready.base,
         ));

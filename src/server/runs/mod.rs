@@ -333,10 +333,17 @@ pub fn list(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         })
         .map_err(store_error)?;
     let has_more = rows.len() > limit;
+    let rows = &rows[..rows.len().min(limit)];
+    // The page's pull requests as kept (one query; the board never asks the code host).
+    let linked: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.pull_request.is_some())
+        .map(|r| r.id.as_str())
+        .collect();
+    let mut kept = app.integrations.board_pull_requests(&linked);
     let data: Vec<Value> = rows
         .iter()
-        .take(limit)
-        .filter_map(view::board_item)
+        .filter_map(|r| view::board_item(r, kept.remove(&r.id)))
         .collect();
     let mut meta = json!({"has_more": has_more});
     if let Some(cap) = app.runs.daily_cap().map_err(store_error)? {

@@ -61,7 +61,7 @@ pub struct RunView<'a> {
     size: &'static str,
     ask_svc: crate::ask::Readiness,
     diff: &'a Option<Value>,
-    pull_request: Option<()>,
+    pull_request: &'a Option<Value>,
     current_question: Option<Value>,
     superseded_by: &'a Option<String>,
     retried_from: Cow<'a, Value>,
@@ -221,7 +221,7 @@ pub fn run_view<'a>(
         size: crate::llm::size_bucket(u.usd_micros),
         ask_svc: ask,
         diff: &row.diff,
-        pull_request: None,
+        pull_request: &row.pull_request,
         current_question: row.current_question.as_ref().map(question_text),
         superseded_by: &row.superseded_by,
         retried_from: or("retried_from", || Value::Null),
@@ -264,8 +264,9 @@ pub fn board_status(s: &RunStatus) -> Option<&'static str> {
     })
 }
 
-/// A board list item (SPEC 2.12).
-pub fn board_item(row: &RunRow) -> Option<Value> {
+/// A board list item (SPEC 2.12); `pull_request` is what svc keeps of the run's pull
+/// request (number, state, counts, checks), never fetched for the board.
+pub fn board_item(row: &RunRow, pull_request: Option<Value>) -> Option<Value> {
     let status = board_status(&row.status)?;
     let elapsed = wall_ms(row).unwrap_or(0) / 1000;
     let repo = row
@@ -289,7 +290,7 @@ pub fn board_item(row: &RunRow) -> Option<Value> {
         "workflow": {"slug": row.workflow.slug},
         "status": status,
         "created_at": row.created_at,
-        "pull_request": null,
+        "pull_request": pull_request.unwrap_or(Value::Null),
         "timings": {"elapsed_secs": elapsed, "elapsed_warning": elapsed > ELAPSED_WARNING_SECS},
         "sandbox": sandbox,
         "question": row.current_question.as_ref().map(question_text),

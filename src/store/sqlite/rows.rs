@@ -35,6 +35,8 @@ struct StateRef<'a> {
     models_used: &'a [Value],
     sandbox: &'a SandboxState,
     diff: &'a Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pull_request: &'a Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +64,8 @@ struct StateOwned {
     sandbox: SandboxState,
     #[serde(default)]
     diff: Option<Value>,
+    #[serde(default)]
+    pull_request: Option<Value>,
 }
 
 /// Events about to be appended together, folded onto their run's row: what one append
@@ -134,6 +138,7 @@ pub(super) fn encode_state(row: &RunRow) -> Result<String, StoreError> {
         models_used: &row.models_used,
         sandbox: &row.sandbox,
         diff: &row.diff,
+        pull_request: &row.pull_request,
     })
     .map_err(|source| StoreError::Encode {
         what: "row state",
@@ -184,6 +189,7 @@ pub(super) fn assemble(
     row.models_used = s.models_used;
     row.sandbox = s.sandbox;
     row.diff = s.diff;
+    row.pull_request = s.pull_request;
     if let Some(text) = checkpoint {
         row.checkpoint = Some(parse_event(run_id, 0, text)?.properties);
     }

@@ -56,7 +56,19 @@
       diff ? el('p', {class: 'diff', title: 'Changed lines'},
         el('span', {class: 'add'}, '+' + (diff.additions || 0)), ' ',
         el('span', {class: 'del'}, '−' + (diff.deletions || 0)),
-        diff.files_changed !== undefined ? ` in ${diff.files_changed} files` : '') : null);
+        diff.files_changed !== undefined ? ` in ${diff.files_changed} files` : '') : null,
+      prNode(item.pull_request));
+  }
+
+  // The card's pull request: number (a link), state, comments and each check.
+  function prNode(pr) {
+    if (!pr || !pr.number) return null;
+    const checks = pr.checks || [];
+    return el('div', {class: 'card-pr', 'data-pr': pr.number, 'data-pr-state': pr.state || ''},
+      pr.html_url ? el('a', {href: pr.html_url, rel: 'noopener'}, 'PR #' + pr.number) : 'PR #' + pr.number,
+      pr.state ? el('span', {class: 'pr-state pr-' + pr.state}, pr.state) : null,
+      pr.comments ? el('span', {class: 'muted'}, `${pr.comments} comment${pr.comments === 1 ? '' : 's'}`) : null,
+      checks.length ? el('span', {class: 'checks'}, checks.map(svc.checkChip)) : null);
   }
 
   function setCount(col) {
@@ -101,9 +113,19 @@
       status: column(r.lifecycle.status.kind), created_at: r.timestamps.created_at,
       question: r.current_question,
       timings: {elapsed_secs: Math.floor(((r.timing && r.timing.wall_time_ms) || 0) / 1000)},
-      diff: r.diff, pull_request: r.pull_request, archived: r.lifecycle.archived,
+      diff: r.diff, pull_request: keptPr(r), archived: r.lifecycle.archived,
       automation: r.automation,
     };
+  }
+
+  // The Run carries only the pull request's link; what the card showed of it (state,
+  // counts, checks) stays until a `pull_request.updated` event says otherwise.
+  function keptPr(r) {
+    if (!r.pull_request) return null;
+    const had = cards.get(r.id);
+    const old = had && had.item.pull_request;
+    if (old && old.number === r.pull_request.number) return old;
+    return {number: r.pull_request.number, html_url: r.pull_request.html_url, checks: []};
   }
 
   // Status changes the event itself tells: the card moves at once, without a request.
@@ -116,9 +138,16 @@
 
   function onEvent(ev) {
     const k = ev.event || '';
-    if (!ev.run_id || !(k.startsWith('run.') || k.startsWith('interview.'))) return;
+    if (!ev.run_id || !(k.startsWith('run.') || k.startsWith('interview.') || k.startsWith('pull_request.'))) return;
     const p = ev.properties || {};
     const c = cards.get(ev.run_id);
+    if (k === 'pull_request.updated') {
+      if (c && p.pull_request) {
+        place(Object.assign({}, c.item, {pull_request: p.pull_request}));
+        svc.probe(ev);
+      }
+      return;
+    }
     if (c) {
       let col = KIND_COLUMN[k];
       if (k === 'run.completed') col = column(p.status) || 'succeeded';

@@ -159,6 +159,21 @@ const svc = (() => {
     if (!isNaN(t) && probes.length < 100000) probes.push(Date.now() - t);
   }
 
+  // A check's status as a word class: ok (passed), bad (failed) or wait (still running).
+  const CHECK_OK = new Set(['success', 'neutral', 'skipped']);
+  const CHECK_BAD = new Set(['failure', 'cancelled', 'timed_out', 'action_required', 'error', 'stale', 'startup_failure']);
+  function checkClass(status) {
+    return CHECK_OK.has(status) ? 'ok' : CHECK_BAD.has(status) ? 'bad' : 'wait';
+  }
+  // One check as a small labelled chip: mark, name, status and duration in its title.
+  function checkChip(c) {
+    const cls = checkClass(c.status);
+    const mark = cls === 'ok' ? '✓' : cls === 'bad' ? '✗' : '●';
+    const took = c.duration_secs !== null && c.duration_secs !== undefined ? ` in ${fmtSecs(c.duration_secs)}` : '';
+    return el('span', {class: 'chip chip-' + cls, 'data-check': c.name, 'data-status': c.status,
+      title: `${c.name}: ${c.status}${took}`}, `${mark} ${c.name}`);
+  }
+
   function setupChrome() {
     const badge = document.getElementById('demo-badge');
     if (demo && badge) {
@@ -174,6 +189,6 @@ const svc = (() => {
   document.addEventListener('DOMContentLoaded', setupChrome);
 
   return {demo, el, fill, api, text, ApiError, errorBox, show, main, signIn, fmtSecs, fmtMs, fmtUsd,
-    fmtInt, fmtTime, column, statusWords, isTerminal, probes, probe};
+    fmtInt, fmtTime, column, statusWords, isTerminal, probes, probe, checkClass, checkChip};
 })();
 window.svc = svc;

@@ -1,10 +1,11 @@
 // The run page: header and controls, the workflow graph coloured live by stage state, the
 // event log (SSE with Last-Event-ID resume), stage details, pending questions answered in
 // place, steering while an agent stage runs, usage and file diffs, the Ask panel (questions
-// about the run, answers streamed, interrupt) and "rewind to here" on completed stages.
+// about the run, answers streamed, interrupt), "rewind to here" on completed stages, and the
+// run's pull request with its checks.
 'use strict';
 (() => {
-  const {el, api, show, errorBox, fmtMs, fmtUsd, fmtInt, fmtTime, statusWords, isTerminal} = svc;
+  const {el, api, show, errorBox, fmtMs, fmtUsd, fmtInt, fmtTime, fmtSecs, statusWords, isTerminal} = svc;
   const id = decodeURIComponent(location.pathname.split('/')[2] || '');
   const base = '/api/v1/runs/' + encodeURIComponent(id);
   const nodeState = new Map();   // node id -> pending|running|succeeded|failed|retried|skipped
@@ -96,6 +97,8 @@
     ui.goal.textContent = r.goal || '';
     svc.fill(ui.runError, r.lifecycle.error
       ? el('p', {class: 'error', role: 'alert'}, r.lifecycle.error.message) : '');
+    if (r.pull_request && !ui.prLoaded) loadPrSoon();
+    ui.pr.hidden = !r.pull_request;
     svc.fill(ui.controls, ...controlsFor(r).map(([a, label]) =>
       el('button', {type: 'button', class: 'ctl ctl-' + a + (a === 'delete' || a === 'cancel' || a === 'deny' ? ' danger' : ''),
         'data-action': a, on: {click: () => control(a)}}, label)));
@@ -110,6 +113,55 @@
       headTimer = null;
       try { run = await api('GET', base); renderHead(); } catch (e) { /* shown on next action */ }
     }, 50);
+  }
+
+  // ---- pull request ----
+  let prTimer = null;
+  let prPoll = null;
+  function loadPrSoon() {
+    if (prTimer) return;
+    prTimer = setTimeout(() => { prTimer = null; loadPr(); }, 200);
+  }
+
+  // The link, state, counts and checks as svc keeps them (the server asks the host again
+  // when they are older than 30 s); an open pull request is looked at again every 15 s.
+  async function loadPr() {
+    ui.prLoaded = true;
+    let v;
+    try {
+      v = await api('GET', base + '/pull_request');
+    } catch (e) {
+      if (e.status === 404) { ui.pr.hidden = true; return; }
+      svc.fill(ui.prBody, errorBox(e, 'The pull request could not be loaded'));
+      return;
+    }
+    ui.pr.hidden = false;
+    const d = v.data;
+    const det = d.details || {};
+    const checks = d.checks || [];
+    const failing = checks.filter((c) => svc.checkClass(c.status) === 'bad');
+    svc.fill(ui.prBody,
+      el('p', {class: 'card-pr', 'data-pr': d.link.number, 'data-pr-state': d.state},
+        el('a', {href: d.link.html_url, rel: 'noopener', id: 'pr-link'}, `${d.link.owner}/${d.link.repo}#${d.link.number}`),
+        el('span', {class: 'pr-state pr-' + d.state}, d.state),
+        det.title ? el('strong', {}, det.title) : null),
+      det.head_branch ? el('p', {class: 'muted'}, `${det.head_branch} → ${det.base_branch || '?'} · `,
+        el('span', {class: 'add'}, '+' + (det.additions || 0)), ' ', el('span', {class: 'del'}, '−' + (det.deletions || 0)),
+        ` · ${d.comments} comment${d.comments === 1 ? '' : 's'}`) : null,
+      v.meta.details_status === 'unavailable'
+        ? el('p', {class: 'muted', role: 'status'}, `Live details unavailable (${v.meta.details_unavailable_reason}): ${v.meta.details_error || ''}`) : null,
+      el('h3', {}, 'Checks ', el('span', {class: 'muted', id: 'pr-verdict'}, d.checks_verdict)),
+      checks.length
+        ? el('ul', {class: 'pr-checks', id: 'pr-checks'}, checks.map((c) => el('li', {},
+            svc.checkChip(c),
+            c.duration_secs !== null && c.duration_secs !== undefined ? el('span', {class: 'muted'}, ' ' + fmtSecs(c.duration_secs)) : null,
+            svc.checkClass(c.status) === 'bad' && (c.title || c.summary)
+              ? el('span', {class: 'summary'}, [c.title, c.summary].filter(Boolean).join(': ')) : null)))
+        : el('p', {class: 'muted'}, 'No checks reported yet.'),
+      failing.length ? el('p', {class: 'error'}, `${failing.length} check${failing.length === 1 ? '' : 's'} failing.`) : null);
+    const open = d.state === 'open' || d.state === 'draft' || d.state === 'unknown';
+    if (open && !prPoll) prPoll = setInterval(loadPr, 30000);
+    if (!open && prPoll) { clearInterval(prPoll); prPoll = null; }
   }
 
   // ---- graph ----
@@ -557,6 +609,10 @@
         break;
       default: break;
     }
+    if (ev.event.startsWith('pull_request.')) {
+      loadPrSoon();
+      if (ev.event === 'pull_request.created' || ev.event === 'pull_request.linked' || ev.event === 'pull_request.unlinked') refreshRunSoon();
+    }
     if (ev.event.startsWith('run.')) {
       refreshRunSoon();
       if (ev.event === 'run.completed' || ev.event === 'run.failed') {
@@ -568,6 +624,24 @@
     }
     if (node && node === selected) renderDetails();
     if (painted) svc.probe(ev);
+  }
+
+  // A finished run's stream closes; its pull request lives on: follow what is appended to
+  // the run from then on (pull_request.* from webhooks, merge, close) on the live stream.
+  let after = null;
+  function followAfterEnd() {
+    if (after || svc.demo) return;
+    after = new EventSource('/api/v1/attach?run_id=' + encodeURIComponent(id));
+    after.onmessage = (m) => {
+      let ev;
+      try { ev = JSON.parse(m.data); } catch (e) { return; }
+      if (typeof ev.seq === 'number') {
+        if (ev.seq <= lastSeq) return;
+        lastSeq = ev.seq;
+      }
+      apply(ev);
+    };
+    after.onopen = () => { if (run && run.pull_request) loadPrSoon(); };
   }
 
   function follow() {
@@ -588,6 +662,7 @@
         es.close();
         ui.live.textContent = 'Finished';
         ui.live.className = 'live';
+        followAfterEnd();
       }
     };
     es.onerror = () => {
@@ -729,13 +804,16 @@
     ui.log = el('ol', {class: 'log', id: 'events', 'aria-live': 'off'});
     ui.usage = el('div', {id: 'usage-body'}, el('p', {class: 'muted'}, 'Loading usage…'));
     ui.files = el('div', {id: 'files-body'}, el('p', {class: 'muted'}, 'Loading changes…'));
+    ui.prBody = el('div', {id: 'pr-body'}, el('p', {class: 'muted'}, 'Loading the pull request…'));
+    ui.pr = section('Pull request', 'pull-request', ui.prBody);
+    ui.pr.hidden = true;
     show(
       el('nav', {class: 'crumbs'}, el('a', {href: '/'}, '← Runs'), ' · ',
         el('a', {id: 'make-automation', href: '/automations/new?from_run=' + encodeURIComponent(run.id)},
           'Make an automation from this run')),
       el('div', {class: 'run-head'}, ui.title, ui.badge, ui.live),
       ui.goal, ui.facts, ui.runError, ui.controls, ui.controlMsg,
-      ui.questions, ui.steer,
+      ui.questions, ui.steer, ui.pr,
       el('div', {class: 'run-grid'},
         section('Workflow', 'graph-panel', ui.graph),
         section('Stage details', 'details-panel', ui.details)),
