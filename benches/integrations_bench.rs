@@ -248,7 +248,11 @@ fn webhooks(secs: f64) {
             &check_run(
                 &repo,
                 "benchsha",
-                if n.is_multiple_of(2) { "success" } else { "failure" },
+                if n.is_multiple_of(2) {
+                    "success"
+                } else {
+                    "failure"
+                },
                 n,
             ),
         );

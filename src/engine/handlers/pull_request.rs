@@ -24,7 +24,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(120);
 
 pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let view = cx.view();
-    let services = cx.walker.services();
+    let services = cx.services();
     let stage = PullRequestStage {
         node_id: cx.scoped_id(),
         head: services.workspace.head(),
@@ -38,7 +38,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
             .unwrap_or(DEFAULT_GRACE),
     };
     // Waiting on the code host is deliberate: it does not count toward the stall watchdog.
-    let _quiet = cx.walker.shared.emitter.activity.quiet();
+    let _quiet = cx.quiet();
     let report = match services.publisher.pull_request(&stage, cx.cancel) {
         Ok(r) => r,
         Err(_) if cx.cancel.is_cancelled() => return Err(Interrupt::Cancelled),
