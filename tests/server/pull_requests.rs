@@ -8,10 +8,11 @@
 //! a kill), app installation tokens (minted, cached, renewed once on 401), webhook
 //! signatures and replays, and the credential nowhere it must not be.
 
-use crate::support::codehost::{git_available, signed_headers, CodeHost, APP_ID, APP_KEY_PEM};
+use crate::support::codehost::{signed_headers, CodeHost, APP_ID, APP_KEY_PEM};
 use crate::support::server::*;
 use serde_json::{json, Value};
 use std::process::Command;
+use svc::test_tools::{require, Tool};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -87,10 +88,9 @@ fn watch_ps() -> (Arc<AtomicBool>, std::thread::JoinHandle<Vec<String>>) {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_run_on_the_code_host_opens_its_pull_request_and_follows_its_checks() {
-    if !git_available() {
-        return;
-    }
+    require(Tool::Git);
     let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
     let s = server_for(&host, "[run.pull_request]\nenabled = true\n");
     let (stop, ps) = watch_ps();
@@ -354,10 +354,9 @@ fn tcp_addr(s: &Server) -> String {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_workflow_waits_for_red_checks_repairs_and_waits_again_until_green() {
-    if !git_available() {
-        return;
-    }
+    require(Tool::Git);
     let host = Arc::new(CodeHost::start(PAT, "acme", "app", &[("app.txt", "old\n")]));
     let s = server_for(&host, "");
     let dot = r#"digraph ci {
@@ -434,7 +433,9 @@ fn a_workflow_waits_for_red_checks_repairs_and_waits_again_until_green() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn webhook_signatures_replays_and_bad_bodies() {
+    require(Tool::Git);
     let host = CodeHost::start(PAT, "acme", "app", &[("a.txt", "a\n")]);
     let text = settings(&host, "[server.http]\nmax_body_bytes = 65536\n");
     let s = Server::with(Opts {
@@ -539,10 +540,9 @@ fn webhook_signatures_replays_and_bad_bodies() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn creation_jobs_links_preconditions_and_close() {
-    if !git_available() {
-        return;
-    }
+    require(Tool::Git);
     let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
     let s = server_for(&host, "");
     let id = run_to_end(&s, &repo_body(&host, &flow("echo hello > greeting.txt")));
@@ -711,10 +711,9 @@ fn creation_jobs_links_preconditions_and_close() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_publish_failure_fails_the_run_keeps_its_work_and_can_be_retried() {
-    if !git_available() {
-        return;
-    }
+    require(Tool::Git);
     let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
     let s = server_for(&host, "[run.pull_request]\nenabled = true\ndraft = false\n");
     host.refuse_pushes(Some(
@@ -758,10 +757,9 @@ fn a_publish_failure_fails_the_run_keeps_its_work_and_can_be_retried() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_pending_creation_job_resumes_after_a_kill_without_opening_twice() {
-    if !git_available() {
-        return;
-    }
+    require(Tool::Git);
     let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
     let s = server_for(&host, "");
     let id = run_to_end(&s, &repo_body(&host, &flow("echo hello > greeting.txt")));
@@ -790,10 +788,9 @@ fn a_pending_creation_job_resumes_after_a_kill_without_opening_twice() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn app_installation_tokens_are_minted_cached_and_renewed_once() {
-    if !git_available() {
-        return;
-    }
+    require(Tool::Git);
     let host = CodeHost::start("no-pat-here", "acme", "app", &[("greeting.txt", "helo\n")]);
     host.add_repo("acme", "other", &[("x", "x\n")]);
     let extra = format!("strategy = \"app\"\napp_id = {APP_ID}\napp_url = \"https://github.com/apps/svc\"\n[run.pull_request]\nenabled = true\n");
@@ -881,7 +878,9 @@ fn app_installation_tokens_are_minted_cached_and_renewed_once() {
 }
 
 #[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn code_host_deliveries_start_automations_without_a_secret_of_their_own() {
+    require(Tool::Git);
     let host = CodeHost::start(PAT, "acme", "app", &[("a.txt", "a\n")]);
     let s = server_for(&host, "");
     let v = s.post("/api/v1/workflow-versions", &package(HELLO).to_string());

@@ -158,18 +158,6 @@ fn iso_of(secs: u64) -> String {
     s
 }
 
-/// Whether git is installed (tests skip with a note otherwise; CI requires it).
-pub fn git_available() -> bool {
-    let ok = Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: git is not installed; skipping this code-host test");
-    }
-    ok
-}
-
 impl CodeHost {
     /// A host holding `owner/name` with `main` = `files` (path, content), accepting the
     /// personal access token `pat`, and the app's installation tokens.

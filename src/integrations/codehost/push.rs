@@ -103,6 +103,7 @@ fn scrub(text: &str, token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tools::{require, Tool};
     use std::process::Command;
 
     fn sh(dir: &std::path::Path, script: &str) {
@@ -121,11 +122,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
     fn pushes_a_commit_to_the_run_branch_and_leaves_no_credential_in_the_config() {
-        if Command::new("git").arg("--version").output().is_err() {
-            eprintln!("note: git is not installed; skipping");
-            return;
-        }
+        require(Tool::Git);
         let dir = tempfile::tempdir().unwrap();
         sh(
             dir.path(),
