@@ -12,10 +12,10 @@ use crate::support::codehost::{signed_headers, CodeHost, APP_ID, APP_KEY_PEM};
 use crate::support::server::*;
 use serde_json::{json, Value};
 use std::process::Command;
-use svc::test_tools::{require, Tool};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use svc::test_tools::{require, Tool};
 
 const PAT: &str = "ghp_svcTestToken0123456789abcdefXYZ";
 const SECRET: &str = "whsec-test-5f3a9c";
