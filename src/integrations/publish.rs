@@ -347,7 +347,7 @@ impl Integrations {
                     })?;
             push::push(git, &url, &token, head, branch)
         };
-        match attempt() {
+        let once = || match attempt() {
             Err(e) if e.auth => {
                 let _ = self.with_client(|c, _| {
                     c.forget_token(repo);
@@ -356,8 +356,20 @@ impl Integrations {
                 attempt()
             }
             other => other,
+        };
+        // A branch another push is updating right now (the previous server's push of a
+        // resumed job) is tried again, up to three times a second apart.
+        let mut pushed = once();
+        for _ in 0..3 {
+            match &pushed {
+                Err(e) if e.busy() => {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                    pushed = once();
+                }
+                _ => break,
+            }
         }
-        .map_err(|e| {
+        pushed.map_err(|e| {
             Error::Host(HostError::Refused {
                 status: 0,
                 message: e.to_string(),

@@ -26,6 +26,15 @@ pub struct PushError {
     pub auth: bool,
 }
 
+impl PushError {
+    /// The remote could not update the branch because another push holds it now (a
+    /// stopped server's push still finishing on the host while the resumed job pushes):
+    /// worth trying again shortly.
+    pub fn busy(&self) -> bool {
+        self.detail.contains("cannot lock ref") || self.detail.contains("failed to update ref")
+    }
+}
+
 /// The header value git sends: HTTP Basic with user `x-access-token`, which code hosts in
 /// GitHub's format accept for personal access and installation tokens alike.
 pub fn auth_header(token: &str) -> String {
@@ -157,6 +166,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(!e.detail.is_empty() && !e.to_string().contains("tok-secret-123"));
+    }
+
+    #[test]
+    fn a_ref_another_push_holds_is_busy_not_refused() {
+        let e = |detail: &str| PushError {
+            url: "u".into(),
+            detail: detail.into(),
+            auth: false,
+        };
+        assert!(e(
+            "remote: error: cannot lock ref 'refs/heads/svc/run/x': reference already exists"
+        )
+        .busy());
+        assert!(e(" ! [remote rejected] abc -> svc/run/x (failed to update ref)").busy());
+        assert!(!e("remote: Permission to acme/app.git denied").busy());
     }
 
     #[test]
