@@ -115,7 +115,7 @@ impl RunRow {
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 10] = [
+const CREATED_META: [&str; 11] = [
     "automation",
     "budget",
     "created_by",
