@@ -84,6 +84,7 @@ fn plan(provider: ProviderKind) -> SandboxPlan {
         snapshot: None,
         network: false,
         bwrap: "bwrap".into(),
+        resources: Default::default(),
     }
 }
 

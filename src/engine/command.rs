@@ -70,6 +70,9 @@ pub struct CommandResult {
     pub signal: Option<i32>,
     pub termination: Termination,
     pub duration: Duration,
+    /// The sandbox limit that stopped the process, when one did (`out of memory (limit
+    /// 64 MiB)`): [`crate::sandbox::Isolation::limit_hit`].
+    pub limit: Option<String>,
 }
 
 impl CommandResult {
@@ -79,6 +82,14 @@ impl CommandResult {
 
     /// One line saying how the command ended (`command exited with code 3`, ...).
     pub fn summary(&self, timeout: Option<Duration>) -> String {
+        let how = self.how_it_ended(timeout);
+        match &self.limit {
+            Some(limit) => format!("{limit}: {how}"),
+            None => how,
+        }
+    }
+
+    fn how_it_ended(&self, timeout: Option<Duration>) -> String {
         match (self.termination, self.exit_code) {
             (Termination::TimedOut, _) => match timeout {
                 Some(t) => format!(
@@ -135,7 +146,7 @@ impl<'a> CommandSpec<'a> {
             env: &self.env,
             base_env: self.base_env,
             shell: self.language == Language::Shell,
-            on_host: matches!(self.isolation, crate::sandbox::Isolation::Local),
+            on_host: self.isolation.on_host(),
             pipe_grace: self.pipe_grace,
             command,
         }
@@ -155,6 +166,7 @@ impl From<Finished> for CommandResult {
             signal: f.signal,
             termination: f.termination,
             duration: f.duration,
+            limit: None,
         }
     }
 }
@@ -164,9 +176,20 @@ pub fn run_command(
     spec: &CommandSpec,
     cancel: &CancelToken,
 ) -> Result<CommandResult, CommandError> {
-    start_command(spec, cancel)?
+    let mut r = start_command(spec, cancel)?
         .wait(spec.timeout, cancel)
-        .map(CommandResult::from)
+        .map(CommandResult::from)?;
+    r.note_limit(spec.isolation);
+    Ok(r)
+}
+
+impl CommandResult {
+    /// Records which sandbox limit stopped a failed process, if one did.
+    pub fn note_limit(&mut self, isolation: &crate::sandbox::Isolation) {
+        if !self.succeeded() {
+            self.limit = isolation.limit_hit(self.signal, self.exit_code);
+        }
+    }
 }
 
 /// Starts the script (`procs::start_script`, in the run's isolation) and returns at once, so

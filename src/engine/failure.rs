@@ -534,6 +534,7 @@ mod tests {
             signal: None,
             termination,
             duration: Duration::ZERO,
+            limit: None,
         }
     }
 

@@ -6,8 +6,10 @@
 //! workspace read-write; a private `/tmp`; `--die-with-parent`), and starting a sandbox (checking the provider can run a process).
 //! Must not touch: the workspace's contents (that is `workspace`), runs or the store.
 
+use super::limits::{Limits, Resources};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// SPEC 2.5 provider enum.
@@ -50,12 +52,16 @@ pub enum Isolation {
     /// On the host, as the server's user.
     #[default]
     Local,
+    /// On the host, inside the sandbox's resource limits.
+    LocalLimited(Arc<Limits>),
     /// Inside bubblewrap: the host's system directories read-only, `workspace` read-write,
     /// nothing else of the host.
     Container {
         bwrap: PathBuf,
         workspace: PathBuf,
         network: bool,
+        /// The environment's resource limits, when it set any.
+        limits: Option<Arc<Limits>>,
     },
 }
 
@@ -85,6 +91,8 @@ pub struct SandboxPlan {
     pub network: bool,
     /// The bubblewrap binary (`bwrap` on `PATH` unless configured).
     pub bwrap: PathBuf,
+    /// What the sandbox's processes may use (the run's environment's `resources`).
+    pub resources: Resources,
 }
 
 /// A started sandbox: how to run processes in it and how long starting took.
@@ -97,9 +105,29 @@ pub struct Started {
 impl Isolation {
     pub fn provider(&self) -> ProviderKind {
         match self {
-            Isolation::Local => ProviderKind::Local,
+            Isolation::Local | Isolation::LocalLimited(_) => ProviderKind::Local,
             Isolation::Container { .. } => ProviderKind::Container,
         }
+    }
+
+    /// True when processes run on the host's file system (no container).
+    pub fn on_host(&self) -> bool {
+        matches!(self, Isolation::Local | Isolation::LocalLimited(_))
+    }
+
+    /// The resource limits in force, if any.
+    pub fn limits(&self) -> Option<&Limits> {
+        match self {
+            Isolation::LocalLimited(l) => Some(l),
+            Isolation::Container { limits, .. } => limits.as_deref(),
+            Isolation::Local => None,
+        }
+    }
+
+    /// Why a process that just failed was stopped by one of the sandbox's limits, if it was
+    /// (e.g. `out of memory (limit 64 MiB)`).
+    pub fn limit_hit(&self, signal: Option<i32>, code: Option<i32>) -> Option<String> {
+        self.limits()?.explain(signal, code)
     }
 
     /// A command running `program` in `workdir`, leading its own process group (so a stage
@@ -109,7 +137,7 @@ impl Isolation {
     /// here.
     pub fn command(&self, program: &str, workdir: &Path) -> Command {
         let mut cmd = match self {
-            Isolation::Local => {
+            Isolation::Local | Isolation::LocalLimited(_) => {
                 let mut c = Command::new(program);
                 c.current_dir(workdir);
                 c
@@ -118,9 +146,11 @@ impl Isolation {
                 bwrap,
                 workspace,
                 network,
+                limits,
             } => {
                 let mut c = Command::new(bwrap);
-                c.args(bwrap_args(workspace, workdir, *network));
+                let tmp_size = limits.as_ref().and_then(|l| l.resources().disk);
+                c.args(bwrap_args(workspace, workdir, *network, tmp_size));
                 c.arg(program);
                 // bwrap itself needs a directory that exists outside; the child gets --chdir.
                 c.current_dir(workdir);
@@ -130,6 +160,9 @@ impl Isolation {
         // Own process group, SIGKILL when the forking (stage) thread dies, and the group's
         // record for the next start's sweep (`procs`).
         crate::procs::isolate(&mut cmd);
+        if let Some(l) = self.limits() {
+            l.apply(&mut cmd);
+        }
         cmd
     }
 }
@@ -244,8 +277,13 @@ fn system_mounts() -> &'static [std::ffi::OsString] {
 /// read-write, and nothing else of the host: no state directory, no home directory, no
 /// other user's files. `HOME` and `TMPDIR` point into the private `/tmp` (the server's
 /// home is not there). Order matters: the private `/tmp` is mounted before the workspace,
-/// so a workspace under `/tmp` stays visible.
-pub fn bwrap_args(workspace: &Path, workdir: &Path, network: bool) -> Vec<std::ffi::OsString> {
+/// so a workspace under `/tmp` stays visible. `tmp_size` caps the private `/tmp` (bytes).
+pub fn bwrap_args(
+    workspace: &Path,
+    workdir: &Path,
+    network: bool,
+    tmp_size: Option<u64>,
+) -> Vec<std::ffi::OsString> {
     let system = system_mounts();
     let mut a: Vec<std::ffi::OsString> = Vec::with_capacity(24 + system.len());
     let mut push = |s: &str| a.push(s.into());
@@ -255,6 +293,10 @@ pub fn bwrap_args(workspace: &Path, workdir: &Path, network: bool) -> Vec<std::f
     }
     push("--die-with-parent");
     a.extend(system.iter().cloned());
+    if let Some(n) = tmp_size {
+        a.push("--size".into());
+        a.push(n.to_string().into());
+    }
     for s in [
         "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--setenv", "HOME", "/tmp",
         "--setenv", "TMPDIR", "/tmp",
@@ -284,13 +326,18 @@ pub fn start(plan: &SandboxPlan, workspace: &Path) -> Result<Started, StartError
             vec![],
         ));
     }
+    let limits = limits_for(plan, workspace)?;
     let isolation = match plan.provider {
-        ProviderKind::Local => Isolation::Local,
+        ProviderKind::Local => match limits {
+            Some(l) => Isolation::LocalLimited(l),
+            None => Isolation::Local,
+        },
         ProviderKind::Container => {
             let iso = Isolation::Container {
                 bwrap: plan.bwrap.clone(),
                 workspace: workspace.to_path_buf(),
                 network: plan.network,
+                limits,
             };
             probe(&iso, workspace)?;
             iso
@@ -306,6 +353,20 @@ pub fn start(plan: &SandboxPlan, workspace: &Path) -> Result<Started, StartError
         isolation,
         duration: began.elapsed(),
     })
+}
+
+/// The plan's limits put in force for the sandbox on `workspace` (its groups named after the
+/// workspace, so a resumed run's sandbox finds its own), or none when it sets none.
+fn limits_for(plan: &SandboxPlan, workspace: &Path) -> Result<Option<Arc<Limits>>, StartError> {
+    if plan.resources.is_empty() || plan.provider == ProviderKind::Hosted {
+        return Ok(None);
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(workspace.as_os_str().as_encoded_bytes());
+    let id = crate::base::hex(&digest[..8]);
+    Limits::start(&id, plan.resources)
+        .map(|l| Some(Arc::new(l)))
+        .map_err(|e| StartError::new(e.error, e.causes))
 }
 
 /// `image` and `snapshot` name things neither local provider has: refuse rather than ignore.
@@ -335,7 +396,7 @@ fn unsupported_plan(plan: &SandboxPlan) -> Result<(), StartError> {
 fn probe(iso: &Isolation, workspace: &Path) -> Result<(), StartError> {
     let bwrap = match iso {
         Isolation::Container { bwrap, .. } => bwrap.display().to_string(),
-        Isolation::Local => return Ok(()),
+        Isolation::Local | Isolation::LocalLimited(_) => return Ok(()),
     };
     let out = iso
         .command("true", workspace)
@@ -373,6 +434,7 @@ mod tests {
             snapshot: None,
             network: false,
             bwrap: "bwrap".into(),
+            resources: Resources::default(),
         }
     }
 
@@ -402,7 +464,7 @@ mod tests {
 
     #[test]
     fn tmp_is_mounted_before_the_workspace() {
-        let a = bwrap_args(Path::new("/tmp/ws"), Path::new("/tmp/ws"), false);
+        let a = bwrap_args(Path::new("/tmp/ws"), Path::new("/tmp/ws"), false, None);
         let pos = |s: &str| a.iter().position(|x| x == s).unwrap();
         assert!(pos("--tmpfs") < pos("--bind"));
         assert!(!a.iter().any(|x| x == "--share-net"));

@@ -91,6 +91,11 @@ pub fn plan_of(row: &RunRow, defaults: &Defaults) -> SandboxPlan {
             .and_then(Value::as_bool)
             .unwrap_or(defaults.network),
         bwrap: PathBuf::from(defaults.bwrap.as_deref().unwrap_or("bwrap")),
+        // Frozen into the run from its environment when it was created.
+        resources: requested
+            .and_then(|r| r.get("resources"))
+            .and_then(|r| serde_json::from_value(r.clone()).ok())
+            .unwrap_or_default(),
     }
 }
 
@@ -163,6 +168,8 @@ pub fn start_with(
                 "branch": ws.branch,
                 "base_commit": ws.base,
                 "network": plan.network,
+                "resources": plan.resources,
+                "limits": ready.isolation.limits().map(|l| l.runtime().name()),
                 "duration_ms": began.elapsed().as_millis() as u64,
             });
             append(store, &row.id, event_kind::SANDBOX_INITIALIZED, props).ok()?;

@@ -10,6 +10,7 @@
 pub mod inventory;
 pub mod isolation;
 pub mod lifecycle;
+pub mod limits;
 
 pub use isolation::{Isolation, ProviderKind, SandboxPlan, StartError};
 

@@ -283,6 +283,10 @@ fn sandbox_instance(p: &Value) -> Value {
             "branch": field("branch"),
             "base_commit": field("base_commit"),
             "network": p.get("network").cloned().unwrap_or(json!(false)),
+            // How the environment's resources are enforced: cgroup-v2, cgroup-v1, rlimits
+            // (null: no limits).
+            "limits": field("limits"),
+            "resources": field("resources"),
         },
     })
 }

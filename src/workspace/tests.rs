@@ -361,6 +361,7 @@ fn watched_checkpoints_see_writes_made_inside_a_container() {
         snapshot: None,
         network: false,
         bwrap: "bwrap".into(),
+        resources: Default::default(),
     };
     let started = isolation::start(&plan, &dest).expect("the container starts");
     let ews = EngineWorkspace::new(ws.git.clone(), ws.base.clone());

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::base::cancel::CancelToken;
 use crate::procs::{self, EnvSnapshot, Script};
-use crate::sandbox::{Isolation, Sandbox};
+use crate::sandbox::Sandbox;
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +112,7 @@ pub fn run_with_env(
         env: &env,
         base_env: Some(base),
         shell: true,
-        on_host: matches!(sb.isolation(), Isolation::Local),
+        on_host: sb.isolation().on_host(),
         pipe_grace: PIPE_GRACE,
         command: &build,
     };
@@ -188,6 +188,7 @@ mod tests {
             snapshot: None,
             network: false,
             bwrap: "bwrap".into(),
+            resources: Default::default(),
         };
         let started = isolation::start(&plan, &ws.canonicalize()?)?;
         let sb = Sandbox::new(&ws)?.with_isolation(started.isolation);

@@ -63,10 +63,11 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         json!({"script": script, "language": language_name,
                "timeout_ms": timeout.map(millis)}),
     )?;
-    let result = match started.and_then(|s| s.wait(timeout, cx.cancel)) {
+    let mut result = match started.and_then(|s| s.wait(timeout, cx.cancel)) {
         Ok(r) => CommandResult::from(r),
         Err(e) => return deterministic(cx, &format!("could not start: {e}")),
     };
+    result.note_limit(&cx.services().isolation);
     emit_completed(cx, &result)?;
     match result.termination {
         Termination::Cancelled => Err(Interrupt::Cancelled),
@@ -108,6 +109,7 @@ fn emit_completed(cx: &StageCtx<'_, '_>, r: &CommandResult) -> Result<(), Interr
             "stdout_bytes": r.stdout_bytes,
             "stderr_bytes": r.stderr_bytes,
             "truncated": r.truncated,
+            "limit": r.limit,
         }),
     )?;
     Ok(())
