@@ -88,6 +88,8 @@ pub mod cli;
 pub mod dot;
 #[doc(hidden)]
 pub mod engine;
+#[doc(hidden)]
+pub mod environments;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod install;

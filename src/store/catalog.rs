@@ -36,6 +36,11 @@ pub const MCP_SERVERS: CatalogTable = CatalogTable {
     name: "mcp_servers",
 };
 
+/// Environments (`environments`; migration 10).
+pub const ENVIRONMENTS: CatalogTable = CatalogTable {
+    name: "environments",
+};
+
 /// One stored catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogRow {

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -317,6 +317,32 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         detail      TEXT,
         received_at TEXT NOT NULL
     ) STRICT;
+    ",
+    // 10: the environments catalog (`catalog.rs`, `environments`): the generic shape and
+    // CHECKs, plus the environment's own (a known provider and network mode, never the
+    // reserved id `local`), and the seeded `default` (`environments::seeded_default`; its
+    // revision is the SHA-256 of that definition's canonical text, checked by a test): seeded
+    // here so it is made once, and stays deleted once deleted.
+    "
+    CREATE TABLE IF NOT EXISTS environments (
+        id         TEXT NOT NULL PRIMARY KEY
+                   CHECK (length(id) BETWEEN 1 AND 63 AND id NOT GLOB '*[^a-z0-9-]*'
+                          AND substr(id, 1, 1) <> '-' AND id <> 'local'),
+        revision   TEXT NOT NULL
+                   CHECK (length(revision) = 64 AND revision NOT GLOB '*[^0-9a-f]*'),
+        definition TEXT NOT NULL
+                   CHECK (json_valid(definition) AND json_type(definition) = 'object'),
+        salt       TEXT NOT NULL CHECK (length(salt) = 32 AND salt NOT GLOB '*[^0-9a-f]*'),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (json_extract(definition, '$.provider') IN ('local', 'container', 'hosted')
+               AND json_extract(definition, '$.network') IN ('allow', 'block'))
+    ) STRICT;
+    INSERT INTO environments (id, revision, definition, salt, created_at, updated_at)
+    VALUES ('default', '5e76e4360dce24d0aebcee539b5c5b96b2c273ba74d4935649ca4c954cfc6d66',
+            '{\"description\":\"Seeded at install: a bubblewrap container on this host with 2 CPUs and 4 GB.\",\"env\":{},\"image\":null,\"labels\":{},\"lifecycle\":{\"retention_hours\":null,\"stop_on_terminal\":false},\"network\":\"allow\",\"provider\":\"container\",\"resources\":{\"cpu\":2,\"disk\":null,\"memory\":\"4GB\",\"pids\":null},\"snapshot\":null}',
+            '00000000000000000000000000000000',
+            strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
     ",
 ];
 

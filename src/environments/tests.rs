@@ -1,0 +1,123 @@
+use super::*;
+use crate::catalog::{Catalog, CatalogError};
+use std::sync::Arc;
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => panic!("not an object"),
+    }
+}
+
+fn fields(e: &Errors) -> Vec<&str> {
+    e.iter().map(|i| i.field.as_str()).collect()
+}
+
+#[test]
+fn the_seeded_default_is_valid_and_its_stored_revision_is_its_own() {
+    let def = obj(seeded_default());
+    let normal = Environments.validate("default", &def).unwrap();
+    assert_eq!(Value::Object(normal.clone()), seeded_default());
+    let rev = crate::catalog::revision(&normal, &[], "");
+    // The migration (store::schema, 7) stores this revision literally.
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::SqliteStore::open(&dir.path().join("svc.db")).unwrap();
+    let c = Catalog::open(Environments, Arc::new(store) as _).unwrap();
+    let item = c.get("default").unwrap();
+    assert_eq!(item.revision, rev);
+    assert_eq!(Value::Object(item.definition.clone()), seeded_default());
+}
+
+#[test]
+fn each_bad_field_is_named_with_its_fix() {
+    let e = Environments
+        .validate(
+            "local",
+            &obj(json!({"provider": "local", "network": "block", "image": "debian:12",
+                        "resources": {"cpu": 0, "memory": "1MB", "pids": 2, "disk": "lots"},
+                        "lifecycle": {"retention_hours": -1}, "labels": {"a": 1}, "colour": "red"})),
+        )
+        .unwrap_err();
+    let f = fields(&e);
+    for want in [
+        "id",
+        "colour",
+        "resources.cpu",
+        "resources.memory",
+        "resources.pids",
+        "resources.disk",
+        "lifecycle.retention_hours",
+        "labels.a",
+    ] {
+        assert!(f.contains(&want), "{want} missing from {e:?}");
+    }
+    // Provider problems are checked once the shape reads.
+    let e = Environments
+        .validate("x", &obj(json!({"provider": "local", "network": "block", "image": "debian:12"})))
+        .unwrap_err();
+    assert_eq!(fields(&e), ["image", "network"], "{e:?}");
+    assert!(e[1].message.contains("use provider `container`"), "{e:?}");
+    let e = Environments
+        .validate("x", &obj(json!({"provider": "hosted"})))
+        .unwrap_err();
+    assert!(e[0].message.contains("not configured"), "{e:?}");
+    let e = Environments.validate("x", &obj(json!({}))).unwrap_err();
+    assert_eq!(fields(&e), ["provider"]);
+}
+
+#[test]
+fn a_run_override_merges_by_key_and_is_checked() {
+    let def = Environments
+        .validate(
+            "small",
+            &obj(json!({"provider": "container", "resources": {"cpu": 1, "memory": "256MB"},
+                        "labels": {"team": "a"}})),
+        )
+        .unwrap();
+    let plan = resolve("small", &def, Some(&obj(json!({"resources": {"memory": "1GB"}}))))
+        .unwrap();
+    assert_eq!(plan["environment"], "small");
+    assert_eq!(plan["provider"], "container");
+    assert_eq!(plan["network"], true);
+    assert_eq!(plan["resources"]["cpu"], 1);
+    assert_eq!(plan["resources"]["memory"], 1u64 << 30);
+    assert_eq!(plan["labels"]["team"], "a");
+    let e = resolve("small", &def, Some(&obj(json!({"provider": "local", "network": "block"}))))
+        .unwrap_err();
+    assert_eq!(fields(&e), ["environment.network"]);
+    let plain = resolve("small", &obj(json!({"provider": "local"})), None).unwrap();
+    assert_eq!(plain["resources"], Value::Null);
+}
+
+#[test]
+fn preflight_lists_what_each_provider_would_refuse() {
+    let def = Environments
+        .validate("blocked", &obj(json!({"provider": "container", "network": "block"})))
+        .unwrap();
+    let p = preflight("blocked", &def);
+    let by = |name: &str| {
+        p["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["provider"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by("container")["ok"], true);
+    assert_eq!(by("local")["ok"], false);
+    assert_eq!(by("local")["refused"][0]["field"], "network");
+    assert_eq!(by("hosted")["ok"], false);
+    assert_eq!(p["limits"], Runtime::host().name());
+}
+
+#[test]
+fn local_cannot_be_created() {
+    let c = Catalog::open(Environments, Arc::new(crate::store::MemoryCatalogs::default()) as _)
+        .unwrap();
+    let e = c
+        .create(br#"{"id": "local", "provider": "local"}"#)
+        .unwrap_err();
+    assert!(matches!(e, CatalogError::Invalid(ref v) if v[0].field == "id"), "{e:?}");
+    c.create(br#"{"id": "host", "provider": "local"}"#).unwrap();
+}
