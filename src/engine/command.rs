@@ -149,6 +149,10 @@ impl<'a> CommandSpec<'a> {
             on_host: self.isolation.on_host(),
             pipe_grace: self.pipe_grace,
             command,
+            confine: self
+                .isolation
+                .limits()
+                .map(crate::sandbox::limits::Limits::confinement),
         }
     }
 }

@@ -92,6 +92,14 @@ fn normalise(def: &Map<String, Value>, errs: &mut Errors) -> Option<Map<String, 
     };
     let resources = resources_of(&o, errs);
     let env = o.string_map("env", errs).unwrap_or_default();
+    if !env.is_empty() {
+        // Refused rather than stored and ignored, until the sandbox gives them to processes.
+        errs.push(Invalid::new(
+            "env",
+            "environment variables in an environment are not given to sandboxes yet; \
+             use `[run] secrets` (vault values) or `[run] pass_env` in settings",
+        ));
+    }
     let labels = o.string_map("labels", errs).unwrap_or_default();
     let lifecycle = lifecycle_of(&o, errs);
     let image = o.opt_string("image", errs).map(str::to_string);
@@ -142,7 +150,10 @@ fn resources_of(o: &Obj<'_>, errs: &mut Errors) -> Value {
             _ => {
                 errs.push(Invalid::new(
                     r.field(key),
-                    format!("must be a whole number from {min} to {max}, not {}", describe(v)),
+                    format!(
+                        "must be a whole number from {min} to {max}, not {}",
+                        describe(v)
+                    ),
                 ));
                 Value::Null
             }
@@ -241,7 +252,8 @@ pub fn problems_for(def: &Map<String, Value>, runtime: &Runtime) -> Errors {
             ));
         }
     }
-    if provider == ProviderKind::Local && def.get("network").and_then(Value::as_str) == Some("block")
+    if provider == ProviderKind::Local
+        && def.get("network").and_then(Value::as_str) == Some("block")
     {
         errs.push(Invalid::new(
             "network",
@@ -266,9 +278,13 @@ pub fn resources(def: &Map<String, Value>) -> Resources {
         None => None,
     };
     Resources {
-        cpu: get("cpu").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()),
+        cpu: get("cpu")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
         memory: size("memory"),
-        pids: get("pids").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()),
+        pids: get("pids")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
         disk: size("disk"),
     }
 }

@@ -33,9 +33,11 @@ fn each_bad_field_is_named_with_its_fix() {
     let e = Environments
         .validate(
             "local",
-            &obj(json!({"provider": "local", "network": "block", "image": "debian:12",
+            &obj(
+                json!({"provider": "local", "network": "block", "image": "debian:12",
                         "resources": {"cpu": 0, "memory": "1MB", "pids": 2, "disk": "lots"},
-                        "lifecycle": {"retention_hours": -1}, "labels": {"a": 1}, "colour": "red"})),
+                        "lifecycle": {"retention_hours": -1}, "labels": {"a": 1}, "colour": "red"}),
+            ),
         )
         .unwrap_err();
     let f = fields(&e);
@@ -53,7 +55,10 @@ fn each_bad_field_is_named_with_its_fix() {
     }
     // Provider problems are checked once the shape reads.
     let e = Environments
-        .validate("x", &obj(json!({"provider": "local", "network": "block", "image": "debian:12"})))
+        .validate(
+            "x",
+            &obj(json!({"provider": "local", "network": "block", "image": "debian:12"})),
+        )
         .unwrap_err();
     assert_eq!(fields(&e), ["image", "network"], "{e:?}");
     assert!(e[1].message.contains("use provider `container`"), "{e:?}");
@@ -70,20 +75,30 @@ fn a_run_override_merges_by_key_and_is_checked() {
     let def = Environments
         .validate(
             "small",
-            &obj(json!({"provider": "container", "resources": {"cpu": 1, "memory": "256MB"},
-                        "labels": {"team": "a"}})),
+            &obj(
+                json!({"provider": "container", "resources": {"cpu": 1, "memory": "256MB"},
+                        "labels": {"team": "a"}}),
+            ),
         )
         .unwrap();
-    let plan = resolve("small", &def, Some(&obj(json!({"resources": {"memory": "1GB"}}))))
-        .unwrap();
+    let plan = resolve(
+        "small",
+        &def,
+        Some(&obj(json!({"resources": {"memory": "1GB"}}))),
+    )
+    .unwrap();
     assert_eq!(plan["environment"], "small");
     assert_eq!(plan["provider"], "container");
     assert_eq!(plan["network"], true);
     assert_eq!(plan["resources"]["cpu"], 1);
     assert_eq!(plan["resources"]["memory"], 1u64 << 30);
     assert_eq!(plan["labels"]["team"], "a");
-    let e = resolve("small", &def, Some(&obj(json!({"provider": "local", "network": "block"}))))
-        .unwrap_err();
+    let e = resolve(
+        "small",
+        &def,
+        Some(&obj(json!({"provider": "local", "network": "block"}))),
+    )
+    .unwrap_err();
     assert_eq!(fields(&e), ["environment.network"]);
     let plain = resolve("small", &obj(json!({"provider": "local"})), None).unwrap();
     assert_eq!(plain["resources"], Value::Null);
@@ -92,7 +107,10 @@ fn a_run_override_merges_by_key_and_is_checked() {
 #[test]
 fn preflight_lists_what_each_provider_would_refuse() {
     let def = Environments
-        .validate("blocked", &obj(json!({"provider": "container", "network": "block"})))
+        .validate(
+            "blocked",
+            &obj(json!({"provider": "container", "network": "block"})),
+        )
         .unwrap();
     let p = preflight("blocked", &def);
     let by = |name: &str| {
@@ -113,11 +131,17 @@ fn preflight_lists_what_each_provider_would_refuse() {
 
 #[test]
 fn local_cannot_be_created() {
-    let c = Catalog::open(Environments, Arc::new(crate::store::MemoryCatalogs::default()) as _)
-        .unwrap();
+    let c = Catalog::open(
+        Environments,
+        Arc::new(crate::store::MemoryCatalogs::default()) as _,
+    )
+    .unwrap();
     let e = c
         .create(br#"{"id": "local", "provider": "local"}"#)
         .unwrap_err();
-    assert!(matches!(e, CatalogError::Invalid(ref v) if v[0].field == "id"), "{e:?}");
+    assert!(
+        matches!(e, CatalogError::Invalid(ref v) if v[0].field == "id"),
+        "{e:?}"
+    );
     c.create(br#"{"id": "host", "provider": "local"}"#).unwrap();
 }

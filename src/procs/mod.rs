@@ -43,7 +43,7 @@ pub use capture::{Kept, OUTPUT_LIMIT};
 pub use env::{clean_command_env, ALLOWED as STAGE_ENV_ALLOWED, NEVER as NEVER_PASSED};
 pub use script::{run_script, start_script, CommandBuilder, CommandError, Script, Started, SH};
 pub use simple::{shell_pwd, simple_words};
-pub use spawn::{EnvSnapshot, Piped, Proc};
+pub use spawn::{Confinement, EnvSnapshot, Piped, Proc};
 pub use wait::{kill_group, signal_group, Finished, Running, Termination, KILL_GRACE};
 
 use std::io;
@@ -209,6 +209,22 @@ pub fn spawn_piped(
     base: Option<&EnvSnapshot>,
 ) -> io::Result<Piped> {
     spawn::spawn_piped(cmd, extra_env, base, RECORDS.get().map(PathBuf::as_path))
+}
+
+/// [`spawn_piped`] with the child confined to a sandbox's limits before it executes.
+pub fn spawn_piped_confined(
+    cmd: &Command,
+    extra_env: &[(String, String)],
+    base: Option<&EnvSnapshot>,
+    confine: Option<&spawn::Confinement>,
+) -> io::Result<Piped> {
+    spawn::spawn_confined(
+        cmd,
+        extra_env,
+        base,
+        RECORDS.get().map(PathBuf::as_path),
+        confine,
+    )
 }
 
 /// [`track`] for a child started with [`spawn_piped`].

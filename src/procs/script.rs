@@ -40,6 +40,8 @@ pub struct Script<'a> {
     /// open before the result comes back without their later output.
     pub pipe_grace: Duration,
     pub command: CommandBuilder<'a>,
+    /// The sandbox's limits the process starts inside (`None`: none).
+    pub confine: Option<&'a super::spawn::Confinement>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +128,7 @@ fn spawn(s: &Script) -> Result<(Piped, bool), CommandError> {
     }
     let mut cmd = (s.command)(s.program, s.workdir);
     cmd.arg("-c").arg(s.script);
-    super::spawn_piped(&cmd, s.env, s.base_env)
+    super::spawn_piped_confined(&cmd, s.env, s.base_env, s.confine)
         .map(|piped| (piped, false))
         .map_err(|source| CommandError::Spawn {
             program: s.program.to_string(),
@@ -154,5 +156,5 @@ fn spawn_direct(s: &Script) -> Option<Piped> {
     env.push(("PWD".to_string(), pwd.into_string().ok()?));
     let mut cmd = (s.command)(words[0], s.workdir);
     cmd.args(&words[1..]);
-    super::spawn_piped(&cmd, &env, s.base_env).ok()
+    super::spawn_piped_confined(&cmd, &env, s.base_env, s.confine).ok()
 }

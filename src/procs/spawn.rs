@@ -89,6 +89,69 @@ impl Proc {
     }
 }
 
+/// Resource limits a child puts on itself before it executes anything (made by
+/// `sandbox::limits`): the groups it joins (their open `cgroup.procs` files, written `0`),
+/// its rlimits, the CPUs it may run on.
+#[derive(Debug, Default)]
+pub struct Confinement {
+    pub groups: Vec<std::fs::File>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    /// The first this many of the CPUs the parent may use.
+    pub cpus: Option<usize>,
+}
+
+impl Confinement {
+    /// Applies the confinement to the calling process: `Err(errno)` on failure.
+    ///
+    /// # Safety
+    /// Only in a freshly forked or cloned child before exec: raw system calls on data the
+    /// parent prepared and stack buffers, no allocation.
+    pub unsafe fn enter(&self) -> Result<(), libc::c_int> {
+        let errno = || unsafe { *libc::__errno_location() };
+        // SAFETY: writes of a stack buffer to open descriptors; setrlimit and the affinity
+        // calls on local values.
+        unsafe {
+            for f in &self.groups {
+                let zero = b"0";
+                if libc::write(f.as_raw_fd(), zero.as_ptr().cast(), zero.len()) < 0 {
+                    return Err(errno());
+                }
+            }
+            for (resource, value) in &self.rlimits {
+                let lim = libc::rlimit {
+                    rlim_cur: *value,
+                    rlim_max: *value,
+                };
+                if libc::setrlimit(*resource, &lim) != 0 {
+                    return Err(errno());
+                }
+            }
+            if let Some(n) = self.cpus {
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                let mut current: libc::cpu_set_t = std::mem::zeroed();
+                if libc::sched_getaffinity(0, size, &mut current) != 0 {
+                    return Err(errno());
+                }
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                let mut have = 0;
+                for c in 0..libc::CPU_SETSIZE as usize {
+                    if have == n {
+                        break;
+                    }
+                    if libc::CPU_ISSET(c, &current) {
+                        libc::CPU_SET(c, &mut set);
+                        have += 1;
+                    }
+                }
+                if have > 0 && libc::sched_setaffinity(0, size, &set) != 0 {
+                    return Err(errno());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What the child reads (prepared by the parent) and writes (its errno when it fails).
 #[repr(C)]
 struct ChildArgs {
@@ -103,6 +166,8 @@ struct ChildArgs {
     stdout: RawFd,
     stderr: RawFd,
     parent: libc::pid_t,
+    /// Limits the child puts on itself, or null.
+    confine: *const Confinement,
     errno: libc::c_int,
 }
 
@@ -115,6 +180,17 @@ pub fn spawn_piped(
     extra: &[(String, String)],
     base: Option<&EnvSnapshot>,
     records: Option<&Path>,
+) -> io::Result<Piped> {
+    spawn_confined(cmd, extra, base, records, None)
+}
+
+/// [`spawn_piped`] with the child confined (`sandbox::limits`) before it executes.
+pub fn spawn_confined(
+    cmd: &Command,
+    extra: &[(String, String)],
+    base: Option<&EnvSnapshot>,
+    records: Option<&Path>,
+    confine: Option<&Confinement>,
 ) -> io::Result<Piped> {
     let program = cmd.get_program();
     let captured;
@@ -155,6 +231,7 @@ pub fn spawn_piped(
         stderr: err_write.as_raw_fd(),
         // SAFETY: getpid never fails.
         parent: unsafe { libc::getpid() },
+        confine: confine.map_or(std::ptr::null(), |c| c as *const Confinement),
         errno: 0,
     };
     let pid = clone_vfork(&mut args)?;
@@ -255,6 +332,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         if !a.records.is_null() {
             super::child_record(std::slice::from_raw_parts(a.records, a.records_len));
+        }
+        if !a.confine.is_null() {
+            if let Err(errno) = (*a.confine).enter() {
+                std::ptr::write_volatile(&mut a.errno, errno);
+                libc::_exit(127);
+            }
         }
         for (from, to) in [(a.stdin, 0), (a.stdout, 1), (a.stderr, 2)] {
             if libc::dup2(from, to) < 0 {

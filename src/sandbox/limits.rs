@@ -22,10 +22,9 @@
 //! them goes) and the limits a spawned process gets. Must not touch: runs, the store, which
 //! environment asked for what (`environments`).
 
+use crate::procs::Confinement;
 use serde::{Deserialize, Serialize};
-use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,8 +57,14 @@ pub const MIN_DISK: u64 = 1 << 20;
 /// How this host enforces limits (shown as `sandbox.instance.runtime.limits`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Runtime {
-    CgroupV2 { base: PathBuf },
-    CgroupV1 { memory: PathBuf, pids: PathBuf, cpu: Option<PathBuf> },
+    CgroupV2 {
+        base: PathBuf,
+    },
+    CgroupV1 {
+        memory: PathBuf,
+        pids: PathBuf,
+        cpu: Option<PathBuf>,
+    },
     Rlimits,
 }
 
@@ -134,7 +139,8 @@ fn controllers(dir: &Path) -> String {
 }
 
 fn has_all(list: &str, want: &[&str]) -> bool {
-    want.iter().all(|w| list.split_whitespace().any(|c| c == *w))
+    want.iter()
+        .all(|w| list.split_whitespace().any(|c| c == *w))
 }
 
 fn probe_v2(mounts: &str, own: &str) -> Option<Runtime> {
@@ -203,6 +209,7 @@ pub struct Limits {
     groups: Vec<PathBuf>,
     /// OOM kills seen so far (so each is reported once).
     oom_seen: AtomicU64,
+    confine: Confinement,
 }
 
 impl PartialEq for Limits {
@@ -292,12 +299,14 @@ impl Limits {
             }
             Runtime::Rlimits => {}
         }
-        let limits = Limits {
+        let mut limits = Limits {
             resources: r,
             runtime,
             groups,
             oom_seen: AtomicU64::new(0),
+            confine: Confinement::default(),
         };
+        limits.confine = limits.make_confinement();
         limits.oom_seen.store(limits.oom_kills(), Ordering::SeqCst);
         Ok(limits)
     }
@@ -310,11 +319,15 @@ impl Limits {
         &self.runtime
     }
 
-    /// Makes `cmd`'s process start inside the limits: joins the sandbox's groups and sets its
-    /// rlimits and CPU affinity in the forked child, before it executes anything.
-    pub fn apply(&self, cmd: &mut Command) {
-        // Opened here: after fork the child may not allocate.
-        let procs: Vec<File> = self
+    /// What a process of this sandbox puts on itself before it executes (opened once: the
+    /// command stages' spawner uses it as is).
+    pub fn confinement(&self) -> &Confinement {
+        &self.confine
+    }
+
+    /// A fresh [`Confinement`] (its own descriptors on the groups' `cgroup.procs`).
+    fn make_confinement(&self) -> Confinement {
+        let groups = self
             .groups
             .iter()
             .filter_map(|g| {
@@ -324,7 +337,6 @@ impl Limits {
                     .ok()
             })
             .collect();
-        let rlimits = self.rlimits();
         let cpus = match (&self.runtime, self.resources.cpu) {
             // Without a cgroup's CPU quota: the first N CPUs.
             (Runtime::Rlimits, Some(n)) | (Runtime::CgroupV1 { cpu: None, .. }, Some(n)) => {
@@ -332,45 +344,22 @@ impl Limits {
             }
             _ => None,
         };
-        // SAFETY: the closure runs in the forked child before exec and calls only
-        // async-signal-safe syscalls (write, setrlimit, sched_setaffinity) on values
-        // prepared above; it allocates nothing.
+        Confinement {
+            groups,
+            rlimits: self.rlimits().into_iter().flatten().collect(),
+            cpus,
+        }
+    }
+
+    /// Makes `cmd`'s process start inside the limits: joins the sandbox's groups and sets its
+    /// rlimits and CPU affinity in the forked child, before it executes anything.
+    pub fn apply(&self, cmd: &mut Command) {
+        let confine = self.make_confinement();
+        // SAFETY: the closure runs in the forked child before exec; `enter` makes only
+        // async-signal-safe system calls on data prepared here and allocates nothing.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(cmd, move || {
-                for f in &procs {
-                    let zero = b"0";
-                    if libc::write(f.as_raw_fd(), zero.as_ptr().cast(), zero.len()) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                for (resource, value) in rlimits.iter().flatten() {
-                    let lim = libc::rlimit {
-                        rlim_cur: *value,
-                        rlim_max: *value,
-                    };
-                    if libc::setrlimit(*resource, &lim) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                if let Some(n) = cpus {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    let mut have = 0;
-                    let mut current: libc::cpu_set_t = std::mem::zeroed();
-                    libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut current);
-                    for c in 0..libc::CPU_SETSIZE as usize {
-                        if have == n {
-                            break;
-                        }
-                        if libc::CPU_ISSET(c, &current) {
-                            libc::CPU_SET(c, &mut set);
-                            have += 1;
-                        }
-                    }
-                    if have > 0 {
-                        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                    }
-                }
-                Ok(())
+                confine.enter().map_err(io::Error::from_raw_os_error)
             });
         }
     }
@@ -454,7 +443,10 @@ impl Limits {
         }
         if signal == Some(libc::SIGXFSZ) || code == Some(128 + libc::SIGXFSZ) {
             if let Some(d) = self.resources.disk {
-                return Some(format!("file size limit exceeded (disk limit {})", format_bytes(d)));
+                return Some(format!(
+                    "file size limit exceeded (disk limit {})",
+                    format_bytes(d)
+                ));
             }
         }
         None

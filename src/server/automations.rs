@@ -113,6 +113,8 @@ impl Launcher for RunLauncher {
             mcp_servers: None,
             // `[run] max_usd`, as for any run that names no budget.
             budget_usd: None,
+            // `[run] environment`, as for any run that names none (unless `sandbox` is set).
+            environment: None,
         };
         if let Err(e) = self.runs.create(&version, spec) {
             // Another launch of the same fire got there first: fine, start it below.

@@ -601,6 +601,26 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
              "repository": "acme/api-server", "outcome": "applied", "detail": null,
              "received_at": "2026-03-06T12:00:00.000Z"}
         ], "meta": {"has_more": false}})),
+        ("GET", "/api/v1/environments") => {
+            j(json!({"data": [demo_environment()], "meta": {"total": 1}}))
+        }
+        ("POST", "/api/v1/environments") => Ok(Reply::json(201, &demo_environment())),
+        ("GET", "/api/v1/environments/{id}") | ("PUT", "/api/v1/environments/{id}") => {
+            match ctx.param("id") {
+                "default" => j(demo_environment()),
+                id => Err(ApiError::not_found(format!("No demo environment {id}."))),
+            }
+        }
+        ("DELETE", "/api/v1/environments/{id}") => Ok(Reply::empty(204)),
+        ("GET", "/api/v1/environments/{id}/preflight") => j(json!({
+            "id": "default", "provider": "container", "limits": "cgroup-v2",
+            "providers": [
+                {"provider": "local", "ok": true, "refused": []},
+                {"provider": "container", "ok": true, "refused": []},
+                {"provider": "hosted", "ok": false, "refused": [{"field": "provider",
+                    "reason": "the `hosted` provider is not configured on this server; use `container` (bubblewrap on this host) or `local`"}]}
+            ]
+        })),
         _ => Err(ApiError::not_implemented()),
     }
 }
@@ -624,6 +644,15 @@ fn demo_session() -> Value {
         "provider": "anthropic", "active_turn": null,
         "created_at": "2026-03-01T09:05:00.000Z", "updated_at": "2026-03-01T09:05:04.000Z"
     })
+}
+
+fn demo_environment() -> Value {
+    let mut e = crate::environments::seeded_default();
+    e["id"] = json!("default");
+    e["revision"] = json!("0".repeat(64));
+    e["created_at"] = json!("2026-03-01T09:00:00.000Z");
+    e["updated_at"] = json!("2026-03-01T09:00:00.000Z");
+    e
 }
 
 fn demo_mcp_server() -> Value {

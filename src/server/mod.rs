@@ -20,6 +20,7 @@ pub mod auth;
 pub mod automations;
 pub mod catalog;
 pub mod demo;
+pub mod environments;
 pub mod error;
 pub mod fdlimit;
 pub mod housekeeping;
@@ -72,6 +73,8 @@ pub struct App {
     pub ledger: Arc<dyn crate::store::UsageLedger>,
     /// The code host (and chat): pull requests, checks, webhooks.
     pub integrations: Arc<crate::integrations::Integrations>,
+    /// The environments catalog (`crate::environments`).
+    pub environments: Arc<crate::catalog::Catalog<crate::environments::Environments>>,
     pub router: Router,
     pub started: Instant,
     /// The TCP addresses this server listens on, set once they are bound (previews refuse
@@ -96,6 +99,7 @@ impl App {
         sizes: Arc<dyn crate::store::StoreSizes>,
         ledger: Arc<dyn crate::store::UsageLedger>,
         integrations: Arc<crate::integrations::Integrations>,
+        environments: Arc<crate::catalog::Catalog<crate::environments::Environments>>,
     ) -> App {
         App {
             settings,
@@ -111,6 +115,7 @@ impl App {
             sizes,
             ledger,
             integrations,
+            environments,
             router: Router::new(routes::all()),
             started: Instant::now(),
             listening: std::sync::OnceLock::new(),
@@ -407,6 +412,10 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     );
     let sizes: Arc<dyn crate::store::StoreSizes> = Arc::clone(&sqlite) as _;
     let ledger: Arc<dyn crate::store::UsageLedger> = Arc::clone(&sqlite) as _;
+    let environments = Arc::new(
+        crate::catalog::Catalog::open(crate::environments::Environments, Arc::clone(&sqlite) as _)
+            .map_err(|e| state_err(&e))?,
+    );
     let store: Arc<dyn crate::store::RunStore> = Arc::clone(&sqlite) as _;
 
     let listen = match (&opts.listen, opts.dev) {
@@ -470,6 +479,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     }
     runs.set_mcp_catalog(Arc::clone(&mcp_servers));
     runs.set_ledger(Arc::clone(&ledger));
+    runs.set_environments(Arc::clone(&environments));
     runs.start_scheduler().map_err(|e| state_err(&e))?;
     // Automations after the runs service: pending fires' runs are made and started now.
     let dispatcher = crate::automations::Dispatcher::new(
@@ -523,6 +533,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         sizes,
         Arc::clone(&ledger),
         integrations,
+        environments,
     );
     app.settings_path = settings_path.clone();
     let app = Arc::new(app);

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 mod automations;
 mod backups;
+mod environments;
 mod integrations;
 mod mcp_servers;
 mod operator;
@@ -867,6 +868,7 @@ fn build() -> Value {
         .chain(sessions::operations())
         .chain(backups::operations())
         .chain(integrations::operations())
+        .chain(environments::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -934,7 +936,7 @@ fn build() -> Value {
                     ),
                     backups::schemas(),
                 ),
-                integrations::schemas(),
+                merged(integrations::schemas(), environments::schemas()),
             ),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},

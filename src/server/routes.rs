@@ -7,6 +7,7 @@
 use super::auth;
 use super::automations;
 use super::catalog;
+use super::environments;
 use super::housekeeping;
 use super::integrations;
 use super::mcp_servers;
@@ -21,6 +22,7 @@ use super::settings_api;
 use super::spending;
 use super::system;
 use crate::automations::Automations;
+use crate::environments::Environments;
 use crate::mcp::catalog::McpServers;
 
 const fn public(
@@ -230,6 +232,32 @@ pub fn routes() -> Vec<Route> {
             "GET",
             "/api/v1/webhooks/codehost/deliveries",
             integrations::deliveries,
+        ),
+        user("GET", "/api/v1/environments", catalog::list::<Environments>),
+        user(
+            "POST",
+            "/api/v1/environments",
+            catalog::create::<Environments>,
+        ),
+        user(
+            "GET",
+            "/api/v1/environments/{id}",
+            catalog::get::<Environments>,
+        ),
+        user(
+            "PUT",
+            "/api/v1/environments/{id}",
+            catalog::replace::<Environments>,
+        ),
+        user(
+            "DELETE",
+            "/api/v1/environments/{id}",
+            catalog::delete::<Environments>,
+        ),
+        user(
+            "GET",
+            "/api/v1/environments/{id}/preflight",
+            environments::preflight,
         ),
     ]
 }

@@ -60,7 +60,7 @@ fn item(app: &App, rec: &Record) -> Value {
         "state": state,
         "working_directory": rec.working_directory,
         "created_at": rec.created_at,
-        "resources": super::runs::view::host_resources(),
+        "resources": run.as_ref().map_or_else(super::runs::view::host_resources, super::runs::view::run_resources),
     })
 }
 

@@ -434,6 +434,10 @@ pub struct RunDefaults {
     pub metadata: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxDefault>,
+    /// The environment (`/api/v1/environments` id) a run's sandbox is made from when the
+    /// request names none; unset: `[run.sandbox]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Whether a manager stage's child run waits for approval (`none` by default).
     pub child_approval: ChildApprovalPolicy,
     /// The repository a run works on when the request names none.

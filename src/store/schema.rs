@@ -338,7 +338,7 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         CHECK (json_extract(definition, '$.provider') IN ('local', 'container', 'hosted')
                AND json_extract(definition, '$.network') IN ('allow', 'block'))
     ) STRICT;
-    INSERT INTO environments (id, revision, definition, salt, created_at, updated_at)
+    INSERT OR IGNORE INTO environments (id, revision, definition, salt, created_at, updated_at)
     VALUES ('default', '5e76e4360dce24d0aebcee539b5c5b96b2c273ba74d4935649ca4c954cfc6d66',
             '{\"description\":\"Seeded at install: a bubblewrap container on this host with 2 CPUs and 4 GB.\",\"env\":{},\"image\":null,\"labels\":{},\"lifecycle\":{\"retention_hours\":null,\"stop_on_terminal\":false},\"network\":\"allow\",\"provider\":\"container\",\"resources\":{\"cpu\":2,\"disk\":null,\"memory\":\"4GB\",\"pids\":null},\"snapshot\":null}',
             '00000000000000000000000000000000',

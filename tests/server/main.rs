@@ -33,6 +33,8 @@ mod pull_requests;
 mod crash;
 // Automations: the catalog rules over HTTP, fires, hooks, the scheduler across restarts.
 mod automations;
+// Environments: the catalog over HTTP, limits frozen into runs and enforced on their processes.
+mod environments;
 // The web UI's pages, assets and SVG graph over HTTP.
 mod web_pages;
 // The web UI in headless Chromium (Selenium).

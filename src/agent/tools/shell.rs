@@ -115,6 +115,10 @@ pub fn run_with_env(
         on_host: sb.isolation().on_host(),
         pipe_grace: PIPE_GRACE,
         command: &build,
+        confine: sb
+            .isolation()
+            .limits()
+            .map(crate::sandbox::limits::Limits::confinement),
     };
     let result = procs::run_script(&script, Some(timeout), cancel)
         .map_err(|e| format!("cannot start sh: {e}"))?;

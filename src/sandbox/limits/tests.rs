@@ -44,7 +44,13 @@ fn the_probe_finds_cgroups_in_mount_tables() {
 #[test]
 fn processes_start_inside_their_sandboxs_groups() {
     let rt = Runtime::host();
-    let l = Limits::start(&id("join"), Resources { pids: Some(64), ..Resources::default() });
+    let l = Limits::start(
+        &id("join"),
+        Resources {
+            pids: Some(64),
+            ..Resources::default()
+        },
+    );
     let l = match (rt, l) {
         (Runtime::Rlimits, Err(e)) if is_root() => {
             assert!(e.causes[0].contains("root"), "{e:?}");
@@ -63,16 +69,26 @@ fn processes_start_inside_their_sandboxs_groups() {
 fn a_memory_hog_is_stopped_and_named() {
     let l = Limits::start(
         &id("hog"),
-        Resources { memory: Some(64 << 20), ..Resources::default() },
+        Resources {
+            memory: Some(64 << 20),
+            ..Resources::default()
+        },
     )
     .unwrap();
     // 300 MB held in one shell variable.
-    let out = sh(&l, "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}");
+    let out = sh(
+        &l,
+        "x=$(head -c 300000000 /dev/zero | tr -c a a); echo ${#x}",
+    );
     assert!(!out.status.success(), "{out:?}");
     use std::os::unix::process::ExitStatusExt;
     let why = l.explain(out.status.signal(), out.status.code());
     if !matches!(l.runtime(), Runtime::Rlimits) {
-        assert_eq!(why.as_deref(), Some("out of memory (limit 64 MiB)"), "{out:?}");
+        assert_eq!(
+            why.as_deref(),
+            Some("out of memory (limit 64 MiB)"),
+            "{out:?}"
+        );
         // Reported once.
         assert_eq!(l.explain(None, None), None);
     }
@@ -82,10 +98,19 @@ fn a_memory_hog_is_stopped_and_named() {
 
 #[test]
 fn a_fork_bomb_is_held_at_the_process_limit() {
-    let l = match Limits::start(&id("bomb"), Resources { pids: Some(32), ..Resources::default() }) {
+    let l = match Limits::start(
+        &id("bomb"),
+        Resources {
+            pids: Some(32),
+            ..Resources::default()
+        },
+    ) {
         Err(e) => {
             // Only where nothing can enforce it, and said so.
-            assert!(matches!(Runtime::host(), Runtime::Rlimits) && is_root(), "{e:?}");
+            assert!(
+                matches!(Runtime::host(), Runtime::Rlimits) && is_root(),
+                "{e:?}"
+            );
             assert!(e.causes[0].contains("RLIMIT_NPROC"), "{e:?}");
             return;
         }
@@ -119,7 +144,13 @@ fn a_real_fork_bomb_is_contained_and_the_host_keeps_forking() {
     if !Path::new("/bin/bash").exists() {
         return;
     }
-    let l = match Limits::start(&id("realbomb"), Resources { pids: Some(48), ..Resources::default() }) {
+    let l = match Limits::start(
+        &id("realbomb"),
+        Resources {
+            pids: Some(48),
+            ..Resources::default()
+        },
+    ) {
         Err(_) => return, // refused with a cause: the test above checks it
         Ok(l) => l,
     };
@@ -160,7 +191,10 @@ fn a_file_past_the_disk_limit_is_refused_and_named() {
     let l = Limits::start_on(
         Runtime::Rlimits,
         &id("disk"),
-        Resources { disk: Some(1 << 20), ..Resources::default() },
+        Resources {
+            disk: Some(1 << 20),
+            ..Resources::default()
+        },
     )
     .unwrap();
     let f = dir.path().join("big");

@@ -86,6 +86,10 @@ struct CreateRun {
     /// This run's `[run.pull_request]` (not the Run's `pull_request` link).
     #[serde(default)]
     pull_request_options: Option<crate::integrations::publish::PullRequestOptions>,
+    /// The environment the sandbox is made from: its id, or `{id, ...sparse override}`
+    /// (`[run] environment` when absent).
+    #[serde(default)]
+    environment: Option<Value>,
 }
 
 /// What a caller asks of a new run besides its workflow version; every `None` or empty
@@ -130,6 +134,9 @@ pub struct RunSpec {
     pub mcp_servers: Option<Vec<Value>>,
     /// The run's LLM budget in USD; `None`: `[run] max_usd`.
     pub budget_usd: Option<f64>,
+    /// The environment: an id or `{id, ...override}`; `None`: `[run] environment`, else
+    /// `sandbox` / `[run.sandbox]`.
+    pub environment: Option<Value>,
 }
 
 impl RunSpec {
@@ -318,6 +325,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         automation: None,
         mcp_servers: body.mcp_servers,
         budget_usd: body.budget_usd,
+        environment: body.environment,
     };
     let row = app.runs.create(&version, spec)?;
     Ok(app.runs.run_reply(201, &row))
@@ -408,12 +416,28 @@ impl Runs {
             .sandbox
             .clone()
             .unwrap_or_else(crate::settings::SandboxDefault::defaults);
-        // Every server run has a sandbox: the request's, else `[run.sandbox]`, else local.
-        let sandbox = Some(match spec.sandbox {
-            Some(s) => json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot,
-                              "network": s.network.unwrap_or(sandbox_defaults.network)}),
-            None => json!({"provider": sandbox_defaults.provider, "image": sandbox_defaults.image,
-                           "snapshot": sandbox_defaults.snapshot, "network": sandbox_defaults.network}),
+        let environment =
+            match (spec.environment, &spec.sandbox) {
+                (Some(_), Some(_)) => return Err(ApiError::bad_request(
+                    "Send at most one of `environment` and `sandbox`: an environment's override \
+                     goes in `environment: {id, ...}`.",
+                )),
+                (Some(e), None) => Some(e),
+                (None, None) => defaults.environment.clone().map(Value::String),
+                (None, Some(_)) => None,
+            };
+        // Every server run has a sandbox: the environment's (resolved and frozen now), else
+        // the request's, else `[run.sandbox]`, else local.
+        let sandbox = Some(match (environment, spec.sandbox) {
+            (Some(e), _) => self.frozen_environment(&e)?,
+            (None, Some(s)) => {
+                json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot,
+                              "network": s.network.unwrap_or(sandbox_defaults.network)})
+            }
+            (None, None) => {
+                json!({"provider": sandbox_defaults.provider, "image": sandbox_defaults.image,
+                           "snapshot": sandbox_defaults.snapshot, "network": sandbox_defaults.network})
+            }
         });
         let mut extra = json!({
             "created_by": spec.created_by,
@@ -446,6 +470,48 @@ impl Runs {
             extra,
         };
         self.store.create_run(new).map_err(store_error)
+    }
+
+    /// The environments catalog runs choose their sandbox from (the server sets it at start).
+    pub fn set_environments(
+        &self,
+        catalog: Arc<crate::catalog::Catalog<crate::environments::Environments>>,
+    ) {
+        let _ = self.environments.set(catalog);
+    }
+
+    /// The sandbox plan of environment `e` (an id, or `{id, ...override}`), resolved now so
+    /// later edits of the environment change neither this run nor its resumes: 400 for a
+    /// malformed choice, 422 for an unknown id or an override the provider cannot honour.
+    fn frozen_environment(&self, e: &Value) -> Result<Value, ApiError> {
+        let (id, over) = match e {
+            Value::String(id) => (id.as_str(), None),
+            Value::Object(m) => match m.get("id").and_then(Value::as_str) {
+                Some(id) => (id, Some(m)),
+                None => {
+                    return Err(ApiError::bad_request(
+                        "`environment` as an object needs its `id`.",
+                    ))
+                }
+            },
+            _ => {
+                return Err(ApiError::bad_request(
+                    "`environment` is an environment id or `{id, ...override}`.",
+                ))
+            }
+        };
+        let invalid = |field: &str, msg: String| {
+            crate::server::catalog::error(crate::catalog::CatalogError::Invalid(vec![
+                crate::catalog::Invalid::new(field, msg),
+            ]))
+        };
+        let item = self
+            .environments
+            .get()
+            .and_then(|c| c.get(id).ok())
+            .ok_or_else(|| invalid("environment", format!("no environment with id `{id}`")))?;
+        crate::environments::resolve(id, &item.definition, over)
+            .map_err(|e| crate::server::catalog::error(crate::catalog::CatalogError::Invalid(e)))
     }
 
     /// The MCP servers catalog runs name servers from (the server sets it at start).

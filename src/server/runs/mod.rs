@@ -98,6 +98,9 @@ pub struct Runs {
     turns: Arc<turns::Turns>,
     /// The usage ledger, for `[server] max_usd_per_day` (set once at start).
     ledger: std::sync::OnceLock<Arc<dyn crate::store::UsageLedger>>,
+    /// The environments catalog runs choose their sandbox from (set at start).
+    environments:
+        std::sync::OnceLock<Arc<crate::catalog::Catalog<crate::environments::Environments>>>,
 }
 
 pub fn store_error(e: StoreError) -> ApiError {
@@ -154,6 +157,7 @@ impl Runs {
             mcp_catalog: std::sync::OnceLock::new(),
             turns: Arc::default(),
             ledger: std::sync::OnceLock::new(),
+            environments: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&runs);
         settings.on_change(move |_, _| {

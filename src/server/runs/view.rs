@@ -282,7 +282,7 @@ pub fn board_item(row: &RunRow, pull_request: Option<Value>) -> Option<Value> {
         .as_ref()
         .and_then(|i| i.pointer("/runtime/id"))
         .filter(|id| !id.is_null())
-        .map(|id| json!({"id": id, "resources": host_resources()}));
+        .map(|id| json!({"id": id, "resources": run_resources(row)}));
     Some(json!({
         "id": row.id,
         "repository": {"name": repo},
@@ -296,6 +296,21 @@ pub fn board_item(row: &RunRow, pull_request: Option<Value>) -> Option<Value> {
         "question": row.current_question.as_ref().map(question_text),
         "automation": row.created_meta.get("automation").cloned().unwrap_or(Value::Null),
     }))
+}
+
+/// What the run's sandbox may use: its environment's limits as frozen into the run
+/// (memory and disk in bytes, null where unlimited), else the host's CPUs.
+pub fn run_resources(row: &RunRow) -> Value {
+    match row
+        .created_meta
+        .get("sandbox")
+        .and_then(|s| s.get("resources"))
+    {
+        Some(r) if r.is_object() => json!({
+            "cpu": r.get("cpu"), "memory": r.get("memory"), "pids": r.get("pids"), "disk": r.get("disk"),
+        }),
+        _ => host_resources(),
+    }
 }
 
 /// What a sandbox on this host may use: the host's CPUs (memory is not limited, so null).
