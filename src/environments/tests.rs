@@ -1,3 +1,7 @@
+//! The environments catalog's tests: validation naming each field, provider refusals, the
+//! seeded default's stored revision, run overrides and preflight.
+//! Must not: start sandboxes (the server tests run real ones).
+
 use super::*;
 use crate::catalog::{Catalog, CatalogError};
 use std::sync::Arc;

@@ -1,3 +1,7 @@
+//! Resource limits on real processes: joining the sandbox's groups, a memory hog stopped and
+//! named, fork bombs held at the process limit, the disk limit on a file.
+//! Must not: leave processes or groups behind (each test kills and removes what it made).
+
 use super::*;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
