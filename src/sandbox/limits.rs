@@ -465,7 +465,7 @@ impl Drop for Limits {
 /// `64 MiB`, `2 GiB`, `1500 B`: the largest binary unit that divides `n` exactly.
 pub fn format_bytes(n: u64) -> String {
     for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{} {unit}", n >> shift);
         }
     }
