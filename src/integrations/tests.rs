@@ -1,4 +1,5 @@
 //! Unit tests of the integration service over in-memory tables and store.
+//! Must not reach a real code host or chat service: the scripted servers of `tests/` do that.
 
 use super::*;
 use crate::store::{MemoryCodehost, MemoryStore, NewRun};
