@@ -164,6 +164,7 @@ fn operations() -> Vec<Op> {
             .resp(vec![
                 no_content("303", "Form: signed in (Set-Cookie __svc_session), redirect to `next` or `/`; wrong token: redirect to /login?error=invalid_token."),
                 ok("200", "JSON body: signed in (Set-Cookie __svc_session).", json!({"type": "object"})),
+                err("400", "The body is not a JSON object or form with a `token`."),
                 err("401", "JSON body: wrong token."),
                 err("403", "Cross-site Origin."),
                 err("404", "The web UI or dev-token sign-in is off."),
