@@ -1,6 +1,6 @@
 //! Discovery and system routes (`/`, which browsers get as the runs board when the web UI is
 //! on, `/health`, `/api/v1/openapi.json`, `/api/v1/user`),
-//! the workflow-version routes' HTTP side, and the 501 placeholders.
+//! and the workflow-version routes' HTTP side.
 //!
 //! Owns: these handlers' request/response shapes. Must not touch: version validation rules
 //! (see [`super::versions`]) or runs.

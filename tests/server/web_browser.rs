@@ -13,6 +13,25 @@ use std::path::Path;
 use std::process::Command;
 use svc::test_tools::{chromedriver, chromium, require, Tool};
 
+/// Runs `tests/browser/<script>` with Python against the real binary, in the Chromium and
+/// chromedriver the build found; answers whether it exited 0 (its checks print as it goes).
+fn browser_script(script: &str, args: &[&str]) -> bool {
+    let (chromium, driver) = (
+        chromium().unwrap_or_default(),
+        chromedriver().unwrap_or_default(),
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    Command::new("python3")
+        .arg(root.join("tests/browser").join(script))
+        .args(["--bin", env!("CARGO_BIN_EXE_svc")])
+        .args(args)
+        .env("SVC_CHROMIUM", &chromium)
+        .env("SVC_CHROMEDRIVER", &driver)
+        .status()
+        .expect("run python3")
+        .success()
+}
+
 #[test]
 #[cfg_attr(
     not(has_browser),
@@ -20,22 +39,12 @@ use svc::test_tools::{chromedriver, chromium, require, Tool};
 )]
 fn web_ui_end_to_end_in_chromium() {
     require(Tool::Browser);
-    let (chromium, driver) = (
-        chromium().unwrap_or_default(),
-        chromedriver().unwrap_or_default(),
-    );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = root.join("target").join("web-screenshots");
-    let status = Command::new("python3")
-        .arg(root.join("tests/browser/test_web.py"))
-        .args(["--bin", env!("CARGO_BIN_EXE_svc"), "--out"])
-        .arg(&out)
-        .env("SVC_CHROMIUM", &chromium)
-        .env("SVC_CHROMEDRIVER", &driver)
-        .status()
-        .expect("run python3");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join("web-screenshots");
+    let out_arg = out.to_string_lossy();
     assert!(
-        status.success(),
+        browser_script("test_web.py", &["--out", &out_arg]),
         "the browser test failed (see its output above)"
     );
     for shot in ["board.png", "run-page.png"] {
@@ -58,20 +67,8 @@ fn web_ui_end_to_end_in_chromium() {
 fn previews_and_sign_in_cannot_be_turned_against_the_user_in_chromium() {
     require(Tool::Browser);
     require(Tool::Git);
-    let (chromium, driver) = (
-        chromium().unwrap_or_default(),
-        chromedriver().unwrap_or_default(),
-    );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new("python3")
-        .arg(root.join("tests/browser/test_security.py"))
-        .args(["--bin", env!("CARGO_BIN_EXE_svc")])
-        .env("SVC_CHROMIUM", &chromium)
-        .env("SVC_CHROMEDRIVER", &driver)
-        .status()
-        .expect("run python3");
     assert!(
-        status.success(),
+        browser_script("test_security.py", &[]),
         "the browser security test failed (see its output above)"
     );
 }
@@ -86,20 +83,8 @@ fn previews_and_sign_in_cannot_be_turned_against_the_user_in_chromium() {
 )]
 fn page_loads_in_fresh_browser_contexts_never_stall() {
     require(Tool::Browser);
-    let (chromium, driver) = (
-        chromium().unwrap_or_default(),
-        chromedriver().unwrap_or_default(),
-    );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new("python3")
-        .arg(root.join("tests/browser/test_page_loads.py"))
-        .args(["--bin", env!("CARGO_BIN_EXE_svc"), "--loads", "200"])
-        .env("SVC_CHROMIUM", &chromium)
-        .env("SVC_CHROMEDRIVER", &driver)
-        .status()
-        .expect("run python3");
     assert!(
-        status.success(),
+        browser_script("test_page_loads.py", &["--loads", "200"]),
         "a page load stalled (see the output above)"
     );
 }
