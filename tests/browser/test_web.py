@@ -185,8 +185,25 @@ def q(d, css):
     return d.find_elements(By.CSS_SELECTOR, css)
 
 
+def text(d, css):
+    """The text of the first element `css` finds ("" when none), found again when the page
+    re-rendered it between finding and reading (a live page re-renders on every event)."""
+    for _ in range(100):
+        try:
+            els = q(d, css)
+            return els[0].text if els else ""
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    raise AssertionError(f"{css} kept being re-rendered for 5 s")
+
+
 def texts(d, css):
-    return [e.text for e in q(d, css)]
+    for _ in range(100):
+        try:
+            return [e.text for e in q(d, css)]
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    raise AssertionError(f"{css} kept being re-rendered for 5 s")
 
 
 def controls(d):
@@ -301,7 +318,7 @@ def test_live_run(d, s):
     d.execute_script("arguments[0].focus()", node)
     node.send_keys(Keys.ENTER)
     wait(d, "stage details", lambda: "building" in q(d, "#details")[0].text)
-    check("echo building" in q(d, "#details")[0].text, "the script is shown")
+    check("echo building" in text(d, "#details"), "the script is shown")
     # Pause: answers are refused in words; unpause and answer.
     q(d, '#controls button[data-action="pause"]')[0].click()
     wait_controls(d, ["cancel", "unpause"])
@@ -313,7 +330,7 @@ def test_live_run(d, s):
     wait(d, "options enabled", lambda: yes().is_enabled())
     yes().click()
     wait(d, "a refusal in words", lambda: q(d, "#questions .error"))
-    refusal = q(d, "#questions .error")[0].text
+    refusal = text(d, "#questions .error")
     check("paused" in refusal and "{" not in refusal, f"refusal: {refusal}")
     q(d, '#controls button[data-action="unpause"]')[0].click()
     wait_controls(d, ["cancel", "pause"])
@@ -327,7 +344,7 @@ def test_live_run(d, s):
     check(taken == ["build>review", "review>exit", "start>build"], f"taken edges: {taken}")
     check(q(d, "#questions")[0].get_attribute("hidden") is not None, "question gone")
     wait_controls(d, ["archive", "delete"])
-    check("not available" in q(d, "#files")[0].text or q(d, "#files .file-diff") or "not changed" in q(d, "#files")[0].text,
+    check("not available" in text(d, "#files") or q(d, "#files .file-diff") or "not changed" in text(d, "#files"),
           "diffs or an unavailable message in words")
     no_csp_violations(d)
     shot(d, "run-page")
@@ -388,7 +405,7 @@ def test_automations(d, s):
     q(d, "#fired-run")[0].click()
     wait(d, "the run page", lambda: "/runs/01" in d.current_url and q(d, "#run-automation"))
     run_id = d.current_url.rstrip("/").split("/")[-1]
-    check("Nightly tidy" in q(d, "#run-automation")[0].text, "the run names its automation")
+    wait(d, "the run naming its automation", lambda: "Nightly tidy" in q(d, "#run-automation")[0].text)
     wait(d, "the run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=30)
     no_csp_violations(d)
     # The board card says so too.
@@ -617,7 +634,7 @@ def test_ask_and_rewind(d, binary):
         q(d, "#ask-text")[0].send_keys("What does notes.txt say?")
         q(d, "#ask-send")[0].click()
         wait(d, "the streamed answer", lambda: "The notes say plan-42." in q(d, "#ask-log")[0].text, secs=30)
-        check("read_file" in q(d, "#ask-log")[0].text, "the tool it used is shown")
+        check("read_file" in text(d, "#ask-log"), "the tool it used is shown")
         check(len(llm.requests) == 2, f"two model calls, not {len(llm.requests)}")
         shot(d, "run-page-ask")
         q(d, 'g.node[data-node="b"]')[0].click()
@@ -675,9 +692,9 @@ def test_polish(d, s):
         check(edges[0] <= 0, f"the board scrolls sideways by {edges[0]}px {where}")
         for col, right, w in edges[1]:
             check(right <= w + 0.5, f"column {col} ends at {right}px, past the board's {w}px {where}")
-        card = q(d, f'.card[data-id="{run_id}"]')[0]
-        check("unknown" not in card.text, f"a run without a repository shows no repository {where}: {card.text!r}")
-        check(not card.find_elements(By.CSS_SELECTOR, ".repo"), f"no repository on the card {where}")
+        card = text(d, f'.card[data-id="{run_id}"]')
+        check("unknown" not in card, f"a run without a repository shows no repository {where}: {card!r}")
+        check(not q(d, f'.card[data-id="{run_id}"] .repo'), f"no repository on the card {where}")
 
         d.get(s.base + "/runs/" + run_id)
         wait(d, f"the run details {where}", lambda: len(q(d, "#facts dd")) >= 6)
@@ -700,7 +717,7 @@ def test_polish(d, s):
         inner = d.execute_script("return window.innerHeight")
         check(r["top"] >= 0 and r["bottom"] <= inner,
               f"the first error is off-screen {where}: {r['top']:.0f}..{r['bottom']:.0f} of {inner}px")
-        check("errors" in q(d, "#form-msg")[0].text, f"the button's message points at the errors {where}")
+        check("errors" in text(d, "#form-msg"), f"the button's message points at the errors {where}")
         shot(d, f"new-run-errors-{width}")
 
         d.get(s.base + "/login")
@@ -759,8 +776,8 @@ def test_dev_board(d, binary):
 def test_errors_in_words(d, s):
     d.get(s.base + "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV")
     wait(d, "a not-found message", lambda: q(d, "main .error"))
-    text = q(d, "main .error")[0].text
-    check("does not exist" in text and "{" not in text, f"words, not JSON: {text}")
+    said = text(d, "main .error")
+    check("does not exist" in said and "{" not in said, f"words, not JSON: {said}")
 
 
 # ---------------------------------------------------------------- benchmark
@@ -912,7 +929,7 @@ def test_pull_request(d, binary):
         d.get(s.base + "/")
         card = f'.card[data-id="{run_id}"]'
         wait(d, "the card's pull request", lambda: q(d, card + ' .card-pr[data-pr="7"]'))
-        check("PR #7" in q(d, card)[0].text, "the card names the pull request")
+        check("PR #7" in text(d, card), "the card names the pull request")
         red = {"name": "ci", "head_sha": "abc123", "status": "completed", "conclusion": "failure",
                "started_at": "2026-01-01T00:00:00Z", "completed_at": "2026-01-01T00:01:40Z",
                "output": {"title": "2 tests failed", "summary": "test_greeting: expected hello"}, "pull_requests": [{"number": 7}]}
@@ -926,13 +943,13 @@ def test_pull_request(d, binary):
         panel = q(d, "#pull-request")[0]
         check("acme/app#7" in panel.text and "Fix the greeting" in panel.text, f"panel: {panel.text}")
         wait(d, "the failing check and its output", lambda: q(d, '#pr-checks .chip-bad[data-check="ci"]')
-             and "test_greeting: expected hello" in q(d, "#pr-checks")[0].text)
+             and "test_greeting: expected hello" in text(d, "#pr-checks"))
         check("+12" in panel.text and "2 comments" in panel.text, f"counts: {panel.text}")
         green = dict(red, conclusion="success", output={"title": "all passed", "summary": "12 tests"})
         host.check_runs = [green]
         deliver(s, "check_run", "b3", {"action": "completed", "check_run": green, "repository": repo})
         wait(d, "the check turning green on the run page, live", lambda: q(d, '#pr-checks .chip-ok[data-check="ci"]'))
-        check(q(d, "#pr-verdict")[0].text == "passed", "verdict passed")
+        check(text(d, "#pr-verdict") == "passed", "verdict passed")
         shot(d, "run-page-pull-request")
     finally:
         s.stop()
