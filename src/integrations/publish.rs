@@ -86,6 +86,8 @@ pub struct Published {
     /// A pull request was opened now (else an open one was found and updated).
     pub created: bool,
     pub head: String,
+    /// The model that wrote its title and body (`None`: the template, or not written now).
+    pub written_by: Option<String>,
 }
 
 fn runtime_str(row: &RunRow, key: &str) -> Option<String> {
@@ -221,6 +223,7 @@ impl Integrations {
                 link,
                 created: false,
                 head: head.to_string(),
+                written_by: None,
             });
         }
         let base = match opts
@@ -232,7 +235,7 @@ impl Integrations {
             None => self.with_client(|c, _| c.repo(&repo))?.default_branch,
         };
         let draft = draft.unwrap_or(opts.draft && !opts.auto_merge);
-        let (pr, title, created) =
+        let (pr, title, written_by, created) =
             match self.with_client(|c, _| c.open_pull_from(&repo, &branch))? {
                 Some(pr) => {
                     let title = pr
@@ -240,7 +243,7 @@ impl Integrations {
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_string();
-                    (pr, title, false)
+                    (pr, title, None, false)
                 }
                 None => {
                     let settings = self.settings.get();
@@ -253,22 +256,25 @@ impl Integrations {
                         &base_commit,
                         head,
                     );
-                    let (title, body, source) =
-                        text::write(&settings, self.vault(), row, &facts, model);
-                    log::info!("run {}: pull request text from the {source}", row.id);
+                    let written = text::write(&settings, self.vault(), row, &facts, model);
+                    log::info!(
+                        "run {}: pull request text from {}",
+                        row.id,
+                        written.model.as_deref().unwrap_or("the template")
+                    );
                     let pr = self.with_client(|c, _| {
                         c.create_pull(
                             &repo,
                             &NewPull {
-                                title: &title,
-                                body: &body,
+                                title: &written.title,
+                                body: &written.body,
                                 head: &branch,
                                 base: &base,
                                 draft,
                             },
                         )
                     })?;
-                    (pr, title, true)
+                    (pr, written.title, written.model, true)
                 }
             };
         let number = pr.get("number").and_then(Value::as_u64).ok_or_else(|| {
@@ -296,7 +302,7 @@ impl Integrations {
             kinds::CREATED,
             json!({"pr_url": link.html_url, "pr_number": number, "owner": link.owner,
                    "repo": link.repo, "base_branch": base, "head_branch": branch,
-                   "head_sha": head, "title": title,
+                   "head_sha": head, "title": title, "written_by": written_by,
                    "draft": pr.get("draft").and_then(Value::as_bool).unwrap_or(draft),
                    "adopted": !created}),
             Some(actor),
@@ -306,6 +312,7 @@ impl Integrations {
             link,
             created,
             head: head.to_string(),
+            written_by,
         })
     }
 
@@ -594,6 +601,10 @@ impl Integrations {
             Ok(p) => {
                 record["status"] = json!("succeeded");
                 record["pull_request"] = p.link.to_json();
+                // The model as resolved: the one that wrote the text (null: the template).
+                if p.created {
+                    record["model"] = json!(p.written_by);
+                }
                 "succeeded"
             }
             Err(e) => {

@@ -215,6 +215,9 @@ pub struct Kept {
     /// `pull_request.merged` / `.closed` already recorded for the current state.
     #[serde(default)]
     pub merged_recorded: bool,
+    /// The head commit svc's auto-merge was refused on (not tried again on that head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_merge_refused: Option<String>,
     #[serde(default)]
     pub closed_recorded: bool,
 }
@@ -229,6 +232,7 @@ impl Kept {
             options: Options::default(),
             merged_recorded: false,
             closed_recorded: false,
+            auto_merge_refused: None,
         }
     }
 
@@ -620,6 +624,9 @@ impl Integrations {
         Ok(true)
     }
 
+    /// Merges the run's pull request on its own thread (one at a time per run), if, read
+    /// again now, it is still open with every check on its head passed; the host is told
+    /// that head, so a commit pushed since (whose checks did not pass yet) is not merged.
     fn spawn_auto_merge(&self, run_id: &str, method: MergeStrategy) {
         if !self.refreshing.lock().insert(format!("merge:{run_id}")) {
             return;
@@ -631,14 +638,36 @@ impl Integrations {
             .name("pr-auto-merge".into())
             .spawn(move || {
                 let actor = system_actor();
-                if let Err(e) = me.merge(&run_id, Some(method), &actor) {
-                    log::warn!("run {run_id}: auto-merge failed: {e}");
-                    let _ = me.append(
-                        &run_id,
-                        kinds::FAILED,
-                        json!({"error": format!("auto-merge failed: {e}"), "operation": "auto_merge"}),
-                        Some(&actor),
-                    );
+                let head = match me.kept(&run_id) {
+                    Ok(Some((k, Some(head), _)))
+                        if k.options.auto_merge
+                            && k.state_name() == "open"
+                            && Verdict::of(&k.checks) == Verdict::Passed
+                            && k.auto_merge_refused.as_deref() != Some(head.as_str()) =>
+                    {
+                        Some(head)
+                    }
+                    _ => None,
+                };
+                if let Some(head) = head {
+                    let merged =
+                        me.merge_as(&run_id, Some(method), Some(&head), "auto_merge", &actor);
+                    if let Err(e) = merged {
+                        log::warn!("run {run_id}: auto-merge failed: {e}");
+                        // Not tried again on this head: a person decides (merge by hand,
+                        // or a new commit is tried once its checks pass).
+                        let _ = me.edit_kept(&run_id, |k, _| {
+                            k.auto_merge_refused = Some(head.clone());
+                            true
+                        });
+                        let _ = me.append(
+                            &run_id,
+                            kinds::FAILED,
+                            json!({"error": format!("auto-merge failed: {e}"),
+                                   "operation": "auto_merge", "head_sha": head}),
+                            Some(&actor),
+                        );
+                    }
                 }
                 me.refreshing.lock().remove(&format!("merge:{run_id}"));
             });
@@ -731,10 +760,23 @@ impl Integrations {
         method: Option<MergeStrategy>,
         actor: &Value,
     ) -> Result<(Link, MergeStrategy), Error> {
+        self.merge_as(run_id, method, None, "svc", actor)
+    }
+
+    /// Merges the run's pull request; with `sha`, only while its head is that commit (the
+    /// host refuses otherwise). `source` goes in the event (`svc`, `auto_merge`).
+    fn merge_as(
+        &self,
+        run_id: &str,
+        method: Option<MergeStrategy>,
+        sha: Option<&str>,
+        source: &str,
+        actor: &Value,
+    ) -> Result<(Link, MergeStrategy), Error> {
         let (link, kept) = self.linked(run_id)?;
         let method = method.unwrap_or(kept.options.merge_strategy);
         let repo = link.repo_id();
-        let merged = self.with_client(|c, _| c.merge(&repo, link.number, method.as_str()))?;
+        let merged = self.with_client(|c, _| c.merge(&repo, link.number, method.as_str(), sha))?;
         self.edit_kept(run_id, |k, _| {
             let d = k.details.get_or_insert_with(|| json!({}));
             d["merged"] = json!(true);
@@ -746,7 +788,7 @@ impl Integrations {
             run_id,
             kinds::MERGED,
             json!({"pr_number": link.number, "pr_url": link.html_url, "method": method.as_str(),
-                   "sha": merged.sha, "source": "svc"}),
+                   "sha": merged.sha, "source": source}),
             Some(actor),
         )?;
         Ok((link, method))

@@ -222,15 +222,15 @@ fn model_of(row: &RunRow, client: &crate::llm::LlmClient) -> Option<(Option<Prov
     Some((Some(p), p.default_model()?.to_string()))
 }
 
-/// The model's title and body, or `None` when no provider is configured or the call
-/// failed (logged).
+/// The model's title and body and the model that wrote them, or `None` when no provider
+/// is configured or the call failed (logged).
 pub fn with_model(
     settings: &Settings,
     vault: &Vault,
     row: &RunRow,
     f: &Facts,
     model: Option<&str>,
-) -> Option<(String, String)> {
+) -> Option<(String, String, String)> {
     let client = crate::agent::backend::client_from_settings(settings, Arc::new(vault.clone()))
         .ok()?
         .with_http(crate::llm::HttpOptions {
@@ -250,7 +250,7 @@ pub fn with_model(
         None => model_of(row, &client)?,
     };
     let call = crate::llm::prompt::PromptCall {
-        model,
+        model: model.clone(),
         provider,
         system: Some("You write concise, accurate pull request titles and descriptions.".into()),
         prompt: prompt(f),
@@ -295,22 +295,39 @@ pub fn with_model(
         body.push_str(&diff_stat(f));
         body.push_str(&footer(f));
     }
-    Some((cut(title, MAX_TITLE_CHARS), body))
+    Some((cut(title, MAX_TITLE_CHARS), body, model))
 }
 
-/// The title and body, and where they came from (`model` or `template`).
+/// A pull request's title and body as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub title: String,
+    pub body: String,
+    /// The model that wrote them; `None`: the template did.
+    pub model: Option<String>,
+}
+
+/// The title and body: the model's, else the template's.
 pub fn write(
     settings: &Settings,
     vault: &Vault,
     row: &RunRow,
     f: &Facts,
     model: Option<&str>,
-) -> (String, String, &'static str) {
+) -> Written {
     match with_model(settings, vault, row, f, model) {
-        Some((t, b)) => (t, b, "model"),
+        Some((title, body, model)) => Written {
+            title,
+            body,
+            model: Some(model),
+        },
         None => {
-            let (t, b) = template(f);
-            (t, b, "template")
+            let (title, body) = template(f);
+            Written {
+                title,
+                body,
+                model: None,
+            }
         }
     }
 }

@@ -925,3 +925,286 @@ fn code_host_deliveries_start_automations_without_a_secret_of_their_own() {
         "svc does not act on `push`; fired automation(s) on-push"
     );
 }
+
+/// A run repository body whose goal is `goal` (the scripted model answers by goal).
+fn goal_body(host: &CodeHost, goal: &str, script: &str) -> Value {
+    let dot = format!(
+        "digraph fix {{ goal=\"{goal}\"; start [shape=Mdiamond]; exit [shape=Msquare]; \
+         change [shape=parallelogram, script=\"{script}\"]; start -> change -> exit }}"
+    );
+    repo_body(host, &dot)
+}
+
+/// The user prompt a recorded Anthropic request carried.
+fn prompt_of(r: &crate::support::llm::Recorded) -> String {
+    crate::support::llm::user_texts(svc::llm::Provider::Anthropic, &r.body).join("\n")
+}
+
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn the_runs_model_writes_the_pull_request_and_the_template_stands_in_when_it_fails() {
+    use crate::support::llm::{reply, streamed, text, Reply, ScriptedServer, SMALL_USAGE};
+    use svc::llm::Provider;
+    require(Tool::Git);
+    let long_title = "Greet users with hello instead of helo, fixing the typo that every \
+                      visitor of the landing page has seen since March";
+    assert!(long_title.chars().count() > 72);
+    let answer =
+        format!("{long_title}\n\nThe greeting said `helo`.\n\n- `greeting.txt` now says `hello`.");
+    // The model answers by goal: a good answer, a provider failure, an empty answer.
+    let llm = ScriptedServer::start_with(move |_, r| {
+        let p = prompt_of(r);
+        if p.contains("Fix the greeting") {
+            reply(
+                Provider::Anthropic,
+                &text(&answer),
+                SMALL_USAGE,
+                streamed(r),
+            )
+        } else if p.contains("Provider down") {
+            Reply::error(
+                500,
+                json!({"type": "error", "error": {"type": "api_error", "message": "overloaded"}}),
+            )
+        } else {
+            reply(Provider::Anthropic, &text("  \n"), SMALL_USAGE, streamed(r))
+        }
+    });
+    let extra = format!(
+        "[run.pull_request]\nenabled = true\n[llm.providers.anthropic]\nbase_url = \"{}\"\n",
+        llm.base
+    );
+    let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
+    let s = server_for(&host, &extra);
+    store_key(&s, "ANTHROPIC_API_KEY", "pr-text-key");
+
+    // The model's title (cut to 72 characters) and body; svc appends the diff stat and the
+    // link to the run.
+    let id = run_to_end(
+        &s,
+        &goal_body(&host, "Fix the greeting", "echo hello > greeting.txt"),
+    );
+    assert_eq!(status_kind(&s, &id), "succeeded");
+    let pr = host.pull(1).expect("the pull request");
+    assert_eq!(pr.title.chars().count(), 72, "{}", pr.title);
+    assert!(
+        pr.title
+            .starts_with("Greet users with hello instead of helo")
+            && pr.title.ends_with("..."),
+        "{}",
+        pr.title
+    );
+    assert!(
+        pr.body
+            .starts_with("The greeting said `helo`.\n\n- `greeting.txt` now says `hello`."),
+        "{}",
+        pr.body
+    );
+    assert!(pr.body.contains("`greeting.txt` +1 -1"), "{}", pr.body);
+    assert!(
+        pr.body.trim_end().ends_with(&format!("svc run {id}).")) && !pr.title.contains(&id),
+        "{}",
+        pr.body
+    );
+    let created = run_events(&s, &id)
+        .into_iter()
+        .find(|e| e["event"] == "pull_request.created")
+        .unwrap();
+    assert_eq!(created["properties"]["title"], pr.title.as_str());
+    let model = crate::support::llm::model_for(Provider::Anthropic);
+    assert_eq!(created["properties"]["written_by"], model.as_str());
+    // The model was asked with the goal, the stages and their outcomes, and the diff stat,
+    // with the vault's key, and the key is nowhere in what the run shows.
+    let asked = llm.requests();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].header("x-api-key"), Some("pr-text-key"));
+    let p = prompt_of(&asked[0]);
+    assert!(
+        p.contains("Fix the greeting")
+            && p.contains("- change: succeeded")
+            && p.contains("`greeting.txt` +1 -1"),
+        "{p}"
+    );
+    assert!(!s
+        .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
+        .text()
+        .contains("pr-text-key"));
+
+    // The provider failing: the template, and the run still succeeds with its pull request.
+    let id = run_to_end(
+        &s,
+        &goal_body(
+            &host,
+            "Provider down: fix the greeting again",
+            "echo hi > greeting.txt",
+        ),
+    );
+    assert_eq!(status_kind(&s, &id), "succeeded");
+    let pr = host.pull(2).expect("the second pull request");
+    assert_eq!(pr.title, "Provider down: fix the greeting again");
+    let created = run_events(&s, &id)
+        .into_iter()
+        .find(|e| e["event"] == "pull_request.created")
+        .unwrap();
+    assert!(created["properties"]["written_by"].is_null(), "{created}");
+    assert!(
+        pr.body.starts_with("## Goal\n\nProvider down"),
+        "{}",
+        pr.body
+    );
+    assert!(pr.body.contains("- `change`: succeeded"), "{}", pr.body);
+    assert!(pr.body.trim_end().ends_with(&format!("svc run {id}).")));
+
+    // An empty answer: the template too.
+    let id = run_to_end(&s, &goal_body(&host, "Say hey", "echo hey > greeting.txt"));
+    assert_eq!(status_kind(&s, &id), "succeeded");
+    let pr = host.pull(3).expect("the third pull request");
+    assert_eq!(pr.title, "Say hey");
+    assert!(pr.body.starts_with("## Goal\n\nSay hey"), "{}", pr.body);
+    assert_eq!(llm.count(), 3, "one call per pull request, no retry");
+
+    // A creation job names the model to write with; the job reports it as resolved.
+    let mut body = goal_body(&host, "Fix the greeting later", "echo hello > greeting.txt");
+    body["pull_request_options"] = json!({"enabled": false});
+    let id = run_to_end(&s, &body);
+    assert!(run_json(&s, &id)["pull_request"].is_null());
+    let pr_path = format!("/api/v1/runs/{id}/pull_request");
+    let r = s.post(&pr_path, &json!({"model": model}).to_string());
+    assert_eq!(r.status, 202, "{}", r.text());
+    let done = wait_for(30, "the creation job", || {
+        let c = s.get(&format!("{pr_path}/creation")).json();
+        (c["status"] != "pending").then_some(c)
+    });
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["model"], model.as_str());
+    let pr = host.pull(4).expect("the fourth pull request");
+    assert!(
+        pr.title.starts_with("Greet users with hello"),
+        "{}",
+        pr.title
+    );
+    assert_eq!(llm.count(), 4);
+}
+
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn auto_merge_merges_once_every_check_passed_and_a_refusal_is_told_once() {
+    require(Tool::Git);
+    let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
+    // Nothing in the settings: the create body asks for the pull request and auto-merge.
+    let s = server_for(&host, "");
+    let body = |script: &str| {
+        let mut b = repo_body(&host, &flow(script));
+        b["pull_request_options"] =
+            json!({"enabled": true, "auto_merge": true, "merge_strategy": "rebase"});
+        b
+    };
+    let id = run_to_end(&s, &body("echo hello > greeting.txt"));
+    assert_eq!(status_kind(&s, &id), "succeeded");
+    let pr = host.pull(1).expect("opened");
+    assert!(!pr.draft, "auto_merge opens it ready for review");
+    let head = host.branch("acme", "app", &pr.head).unwrap();
+    let pr_path = format!("/api/v1/runs/{id}/pull_request");
+    assert_eq!(s.get(&pr_path).json()["data"]["auto_merge"], true);
+
+    // Red CI, and a check still running: not merged.
+    let red = host.check_run("acme", "app", &head, "ci", Some("failure"), "1 failed");
+    assert_eq!(
+        deliver(&s, "check_run", "am-1", &red).json()["outcome"],
+        "applied"
+    );
+    let lint = host.status("acme", "app", &head, "lint", "pending");
+    assert_eq!(
+        deliver(&s, "status", "am-2", &lint).json()["outcome"],
+        "applied"
+    );
+    let green = host.check_run("acme", "app", &head, "ci", Some("success"), "all passed");
+    assert_eq!(
+        deliver(&s, "check_run", "am-3", &green).json()["outcome"],
+        "applied"
+    );
+    // The merge would run on its own thread: give it time to (wrongly) happen.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!host.pull(1).unwrap().merged, "lint is still pending");
+    assert_eq!(s.get(&pr_path).json()["data"]["checks_verdict"], "pending");
+
+    // Every check passed: merged with the run's strategy, once, by svc.
+    let lint = host.status("acme", "app", &head, "lint", "success");
+    assert_eq!(
+        deliver(&s, "status", "am-4", &lint).json()["outcome"],
+        "applied"
+    );
+    wait_for(30, "the auto-merge", || {
+        host.pull(1).unwrap().merged.then_some(())
+    });
+    assert_eq!(
+        host.pull(1).unwrap().merge_method.as_deref(),
+        Some("rebase")
+    );
+    assert_eq!(
+        host.branch("acme", "app", "main").as_deref(),
+        Some(head.as_str())
+    );
+    let merged = wait_for(30, "pull_request.merged", || {
+        run_events(&s, &id)
+            .into_iter()
+            .find(|e| e["event"] == "pull_request.merged")
+    });
+    assert_eq!(merged["properties"]["method"], "rebase", "{merged}");
+    assert_eq!(merged["properties"]["source"], "auto_merge");
+    assert_eq!(merged["actor"]["kind"], "system");
+    // The host's own `closed` delivery afterwards records nothing twice.
+    let closed = host.pull_request_event("closed", 1);
+    assert_eq!(deliver(&s, "pull_request", "am-5", &closed).status, 200);
+    let k = kinds(&run_events(&s, &id));
+    assert_eq!(
+        k.iter().filter(|e| *e == "pull_request.merged").count(),
+        1,
+        "{k:?}"
+    );
+    assert!(!k.contains(&"pull_request.failed".to_string()), "{k:?}");
+
+    // The host refusing (branch protection): told once as pull_request.failed with the
+    // host's reason, not retried on the same head; merging by hand later still works.
+    let id = run_to_end(&s, &body("echo hi > greeting.txt"));
+    let pr = host.pull(2).expect("the second pull request");
+    let head = host.branch("acme", "app", &pr.head).unwrap();
+    host.refuse_merges(Some("At least 1 approving review is required by reviewers"));
+    let green = host.check_run("acme", "app", &head, "ci", Some("success"), "ok");
+    assert_eq!(deliver(&s, "check_run", "am-6", &green).status, 200);
+    let failed = wait_for(30, "the auto-merge's failure", || {
+        run_events(&s, &id)
+            .into_iter()
+            .find(|e| e["event"] == "pull_request.failed")
+    });
+    assert_eq!(failed["properties"]["operation"], "auto_merge", "{failed}");
+    assert!(
+        failed["properties"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("approving review"),
+        "{failed}"
+    );
+    let more = host.status("acme", "app", &head, "lint", "success");
+    assert_eq!(
+        deliver(&s, "status", "am-7", &more).json()["outcome"],
+        "applied"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let k = kinds(&run_events(&s, &id));
+    assert_eq!(
+        k.iter().filter(|e| *e == "pull_request.failed").count(),
+        1,
+        "{k:?}"
+    );
+    assert!(!host.pull(2).unwrap().merged);
+    host.refuse_merges(None);
+    let r = s.post(&format!("/api/v1/runs/{id}/pull_request/merge"), "{}");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["method"],
+        "rebase",
+        "the run's strategy by default"
+    );
+    assert!(host.pull(2).unwrap().merged);
+}

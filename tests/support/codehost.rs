@@ -824,6 +824,12 @@ fn api(
             else {
                 return (422, json!({"message": "head branch is gone"}));
             };
+            if body["sha"].as_str().is_some_and(|want| want != head) {
+                return (
+                    409,
+                    json!({"message": "Head branch was modified. Review and try the merge again."}),
+                );
+            }
             git_ok(
                 &bare,
                 &["update-ref", &format!("refs/heads/{}", p.base), &head],

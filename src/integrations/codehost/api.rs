@@ -295,14 +295,25 @@ impl Client<'_> {
         )
     }
 
-    /// Merges with `method` (`merge`, `squash`, `rebase`); the host's refusal (405 not
-    /// mergeable, 409 head moved) comes back as [`HostError::Refused`].
-    pub fn merge(&self, repo: &RepoId, number: u64, method: &str) -> Result<Merged, HostError> {
+    /// Merges with `method` (`merge`, `squash`, `rebase`), only while the head is `sha`
+    /// when given; the host's refusal (405 not mergeable, 409 head moved) comes back as
+    /// [`HostError::Refused`].
+    pub fn merge(
+        &self,
+        repo: &RepoId,
+        number: u64,
+        method: &str,
+        sha: Option<&str>,
+    ) -> Result<Merged, HostError> {
+        let mut body = json!({"merge_method": method});
+        if let Some(sha) = sha {
+            body["sha"] = json!(sha);
+        }
         let v = self.call(
             repo,
             "PUT",
             &format!("/repos/{}/pulls/{number}/merge", repo.slug()),
-            Some(&json!({"merge_method": method})),
+            Some(&body),
         )?;
         if v.get("merged").and_then(Value::as_bool) == Some(false) {
             return Err(HostError::Refused {

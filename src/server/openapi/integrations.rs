@@ -130,7 +130,7 @@ pub(super) fn schemas() -> Value {
         }},
         "PullRequestCreation": {"type": "object", "required": ["id", "status"], "properties": {
             "id": {"type": "string"}, "status": {"enum": ["pending", "succeeded", "failed"]},
-            "model": nullable("string"), "force": {"type": "boolean"},
+            "model": {"type": ["string", "null"], "description": "As requested while pending; once succeeded, the model that wrote the title and body (null: the template)."}, "force": {"type": "boolean"},
             "requested_at": {"type": "string"}, "updated_at": {"type": "string"},
             "pull_request": {"oneOf": [r("PullRequestLink"), {"type": "null"}]}, "error": nullable("string")
         }},
