@@ -513,6 +513,13 @@ impl Dispatcher {
             }
         }
         if fire.outcome == "pending" {
+            // The end-to-end test of the protocol kills the server here: the fire and the
+            // schedule's advance are committed, the run does not exist yet.
+            #[cfg(feature = "test-support")]
+            crate::base::test_hooks::pause_point_for_tests(
+                "fire_recorded",
+                fire.run_id.as_deref().unwrap_or_default(),
+            );
             self.launch_and_settle(fire);
         }
     }
@@ -636,6 +643,14 @@ impl Dispatcher {
             (None, _) => Err("the automation was deleted before its run was made".into()),
             (_, None) => Err("the fire names no run".into()),
         };
+        // ... and here: the run exists (and started), the fire is still `pending`.
+        #[cfg(feature = "test-support")]
+        if result.is_ok() {
+            crate::base::test_hooks::pause_point_for_tests(
+                "fire_launched",
+                fire.run_id.as_deref().unwrap_or_default(),
+            );
+        }
         match result {
             Ok(()) => fire.outcome = "created".into(),
             Err(e) => {

@@ -2,7 +2,9 @@
 //! share ([`cancel`]), the secret redactor every recorded event passes through
 //! ([`redact`]), timestamps and ULIDs ([`clock`]), private files and directories ([`perms`]),
 //! random bytes from the kernel ([`random`]), [`hex`], and per-thread reusable byte buffers
-//! for the command path ([`scratch`]).
+//! for the command path ([`scratch`]); under the `test-support` feature, the hooks an
+//! end-to-end test sets through the binary's environment (`test_hooks`: a pause point, a
+//! shifted clock).
 //! Owns only these small, dependency-light types. Must not touch: anything else in the crate
 //! (this module imports nothing from it), so that the language, the engine, the LLM clients
 //! and the server can all use it without importing each other.
@@ -14,6 +16,8 @@ pub mod perms;
 pub mod random;
 pub mod redact;
 pub mod scratch;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_hooks;
 
 use std::fmt::Write as _;
 

@@ -490,7 +490,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             versions: Arc::clone(&versions),
             scratch: opts.state_dir.join("automations"),
         }),
-        Arc::new(crate::base::clock::SystemClock),
+        scheduler_clock(),
     );
     let finished = dispatcher.recover().map_err(|e| state_err(&e))?;
     if finished > 0 {
@@ -612,6 +612,17 @@ fn http_options(h: &settings::HttpSettings) -> HttpOptions {
 }
 
 /// The automations catalog's rules, asking `versions` whether a target version exists.
+/// The automations scheduler's clock: the wall clock, or under the `test-support` feature
+/// the shifted one `SVC_TEST_CLOCK_START` asks for (an end-to-end test's schedule comes due
+/// in seconds).
+fn scheduler_clock() -> Arc<dyn crate::base::clock::Clock> {
+    #[cfg(feature = "test-support")]
+    if let Some(clock) = crate::base::test_hooks::clock_for_tests() {
+        return clock;
+    }
+    Arc::new(crate::base::clock::SystemClock)
+}
+
 fn automations_kind(versions: &Arc<versions::VersionStore>) -> crate::automations::Automations {
     let versions = Arc::clone(versions);
     crate::automations::Automations::new(move |id| matches!(versions.get(id), Ok(Some(_))))

@@ -2,7 +2,7 @@
 //! validation, secrets) over HTTP, and a restart keeping every entry.
 
 use crate::support::server::{
-    assert_error, package, run_events, wait_kind, wait_status, Opts, Resp, Server, HELLO,
+    assert_error, package, run_events, wait_for, wait_kind, wait_status, Opts, Resp, Server, HELLO,
 };
 use serde_json::{json, Value};
 use svc::test_tools::{require, Tool};
@@ -410,4 +410,105 @@ fn a_repository_target_reads_the_workflow_at_fire_time() {
         .as_str()
         .unwrap()
         .contains("flows/main.dot"));
+}
+
+/// The crash test on the real binary: the scheduler's clock is set two seconds
+/// before a schedule's due time (`SVC_TEST_CLOCK_START`), the server stops at a pause point
+/// of the fire protocol (`SVC_TEST_PAUSE_AT`, compiled only under `test-support`) and is
+/// killed with SIGKILL there: once right after the `automation_fires` row (and the
+/// schedule's advance) committed and before the run exists, once after the run was made and
+/// before the fire was settled. The store is read directly after each kill, then the server
+/// starts again on the same state directory: the fire is neither lost (its run is made and
+/// finishes, the fire says `created` and names it) nor doubled (one fire, one run, and the
+/// schedule goes on to the next day rather than firing the due time again).
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn kill_9_between_a_fire_and_its_run_neither_loses_nor_doubles_it() {
+    use svc::base::test_hooks::{CLOCK_START_VAR, PAUSE_AT_VAR, PAUSE_MARK_VAR};
+    use svc::store::{AutomationTables, RunStore, SqliteStore, DB_FILE};
+    require(Tool::Git);
+    for point in ["fire_recorded", "fire_launched"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("paused");
+        let s = Server::with(Opts {
+            dir: Some(dir),
+            env: vec![
+                (CLOCK_START_VAR, "2026-05-01T10:59:57Z".to_string()),
+                (PAUSE_AT_VAR, point.to_string()),
+                (PAUSE_MARK_VAR, mark.display().to_string()),
+            ],
+            ..Opts::default()
+        });
+        let v = version(&s);
+        let body = json!({"id": "nightly", "name": "Nightly",
+            "target": {"workflow_version_id": v},
+            "triggers": [{"id": "at-eleven", "kind": "schedule", "expression": "0 11 * * *"}]});
+        let created = s.post("/api/v1/automations", &body.to_string());
+        assert_eq!(created.status, 201, "{}", created.text());
+        let run_id = wait_for(60, &format!("the server to pause at {point}"), || {
+            std::fs::read_to_string(&mark).ok()
+        });
+        assert_eq!(
+            run_id.len(),
+            26,
+            "the pause point names the fire's run: {run_id:?}"
+        );
+        let dir = s.kill();
+
+        // What the crash left: the fire committed as `pending` with its run id, the schedule
+        // already advanced; the run exists only if the kill came after the launch.
+        {
+            let store = SqliteStore::open(&dir.path().join(DB_FILE)).unwrap();
+            let fires = store.fires_of("nightly", 0, 10).unwrap();
+            assert_eq!(fires.len(), 1, "{point}: {fires:?}");
+            assert_eq!(fires[0].outcome, "pending", "{point}");
+            assert_eq!(fires[0].run_id.as_deref(), Some(run_id.as_str()));
+            assert_eq!(fires[0].due_at.as_deref(), Some("2026-05-01T11:00:00.000Z"));
+            let run = store.get_run(&run_id).unwrap();
+            assert_eq!(run.is_some(), point == "fire_launched", "{point}: {run:?}");
+            let sched = store.schedules_of("nightly").unwrap();
+            assert_eq!(
+                svc::base::clock::format_millis(sched[0].next_due_ms),
+                "2026-05-02T11:00:00.000Z"
+            );
+        }
+
+        // Restart on the same state directory, five seconds after the due time (within the
+        // misfire grace: the due time, were it still due, would fire again).
+        let s = Server::with(Opts {
+            dir: Some(dir),
+            env: vec![(CLOCK_START_VAR, "2026-05-01T11:00:05Z".to_string())],
+            ..Opts::default()
+        });
+        wait_status(&s, &run_id, "succeeded", 60);
+        let run = s.get(&format!("/api/v1/runs/{run_id}")).json();
+        assert_eq!(
+            run["automation"],
+            json!({"id": "nightly", "name": "Nightly", "trigger_id": "at-eleven"})
+        );
+        assert_eq!(run["created_by"]["kind"], "system");
+        // Give the scheduler a moment to do anything it would wrongly do, then count.
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        let fires = s.get("/api/v1/automations/nightly/fires").json();
+        let fires = fires["data"].as_array().unwrap();
+        assert_eq!(fires.len(), 1, "{point}: not doubled: {fires:?}");
+        assert_eq!(fires[0]["outcome"], "created", "{point}: not lost");
+        assert_eq!(fires[0]["run_id"], json!(run_id));
+        assert_eq!(fires[0]["due_at"], "2026-05-01T11:00:00.000Z");
+        assert_eq!(fires[0]["error"], Value::Null);
+        let runs = s.get("/api/v1/runs?automation=nightly").json();
+        let ids: Vec<&str> = runs["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["id"].as_str())
+            .collect();
+        assert_eq!(ids, vec![run_id.as_str()], "{point}: exactly one run");
+        let sched = &s.get("/api/v1/automations/nightly/fires").json()["meta"]["schedules"][0];
+        assert_eq!(
+            sched["next_due_at"], "2026-05-02T11:00:00.000Z",
+            "{point}: the schedule goes on to the next day: {sched}"
+        );
+        assert_eq!(sched["last_due_at"], "2026-05-01T11:00:00.000Z");
+    }
 }
