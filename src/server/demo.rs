@@ -13,6 +13,9 @@ use super::App;
 use crate::base::event_kind;
 use serde_json::{json, Value};
 
+/// The demo workflow's version id (a well-formed id no real package has).
+const DEMO_VERSION: &str = "de00000000000000000000000000000000000000000000000000000000000001";
+
 pub fn is_demo(inc: &Incoming<'_>) -> bool {
     inc.header("x-svc-demo").map(str::trim) == Some("1") || inc.cookie("svc-demo") == Some("1")
 }
@@ -559,6 +562,29 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
                      "by_model": [], "by_workflow": [], "by_automation": [], "by_day": [], "daily_cap": null}),
             )
         }
+        ("GET", "/api/v1/workflows") => j(json!({"data": [{
+            "name": "implement", "latest_version_id": DEMO_VERSION,
+            "latest_version_created_at": "2026-03-01T09:00:00.000Z", "version_count": 1,
+            "last_run": {"id": "01JNDEM0000000000000000001", "status": "running",
+                         "created_at": "2026-03-05T09:12:00.000Z", "updated_at": "2026-03-05T09:12:00.000Z"},
+            "automations": []
+        }], "meta": {"has_more": false, "total": 1}})),
+        ("GET", "/api/v1/workflows/{name}") => match ctx.param("name") {
+            "implement" => j(json!({
+                "name": "implement", "latest_version_id": DEMO_VERSION, "version_count": 1,
+                "versions": [{"id": DEMO_VERSION, "created_at": "2026-03-01T09:00:00.000Z"}],
+                "version": {"id": DEMO_VERSION, "created_at": "2026-03-01T09:00:00.000Z",
+                            "entrypoint": "implement.dot", "files": ["implement.dot"], "dependencies": [],
+                            "source": "digraph implement { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }",
+                            "diagnostics": []},
+                "last_run": null, "automations": []
+            })),
+            name => Err(ApiError::not_found(format!("No demo workflow {name}."))),
+        },
+        ("GET", "/api/v1/workflows/{name}/runs") => match ctx.param("name") {
+            "implement" => j(json!({"data": [], "meta": {"has_more": false}})),
+            name => Err(ApiError::not_found(format!("No demo workflow {name}."))),
+        },
         ("GET", "/api/v1/system/integrations") => j(json!({"data": [
             {"provider": "codehost", "enabled": true, "configured": true, "status": "configured",
              "missing_credentials": [], "last_error": null,

@@ -41,6 +41,7 @@ pub mod settings_api;
 pub mod spending;
 pub mod system;
 pub mod versions;
+pub mod workflows;
 
 use crate::settings::{self, ListenSettings, Settings, SettingsHandle, SettingsWatcher};
 use error::ApiError;
@@ -400,6 +401,15 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     let authenticator = authenticator(&initial, &opts.state_dir, &dev_token, opts.dev)?;
     let sqlite = Arc::new(crate::store::SqliteStore::activate(&opts.state_dir)?);
     let versions = Arc::new(versions::VersionStore::new(Arc::clone(&sqlite) as _));
+    // Versions stored before the workflow catalog kept names get theirs (once).
+    match versions.name_unnamed() {
+        Ok(0) => {}
+        Ok(n) => log::info!("workflow catalog: named {n} workflow version(s) stored before it"),
+        Err(e) => log::warn!(
+            "workflow catalog: naming older versions failed: {}",
+            e.detail
+        ),
+    }
     let automations = Arc::new(
         crate::catalog::Catalog::open(automations_kind(&versions), Arc::clone(&sqlite) as _)
             .map_err(|e| state_err(&e))?,

@@ -15,6 +15,7 @@ mod integrations;
 mod mcp_servers;
 mod operator;
 mod sessions;
+mod workflows;
 
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -870,6 +871,7 @@ fn build() -> Value {
         .chain(backups::operations())
         .chain(integrations::operations())
         .chain(environments::operations())
+        .chain(workflows::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -937,7 +939,10 @@ fn build() -> Value {
                     ),
                     backups::schemas(),
                 ),
-                merged(integrations::schemas(), environments::schemas()),
+                merged(
+                    merged(integrations::schemas(), environments::schemas()),
+                    workflows::schemas(),
+                ),
             ),
             "securitySchemes": {
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "Dev token (svc_dev_…) or an Ed25519 JWT (iss svc-web)."},

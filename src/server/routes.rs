@@ -21,6 +21,7 @@ use super::sessions;
 use super::settings_api;
 use super::spending;
 use super::system;
+use super::workflows;
 use crate::automations::Automations;
 use crate::environments::Environments;
 use crate::mcp::catalog::McpServers;
@@ -192,6 +193,10 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/system/df", housekeeping::df),
         admin("POST", "/api/v1/system/prune", housekeeping::prune),
         user("GET", "/api/v1/usage", spending::get),
+        // The workflow catalog (opgroups 11).
+        user("GET", "/api/v1/workflows", workflows::list),
+        user("GET", "/api/v1/workflows/{name}", workflows::get),
+        user("GET", "/api/v1/workflows/{name}/runs", workflows::runs),
         // Integrations (opgroups 5): the code host's pull requests, checks and webhooks.
         user("GET", "/api/v1/system/integrations", integrations::list),
         user(

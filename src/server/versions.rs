@@ -37,7 +37,9 @@
 //! [`ApiError`]s.
 
 use super::error::ApiError;
-use crate::store::{MemoryVersions, StoreError, VersionRecord, VersionTable};
+use crate::store::{
+    MemoryVersions, StoreError, VersionHead, VersionRecord, VersionTable, WorkflowEntry,
+};
 use crate::workflow::{self, Diagnostic, FileSource, HandlerKind, Severity};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -91,6 +93,21 @@ impl Version {
             "dependencies": self.package.dependencies,
             "created_at": self.created_at,
         })
+    }
+
+    /// The name the workflow catalog lists this version under: the entry graph's name, else
+    /// the entry file's stem (as a run records it, [`crate::store::WorkflowMeta::catalog_name`]).
+    pub fn catalog_name(&self) -> String {
+        let graph = crate::dot::parse(self.source())
+            .map(|g| g.name)
+            .unwrap_or_default();
+        if !graph.is_empty() {
+            return graph;
+        }
+        std::path::Path::new(&self.package.entrypoint)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.package.entrypoint.clone())
     }
 
     /// The entrypoint's source text.
@@ -467,10 +484,17 @@ impl VersionStore {
         let created_at = crate::base::clock::now();
         let text = serde_json::to_string(&package)
             .map_err(|e| ApiError::internal(format!("cannot encode the package: {e}")))?;
-        let record = VersionRecord {
+        let v = Arc::new(Version {
             id,
-            package: text,
+            package,
             created_at,
+            summary: Default::default(),
+        });
+        let record = VersionRecord {
+            id: v.id.clone(),
+            package: text,
+            created_at: v.created_at.clone(),
+            name: Some(v.catalog_name()),
         };
         let inserted = self.table.insert_version(&record).map_err(db_err)?;
         if !inserted {
@@ -479,14 +503,33 @@ impl VersionStore {
                 return Ok((v, false));
             }
         }
-        let v = Arc::new(Version {
-            id: record.id,
-            package,
-            created_at: record.created_at,
-            summary: Default::default(),
-        });
         self.remember(&v);
         Ok((v, true))
+    }
+
+    /// Names the versions stored before the catalog kept names (once, at start); returns
+    /// how many were named.
+    pub fn name_unnamed(&self) -> Result<usize, ApiError> {
+        let unnamed = self.table.unnamed_versions().map_err(db_err)?;
+        for record in &unnamed {
+            let Some(v) = self.get(&record.id)? else {
+                continue;
+            };
+            self.table
+                .name_version(&v.id, &v.catalog_name())
+                .map_err(db_err)?;
+        }
+        Ok(unnamed.len())
+    }
+
+    /// Every workflow name with its newest version and version count, sorted by name.
+    pub fn workflows(&self) -> Result<Vec<WorkflowEntry>, ApiError> {
+        self.table.workflows().map_err(db_err)
+    }
+
+    /// The versions of workflow `name`, newest first (empty when there is none).
+    pub fn versions_named(&self, name: &str) -> Result<Vec<VersionHead>, ApiError> {
+        self.table.versions_named(name).map_err(db_err)
     }
 }
 
@@ -524,6 +567,29 @@ mod tests {
             .register(pkg(&[("main.dot", HELLO), ("x.md", "x")], "main.dot"))
             .unwrap();
         assert_ne!(a.id, c.id);
+    }
+
+    /// A version stored before names were kept is named once, from its entry graph.
+    #[test]
+    fn older_versions_are_named_from_their_graph() {
+        let table = Arc::new(MemoryVersions::default());
+        let package = pkg(&[("main.dot", HELLO)], "main.dot");
+        table
+            .insert_version(&VersionRecord {
+                id: package_id(&package),
+                package: serde_json::to_string(&package).unwrap(),
+                created_at: "2026-01-01T00:00:00.000Z".into(),
+                name: None,
+            })
+            .unwrap();
+        let s = VersionStore::new(Arc::clone(&table) as _);
+        assert!(s.workflows().unwrap().is_empty());
+        assert_eq!(s.name_unnamed().unwrap(), 1);
+        assert_eq!(s.name_unnamed().unwrap(), 0);
+        let w = s.workflows().unwrap();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].name, "hello");
+        assert_eq!(w[0].latest_version_id, package_id(&package));
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub use schema::SCHEMA_VERSION;
 pub use sessions::{MemorySessions, SessionIndex};
 pub use sqlite::SqliteStore;
 pub use usage::{CompletionUsage, UsageGroup, UsageGrouping, UsageLedger, UsageSums};
-pub use versions::{MemoryVersions, VersionRecord, VersionTable};
+pub use versions::{MemoryVersions, VersionHead, VersionRecord, VersionTable, WorkflowEntry};
 
 use std::path::PathBuf;
 

@@ -142,6 +142,17 @@ pub struct WorkflowMeta {
     pub version_id: Option<String>,
 }
 
+impl WorkflowMeta {
+    /// The name the workflow catalog files the run under: the graph's name, else its entry
+    /// file's stem (an anonymous `digraph { }`), else none.
+    pub fn catalog_name(&self) -> Option<&str> {
+        [&self.name, &self.graph_name, &self.slug]
+            .into_iter()
+            .filter_map(|n| n.as_deref())
+            .find(|n| !n.is_empty())
+    }
+}
+
 /// A request to create a run; see [`crate::store::RunStore::create_run`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewRun {
@@ -374,6 +385,8 @@ pub struct RunQuery {
     pub parent_id: Option<String>,
     /// Only runs an automation created (`run.created` property `automation.id`).
     pub automation_id: Option<String>,
+    /// Only runs of this workflow ([`WorkflowMeta::catalog_name`]).
+    pub workflow: Option<String>,
     /// Only runs whose id sorts before this one (ids are ULIDs, so: created earlier; the
     /// scheduler's order). Used to count a run's place in the queue.
     pub id_below: Option<String>,
@@ -390,6 +403,7 @@ impl Default for RunQuery {
             statuses: Vec::new(),
             parent_id: None,
             automation_id: None,
+            workflow: None,
             id_below: None,
             oldest_first: false,
             offset: 0,
@@ -418,6 +432,10 @@ impl RunQuery {
                 .automation_id
                 .as_deref()
                 .is_none_or(|a| row.automation_id() == Some(a))
+            && self
+                .workflow
+                .as_deref()
+                .is_none_or(|w| row.workflow.catalog_name() == Some(w))
             && self.id_below.as_ref().is_none_or(|b| row.id < *b)
     }
 }

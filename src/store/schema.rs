@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -343,6 +343,22 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
             '{\"description\":\"Seeded at install: a bubblewrap container on this host with 2 CPUs and 4 GB.\",\"env\":{},\"image\":null,\"labels\":{},\"lifecycle\":{\"retention_hours\":null,\"stop_on_terminal\":false},\"network\":\"allow\",\"provider\":\"container\",\"resources\":{\"cpu\":2,\"disk\":null,\"memory\":\"4GB\",\"pids\":null},\"snapshot\":null}',
             '00000000000000000000000000000000',
             strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+    ",
+    // 11: the workflow catalog (`versions.rs`, issue 29): each run's workflow name (the
+    // graph's name, else its entry file's stem; filled from `run.created` here, by the
+    // writer after) indexed for runs-by-workflow and last runs, and each version's name
+    // (set when registered; versions stored before are named by the server at start).
+    "
+    ALTER TABLE runs ADD COLUMN workflow TEXT;
+    UPDATE runs SET workflow = (
+        SELECT COALESCE(NULLIF(json_extract(e.payload, '$.properties.workflow.name'), ''),
+                        NULLIF(json_extract(e.payload, '$.properties.workflow.graph_name'), ''),
+                        NULLIF(json_extract(e.payload, '$.properties.workflow.slug'), ''))
+          FROM events e WHERE e.key = (runs.num << 32) + 1);
+    CREATE INDEX IF NOT EXISTS runs_by_workflow ON runs (workflow, id) WHERE workflow IS NOT NULL;
+    ALTER TABLE workflow_versions ADD COLUMN name TEXT;
+    CREATE INDEX IF NOT EXISTS workflow_versions_by_name
+        ON workflow_versions (name, created_at) WHERE name IS NOT NULL;
     ",
 ];
 

@@ -51,3 +51,5 @@ mod readme_examples;
 mod operator;
 // Issue 32: backups to the object store (local directory, S3-compatible), restore, schedule.
 mod backup;
+// Issue 29: the workflow catalog (names across versions, their runs and automations).
+mod workflows;

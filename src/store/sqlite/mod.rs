@@ -669,6 +669,7 @@ impl RunStore for SqliteStore {
         if Queue::answers(&query.statuses)
             && query.parent_id.is_none()
             && query.automation_id.is_none()
+            && query.workflow.is_none()
         {
             // Only terminal runs can be archived, so `exclude_archived` changes nothing.
             return self.count_tracked(&query.statuses, query.id_below.as_deref());

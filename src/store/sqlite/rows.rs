@@ -309,6 +309,10 @@ pub(super) fn run_filter(query: &RunQuery) -> (String, Vec<rusqlite::types::Valu
         sql.push_str(" AND r.automation_id = ?");
         args.push(automation.clone().into());
     }
+    if let Some(workflow) = &query.workflow {
+        sql.push_str(" AND r.workflow = ?");
+        args.push(workflow.clone().into());
+    }
     if let Some(below) = &query.id_below {
         sql.push_str(" AND r.id < ?");
         args.push(below.clone().into());
@@ -330,8 +334,8 @@ pub(super) fn insert_run_row(
 ) -> Result<i64, StoreError> {
     tx.prepare_cached(
         "INSERT INTO runs (id, status, archived, parent_id, created_at, updated_at, last_seq, \
-         checkpoint_seq, state, automation_id, num) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
-         ?10, (SELECT COALESCE(MAX(num), 0) + 1 FROM runs)) RETURNING num",
+         checkpoint_seq, state, automation_id, workflow, num) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+         ?8, ?9, ?10, ?11, (SELECT COALESCE(MAX(num), 0) + 1 FROM runs)) RETURNING num",
     )
     .and_then(|mut st| {
         st.query_row(
@@ -345,7 +349,8 @@ pub(super) fn insert_run_row(
                 row.last_seq,
                 checkpoint_seq,
                 state,
-                row.automation_id()
+                row.automation_id(),
+                row.workflow.catalog_name()
             ],
             |r| r.get(0),
         )

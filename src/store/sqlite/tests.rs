@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::store::test_support::new_run;
-use crate::store::RunStatus;
+use crate::store::{RunStatus, WorkflowMeta};
 use serde_json::json;
 
 fn store() -> (tempfile::TempDir, SqliteStore) {
@@ -29,10 +29,62 @@ fn downgrade_to_v1(path: &Path) {
          ALTER TABLE runs DROP COLUMN num;
          DROP INDEX runs_by_automation;
          ALTER TABLE runs DROP COLUMN automation_id;
+         DROP INDEX runs_by_workflow;
+         ALTER TABLE runs DROP COLUMN workflow;
+         DROP INDEX workflow_versions_by_name;
+         ALTER TABLE workflow_versions DROP COLUMN name;
          DELETE FROM schema_version WHERE version >= 2;
          COMMIT;",
     )
     .unwrap();
+}
+
+/// Runs made before migration 11 are filed under their workflow's name from `run.created`;
+/// runs made after by the writer.
+#[test]
+fn runs_are_filed_under_their_workflow_name_before_and_after_migration_11() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("svc.db");
+    let named = |s: &SqliteStore, name: &str, graph: &str| {
+        s.create_run(NewRun {
+            title: name.to_string(),
+            workflow: WorkflowMeta {
+                name: Some(name.to_string()),
+                graph_name: Some(graph.to_string()),
+                ..WorkflowMeta::default()
+            },
+            ..NewRun::default()
+        })
+        .unwrap()
+        .id
+    };
+    let (a, b) = {
+        let s = SqliteStore::open(&path).unwrap();
+        (named(&s, "alpha", "alpha"), named(&s, "", "beta"))
+    };
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "DROP INDEX runs_by_workflow; ALTER TABLE runs DROP COLUMN workflow;
+             DROP INDEX workflow_versions_by_name; ALTER TABLE workflow_versions DROP COLUMN name;
+             DELETE FROM schema_version WHERE version >= 11;",
+        )
+        .unwrap();
+    let s = SqliteStore::open(&path).unwrap();
+    let c = named(&s, "alpha", "alpha");
+    let of = |w: &str| -> Vec<String> {
+        s.query_runs(&RunQuery {
+            workflow: Some(w.to_string()),
+            ..RunQuery::default()
+        })
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect()
+    };
+    assert_eq!(of("alpha"), [c, a]);
+    assert_eq!(of("beta"), [b]);
+    assert!(of("gamma").is_empty());
 }
 
 #[test]
