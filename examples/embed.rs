@@ -76,6 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     match run.status {
         svc::RunResult::Succeeded => Ok(()),
-        svc::RunResult::Failed => Err(run.error.unwrap_or(run.reason).into()),
+        // `RunResult` may grow (#[non_exhaustive]): anything else is not a success.
+        _ => Err(run.error.unwrap_or_else(|| run.reason.to_string()).into()),
     }
 }

@@ -29,27 +29,37 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use crate::base::cancel::CancelToken;
-pub use crate::engine::handlers::human::question::{Question, QuestionOption};
-pub use crate::engine::{InterviewError, Interviewer, Reply, RunOutcome, RunResult};
+pub use crate::engine::handlers::human::question::{Answer, Question, QuestionOption};
+pub use crate::engine::{
+    EndReason, FailureReason, InterviewError, Interviewer, Reply, RunOutcome, RunResult,
+};
 pub use crate::workflow::{Diagnostic, Severity};
 
 /// Why a front-door call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
+    /// The workflow file could not be read.
     #[error("cannot read the workflow file {path}: {source}")]
     Read {
+        /// The file asked for.
         path: PathBuf,
+        /// Why reading it failed.
         source: std::io::Error,
     },
+    /// The text is not DOT (the message names the line and column).
     #[error("the workflow is not valid DOT: {0}")]
     Parse(#[from] crate::dot::ParseError),
     /// The workflow parsed but has error-severity diagnostics (all diagnostics are listed).
     #[error("the workflow has errors: {}", first_error(.0))]
     Invalid(Vec<Diagnostic>),
+    /// The store file could not be opened or brought to this version's schema.
     #[error("cannot open the run store: {0}")]
     Open(#[from] store::ActivationError),
+    /// The store refused a read or a write (an unknown run id, a full disk...).
     #[error("the run store failed: {0}")]
     Store(#[from] StoreError),
+    /// No working directory was given and the current one cannot be read.
     #[error("cannot find the working directory: {0}")]
     Workdir(std::io::Error),
 }
@@ -252,6 +262,7 @@ impl EngineBuilder {
         self
     }
 
+    /// The engine, with a default for every part not given.
     pub fn build(self) -> Result<Engine, Error> {
         let workdir = match self.workdir {
             Some(dir) => dir,
@@ -278,6 +289,7 @@ impl EngineBuilder {
 }
 
 impl Engine {
+    /// Starts building an engine.
     pub fn builder() -> EngineBuilder {
         EngineBuilder::default()
     }
@@ -319,6 +331,17 @@ impl Engine {
     /// Continues run `run_id` (e.g. after a crash, from a [`Store::open`] file) from its
     /// last checkpoint without re-running finished stages.
     pub fn resume(&self, workflow: &Workflow, run_id: &str) -> Result<RunOutcome, Error> {
+        self.resume_with_cancel(workflow, run_id, CancelToken::new())
+    }
+
+    /// [`Engine::resume`] with a token another thread may cancel or pause, as
+    /// [`Engine::run_with_cancel`].
+    pub fn resume_with_cancel(
+        &self,
+        workflow: &Workflow,
+        run_id: &str,
+        cancel: CancelToken,
+    ) -> Result<RunOutcome, Error> {
         let row = self
             .store
             .get_run(run_id)?
@@ -337,7 +360,7 @@ impl Engine {
         Ok(engine::Engine::resume(
             &workflow.inner,
             &options,
-            &self.services(CancelToken::new()),
+            &self.services(cancel),
         ))
     }
 

@@ -54,11 +54,13 @@
 //! Must not: hold logic of its own: it declares the modules and re-exports the stable API.
 
 #![recursion_limit = "256"]
+#![deny(missing_docs)]
 
 mod embed;
 pub use embed::{
-    CancelToken, Diagnostic, Engine, EngineBuilder, Error, InterviewError, Interviewer, Question,
-    QuestionOption, Reply, RunOutcome, RunResult, Severity, Store, Workflow,
+    Answer, CancelToken, Diagnostic, EndReason, Engine, EngineBuilder, Error, FailureReason,
+    InterviewError, Interviewer, Question, QuestionOption, Reply, RunOutcome, RunResult, Severity,
+    Store, Workflow,
 };
 pub use store::Event;
 
@@ -118,6 +120,7 @@ pub mod stages;
 #[doc(hidden)]
 pub mod store;
 #[cfg(feature = "server")]
+#[doc(hidden)]
 pub mod system;
 /// The external tools some tests need (git, gvpr, bubblewrap, a browser): probes and the
 /// ignore reasons of tests that cannot run without them. Only in this crate's tests and

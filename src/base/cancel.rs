@@ -45,12 +45,14 @@ struct Inner {
     parent: Option<CancelToken>,
 }
 
+/// Cancels or pauses a run (or part of one) from another thread; clones share one state.
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken {
     inner: Arc<Inner>,
 }
 
 impl CancelToken {
+    /// A token neither cancelled nor paused.
     pub fn new() -> Self {
         Self::default()
     }
@@ -114,18 +116,23 @@ impl CancelToken {
         hook();
     }
 
+    /// True once [`CancelToken::cancel`] was called on this token or an ancestor.
     pub fn is_cancelled(&self) -> bool {
         self.inner.lock.lock().cancelled
     }
 
+    /// The reason given to the first [`CancelToken::cancel`] that reached this token.
     pub fn reason(&self) -> Option<String> {
         self.inner.lock.lock().reason.clone()
     }
 
+    /// Holds the run between stages (a running stage finishes first) until
+    /// [`CancelToken::unpause`].
     pub fn pause(&self) {
         self.inner.lock.lock().paused = true;
     }
 
+    /// Lets a paused run go on.
     pub fn unpause(&self) {
         self.inner.lock.lock().paused = false;
         self.inner.cv.notify_all();

@@ -609,7 +609,7 @@ fn report(outcome: &RunOutcome, work: Option<&WorkReport>, format: Format, redac
             let mut out = json!({
                 "run_id": outcome.run_id,
                 "status": outcome.status.as_str(),
-                "reason": outcome.reason,
+                "reason": outcome.reason.as_str(),
                 "path": outcome.path,
                 "context": Value::Object(outcome.context.clone()),
                 "error": outcome.error,

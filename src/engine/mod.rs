@@ -35,7 +35,7 @@ mod walker;
 pub mod watchdog;
 
 pub use options::{ChildApproval, ModelChoice, RunOptions};
-pub use run::{Engine, RunOutcome, RunResult};
+pub use run::{EndReason, Engine, RunOutcome, RunResult};
 pub use services::{
     CheckReport, ChecksVerdict, Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend,
     LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer,

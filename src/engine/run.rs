@@ -22,13 +22,18 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
+/// Whether a run reached an exit node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RunResult {
+    /// The walk reached an exit node (and published its work, when it has a publisher).
     Succeeded,
+    /// The run stopped without reaching an exit: [`RunOutcome::reason`] says why.
     Failed,
 }
 
 impl RunResult {
+    /// The wire name (`succeeded`, `failed`).
     pub fn as_str(self) -> &'static str {
         match self {
             RunResult::Succeeded => "succeeded",
@@ -39,16 +44,52 @@ impl RunResult {
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RunOutcome {
+    /// The run's id (a ULID).
     pub run_id: String,
+    /// Succeeded or failed.
     pub status: RunResult,
-    /// `completed` / `partial_success`, or a failure reason (`workflow_error`, `cancelled`,
-    /// `transient_infra`, `budget_exhausted`).
-    pub reason: String,
+    /// Why it ended so: the `reason` of its `run.completed` / `run.failed` event, typed.
+    pub reason: EndReason,
+    /// What went wrong, in words, when it failed.
     pub error: Option<String>,
     /// Every stage visit whose handler ran, in order, ending with the exit when reached.
     pub path: Vec<String>,
+    /// The run context at its end (`$context.KEY`, stage outputs, `outcome`...).
     pub context: Context,
+}
+
+/// Why a run ended: the `reason` its terminal event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// Succeeded, every stage on the way succeeded.
+    Completed,
+    /// Succeeded, with at least one stage partially successful.
+    PartialSuccess,
+    /// Failed for this reason.
+    Failed(FailureReason),
+    /// Can neither progress nor be resumed (`run.dead`; docs/decisions.md lists when).
+    Dead,
+}
+
+impl EndReason {
+    /// The wire name: `completed`, `partial_success`, a [`FailureReason`]'s, or `dead`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Completed => "completed",
+            EndReason::PartialSuccess => "partial_success",
+            EndReason::Failed(reason) => reason.as_str(),
+            EndReason::Dead => "dead",
+        }
+    }
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Runs workflows. Stateless: everything lives in the run's state and the store.
@@ -285,34 +326,35 @@ fn finish(shared: &Shared<'_>, end: Result<WalkEnd, Stop>, state: RunState) -> R
                 .values()
                 .any(|s| *s == StageStatus::PartiallySucceeded);
             let reason = if partial {
-                "partial_success"
+                EndReason::PartialSuccess
             } else {
-                "completed"
+                EndReason::Completed
             };
-            (RunResult::Succeeded, reason.to_string(), None)
+            (RunResult::Succeeded, reason, None)
         }
         Err(Stop::Failed(f)) => (
             RunResult::Failed,
-            f.reason.as_str().to_string(),
+            EndReason::Failed(f.reason),
             Some(f.message),
         ),
         Err(Stop::Cancelled(why)) if why.starts_with(watchdog::STALLED) => (
             RunResult::Failed,
-            FailureReason::WorkflowError.as_str().to_string(),
+            EndReason::Failed(FailureReason::WorkflowError),
             Some(format!("the run {why}")),
         ),
         Err(Stop::Cancelled(why)) => (
             RunResult::Failed,
-            FailureReason::Cancelled.as_str().to_string(),
+            EndReason::Failed(FailureReason::Cancelled),
             Some(format!("run cancelled: {why}")),
         ),
     };
+    let reason_name = reason.as_str();
     let props = match status {
         RunResult::Succeeded => {
-            json!({"status": "succeeded", "reason": reason, "duration_ms": duration_ms})
+            json!({"status": "succeeded", "reason": reason_name, "duration_ms": duration_ms})
         }
         RunResult::Failed => {
-            json!({"error": error, "reason": reason, "duration_ms": duration_ms, "causes": []})
+            json!({"error": error, "reason": reason_name, "duration_ms": duration_ms, "causes": []})
         }
     };
     let kind = if status == RunResult::Succeeded {
@@ -349,7 +391,7 @@ pub fn dead(options: &RunOptions, services: &Services, why: String) -> RunOutcom
     RunOutcome {
         run_id: options.run_id.clone(),
         status: RunResult::Failed,
-        reason: "dead".into(),
+        reason: EndReason::Dead,
         error: Some(error),
         path: Vec::new(),
         context: Context::new(),

@@ -162,19 +162,29 @@ impl Publisher for NoPublisher {
 /// An answer from a human: raw text the engine matches against the options, or an answer
 /// the interviewer already matched (the HTTP server validates before accepting).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Reply {
+    /// What the human typed: an option's key (`Y`), its label, or freeform text where the
+    /// question allows it. The engine matches it; text that matches nothing fails the stage.
     Text(String),
+    /// An answer already matched against the question's options.
     Answer(Answer),
 }
 
+/// Why no answer came.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InterviewError {
+    /// The question's `timeout_seconds` passed (its default choice, if any, is taken).
     #[error("the question timed out")]
     Timeout,
+    /// The run was cancelled while it waited.
     #[error("the question was cancelled")]
     Cancelled,
+    /// The answer given is not one the question accepts.
     #[error("the answer was refused: {0}")]
     Refused(String),
+    /// Nobody can be asked (the message says why).
     #[error("{0}")]
     Unavailable(String),
 }
@@ -182,6 +192,7 @@ pub enum InterviewError {
 /// Asks humans. `ask` blocks until an answer, the question's timeout
 /// (`Question::timeout_seconds`), or `cancel` (which the engine also fires at the timeout).
 pub trait Interviewer: Send + Sync {
+    /// Asks `question` and waits for the answer, giving up when `cancel` fires.
     fn ask(&self, question: &Question, cancel: &CancelToken) -> Result<Reply, InterviewError>;
 }
 

@@ -293,7 +293,7 @@ fn allow_partial_and_auto_status() {
     );
     let out = h.run(&wf);
     assert_eq!(out.status, RunResult::Succeeded, "{:?}", out.error);
-    assert_eq!(out.reason, "partial_success");
+    assert_eq!(out.reason, EndReason::PartialSuccess);
     assert_eq!(out.context.get("outcome"), Some(&Value::from("succeeded")));
 }
 
@@ -397,7 +397,7 @@ fn resume_continues_after_the_last_checkpoint() {
            start -> one -> two -> exit }"#,
     );
     let (first, second) = h.cancel_at_then_resume(&wf, "two");
-    assert_eq!(first.reason, "cancelled");
+    assert_eq!(first.reason, EndReason::Failed(FailureReason::Cancelled));
     assert_eq!(h.llm.calls_to("one"), 1);
     assert_eq!(h.llm.calls_to("two"), 2);
     assert_eq!(second.path, ["start", "one", "two", "exit"]);
@@ -484,7 +484,7 @@ fn node_timeout_abandons_non_command_handlers() {
     assert!(started.elapsed() < Duration::from_secs(5));
     let err = out.error.unwrap_or_default();
     assert!(err.contains("timed out after 100ms"), "{err}");
-    assert_eq!(out.reason, "transient_infra");
+    assert_eq!(out.reason, EndReason::Failed(FailureReason::TransientInfra));
 }
 
 #[test]

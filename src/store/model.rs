@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 /// One committed run event, exactly as it goes on the wire: a flat JSON object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Event {
     /// Per-run sequence number: 1 for `run.created`, +1 per append, no gaps.
     pub seq: u64,
@@ -18,20 +19,26 @@ pub struct Event {
     pub id: String,
     /// RFC 3339 UTC with milliseconds, e.g. `2026-11-21T20:05:46.123Z`.
     pub ts: String,
+    /// The run it belongs to.
     pub run_id: String,
     /// Dotted kind, e.g. `stage.started`.
     pub event: String,
     /// Always an object; `{}` when the event carries nothing.
     #[serde(default = "empty_object")]
     pub properties: Value,
+    /// The node a stage event is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
+    /// That node's label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_label: Option<String>,
+    /// The stage visit it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_id: Option<String>,
+    /// The parallel fan-out the event happened in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_group_id: Option<String>,
+    /// The branch of that fan-out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_branch_id: Option<String>,
     /// The Principal that caused the event (SPEC 2.6), when there is one.

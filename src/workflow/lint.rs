@@ -8,25 +8,37 @@ use crate::dot::Pos;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 
+/// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Severity {
+    /// The workflow is refused.
     Error,
+    /// Advice: the workflow runs.
     Warning,
 }
 
+/// One finding of validation, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Diagnostic {
+    /// The rule's name (docs/decisions.md lists them), e.g. `start_node`.
     pub rule: &'static str,
+    /// Error or warning.
     pub severity: Severity,
+    /// What is wrong and what to do, in words.
     pub message: String,
+    /// The node it is about.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
     /// `from -> to` for edge diagnostics.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edge: Option<String>,
+    /// 1-based line in the DOT text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// 1-based column in the DOT text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<u32>,
 }

@@ -7,8 +7,8 @@ use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use svc::{
-    CancelToken, Engine, Error, InterviewError, Interviewer, Question, Reply, RunResult, Severity,
-    Store, Workflow,
+    CancelToken, EndReason, Engine, Error, FailureReason, InterviewError, Interviewer, Question,
+    Reply, RunResult, Severity, Store, Workflow,
 };
 
 const GATE: &str = r#"digraph gate {
@@ -194,7 +194,12 @@ fn a_cancel_from_another_thread_stops_a_running_command() {
     let run = engine.run_with_cancel(&wf, Map::new(), cancel).unwrap();
     canceller.join().unwrap();
     assert_eq!(run.status, RunResult::Failed);
-    assert_eq!(run.reason, "cancelled", "{run:?}");
+    assert_eq!(
+        run.reason,
+        EndReason::Failed(FailureReason::Cancelled),
+        "{run:?}"
+    );
+    assert_eq!(run.reason.to_string(), "cancelled");
     // Far less than the command's 30 s: the process was killed, not waited for.
     assert!(started.elapsed() < Duration::from_secs(20));
 }
@@ -244,6 +249,66 @@ fn a_run_resumes_from_its_file_without_repeating_finished_stages() {
         engine.resume(&wf, "01ARZ3NDEKTSV4RRFFQ69G5FAV"),
         Err(Error::Store(_))
     ));
+}
+
+/// `resume` takes a cancel token as `run` does: a resumed run's long stage is killed when
+/// another thread cancels, and the run ends cancelled.
+#[test]
+fn a_resumed_run_can_be_cancelled_from_another_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let wf = Workflow::parse(
+        r#"digraph slow_after_gate {
+            start [shape=Mdiamond]
+            ask   [shape=hexagon, label="Go on?"]
+            slow  [shape=parallelogram, script="sleep 30"]
+            exit  [shape=Msquare]
+            start -> ask
+            ask -> slow [label="[Y] Yes"]
+            slow -> exit
+        }"#,
+    )
+    .unwrap();
+    let first = Engine::builder()
+        .store(Store::open(&db).unwrap())
+        .workdir(dir.path())
+        .build()
+        .unwrap()
+        .run(&wf, Map::new())
+        .unwrap();
+    assert_eq!(first.status, RunResult::Failed, "{first:?}");
+
+    let engine = Engine::builder()
+        .store(Store::open(&db).unwrap())
+        .workdir(dir.path())
+        .interviewer(Answer {
+            key: "Y",
+            asked: Arc::default(),
+        })
+        .build()
+        .unwrap();
+    let cancel = CancelToken::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            cancel.cancel("the embedder is shutting down");
+        })
+    };
+    let started = std::time::Instant::now();
+    let resumed = engine
+        .resume_with_cancel(&wf, &first.run_id, cancel)
+        .unwrap();
+    canceller.join().unwrap();
+    assert_eq!(resumed.status, RunResult::Failed, "{resumed:?}");
+    assert_eq!(
+        resumed.reason,
+        EndReason::Failed(FailureReason::Cancelled),
+        "{resumed:?}"
+    );
+    // Cancelled inside the slow stage, not before it started.
+    assert_eq!(resumed.context["current_node"], "slow", "{resumed:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
 }
 
 #[test]

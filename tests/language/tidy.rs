@@ -2,7 +2,8 @@
 //! docs with an owning first sentence and a "Must not" line, SQL only in the store, the layer
 //! table of `ARCHITECTURE.md` obeyed and acyclic, a code-map entry for every `src/*`
 //! directory, test hooks behind the `test-support` feature, inline test modules under 300
-//! lines. Each failure lists every offender
+//! lines, the crate root's types documented and `#[non_exhaustive]`. Each failure lists every
+//! offender
 //! as `file:line: what is wrong`.
 //!
 //! The checks read the source as text: comments and string literals are blanked before imports
@@ -660,6 +661,236 @@ fn inline_test_modules_stay_under_300_lines() {
     report(
         "Inline #[cfg(test)] modules stay under 300 lines; longer ones live in a sibling \
          tests.rs (ARCHITECTURE.md, \"Testing\").",
+        offenders,
+    );
+}
+
+/// The names `src/lib.rs` re-exports at the crate root, each with the top-level module its
+/// definition lives under (`embed` for the front door's own types).
+fn root_exports() -> Vec<(String, String)> {
+    let by_path = |file: &str| {
+        sources()
+            .iter()
+            .find(|s| s.path == file)
+            .unwrap_or_else(|| panic!("{file} is missing"))
+    };
+    // `pub use a::b::{C, D};` statements, joined across lines: (module path, names).
+    let statements = |s: &Source| -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        let mut current: Option<String> = None;
+        for line in &s.code {
+            let t = line.trim();
+            if current.is_none() && t.starts_with("pub use ") {
+                current = Some(String::new());
+            }
+            if let Some(text) = current.as_mut() {
+                text.push_str(t);
+                text.push(' ');
+                if t.ends_with(';') {
+                    let body = text
+                        .trim()
+                        .trim_start_matches("pub use ")
+                        .trim_end_matches(';');
+                    let (path, names) = match body.split_once('{') {
+                        Some((path, names)) => (path, names.trim_end_matches('}')),
+                        None => body.rsplit_once("::").unwrap_or(("", body)),
+                    };
+                    let names = names
+                        .split(',')
+                        .map(|n| n.trim().to_string())
+                        .filter(|n| !n.is_empty())
+                        .collect();
+                    out.push((path.trim_end_matches("::").to_string(), names));
+                    current = None;
+                }
+            }
+        }
+        out
+    };
+    let embed_sources: BTreeMap<String, String> = statements(by_path("src/embed.rs"))
+        .into_iter()
+        .flat_map(|(path, names)| {
+            let top = path.trim_start_matches("crate::");
+            let top = top.split("::").next().unwrap_or(top).to_string();
+            names.into_iter().map(move |n| (n, top.clone()))
+        })
+        .collect();
+    statements(by_path("src/lib.rs"))
+        .into_iter()
+        .flat_map(|(path, names)| {
+            let embed_sources = &embed_sources;
+            names.into_iter().map(move |n| {
+                let top = match path.as_str() {
+                    "embed" => embed_sources.get(&n).cloned().unwrap_or("embed".into()),
+                    other => other.split("::").next().unwrap_or(other).to_string(),
+                };
+                (n, top)
+            })
+        })
+        .collect()
+}
+
+/// The line above `at` that is not an attribute: a doc comment when the item is documented.
+fn doc_above(s: &Source, at: usize) -> bool {
+    s.raw[..at]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| !l.starts_with("#["))
+        .is_some_and(|l| l.starts_with("///"))
+}
+
+/// The attribute lines right above `at`.
+fn attributes_above(s: &Source, at: usize) -> Vec<&str> {
+    s.raw[..at]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+        .filter(|l| l.starts_with("#["))
+        .collect()
+}
+
+/// The lines of the `{ ... }` block opened on or after line `from`, each with its brace
+/// depth before the line (1 = directly inside the block).
+fn block_lines(s: &Source, from: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut opened = false;
+    for (i, line) in s.code.iter().enumerate().skip(from) {
+        if opened {
+            out.push((i, depth));
+        }
+        for c in line.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth = depth.saturating_sub(1),
+                ';' if !opened => return out,
+                _ => {}
+            }
+        }
+        if opened && depth == 0 {
+            break;
+        }
+    }
+    out
+}
+
+fn starts_with_ident(line: &str, upper: bool) -> bool {
+    line.chars().next().is_some_and(|c| {
+        if upper {
+            c.is_ascii_uppercase()
+        } else {
+            c.is_ascii_lowercase() || c == '_'
+        }
+    })
+}
+
+/// Undocumented public parts of the stable type `name` defined at `s`:`at` (its fields,
+/// variants and their fields, trait methods) and of its inherent `impl` blocks in the same
+/// module tree.
+fn undocumented_parts(s: &Source, at: usize, kind: &str, name: &str, out: &mut Vec<String>) {
+    for (i, depth) in block_lines(s, at) {
+        let t = s.code[i].trim();
+        if t.is_empty() || t.starts_with("#[") || t.starts_with('}') {
+            continue;
+        }
+        let needs_doc = match (kind, depth) {
+            ("struct", 1) => t.starts_with("pub "),
+            ("enum", 1) => starts_with_ident(t, true),
+            ("enum", 2) => starts_with_ident(t, false) && t.contains(':'),
+            ("trait", 1) => t.starts_with("fn "),
+            _ => false,
+        };
+        if needs_doc && !doc_above(s, i) {
+            out.push(format!("{}: `{name}`: `{t}` has no doc comment", s.at(i)));
+        }
+    }
+    let top = s.top();
+    for other in sources().iter().filter(|o| o.top() == top) {
+        for (i, line) in other.code.iter().enumerate() {
+            let t = line.trim();
+            let inherent = t.strip_prefix("impl ").is_some_and(|rest| {
+                rest.split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .next()
+                    == Some(name)
+                    && !rest.contains(" for ")
+            });
+            if !inherent || other.test[i] {
+                continue;
+            }
+            for (j, depth) in block_lines(other, i) {
+                let t = other.code[j].trim();
+                if depth == 1 && t.starts_with("pub fn ") && !doc_above(other, j) {
+                    out.push(format!(
+                        "{}: `{name}`: `{t}` has no doc comment",
+                        other.at(j)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_stable_root_types_are_documented_and_may_grow() {
+    let exports = root_exports();
+    assert!(
+        exports.iter().any(|(n, _)| n == "Engine") && exports.iter().any(|(n, _)| n == "Event"),
+        "the crate root's re-exports were not found: {exports:?}"
+    );
+    let mut offenders = Vec::new();
+    for (name, top) in &exports {
+        let mut found = Vec::new();
+        for s in sources().iter().filter(|s| s.top() == Some(top.as_str())) {
+            for (i, line) in s.code.iter().enumerate() {
+                for kind in ["struct", "enum", "trait", "type"] {
+                    let head = format!("pub {kind} {name}");
+                    let t = line.trim();
+                    let is_def = t.strip_prefix(&head).is_some_and(|rest| {
+                        !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                    });
+                    if is_def && !s.test[i] {
+                        found.push((s, i, kind));
+                    }
+                }
+            }
+        }
+        let [(s, at, kind)] = found.as_slice() else {
+            offenders.push(format!(
+                "src/lib.rs: `{name}` (from `{top}`) is defined {} times under src/{top}",
+                found.len()
+            ));
+            continue;
+        };
+        if !doc_above(s, *at) {
+            offenders.push(format!("{}: `{name}` has no doc comment", s.at(*at)));
+        }
+        let has_public_parts = *kind == "enum"
+            || (*kind == "struct"
+                && block_lines(s, *at)
+                    .iter()
+                    .any(|&(i, d)| d == 1 && s.code[i].trim().starts_with("pub ")));
+        if has_public_parts
+            && !attributes_above(s, *at)
+                .iter()
+                .any(|a| a.contains("non_exhaustive"))
+        {
+            offenders.push(format!(
+                "{}: `{name}` has public fields or variants and is not #[non_exhaustive] \
+                 (adding one would break every embedder)",
+                s.at(*at)
+            ));
+        }
+        undocumented_parts(s, *at, kind, name, &mut offenders);
+    }
+    report(
+        "The crate root's types are the embedding API: each is documented down to its fields, \
+         variants and methods, and may grow without breaking embedders (#[non_exhaustive]) \
+         (ARCHITECTURE.md, \"Stability\").",
         offenders,
     );
 }

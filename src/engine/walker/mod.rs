@@ -46,10 +46,15 @@ const DEFAULT_SIGNATURE_LIMIT: i64 = 3;
 
 /// Why a run (or a branch, or a child workflow) stopped without reaching its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailureReason {
+    /// A stage failed with nowhere to go, the graph was wrong for the input, or it stalled.
     WorkflowError,
+    /// Cancelled by its caller (`CancelToken::cancel`, the API, a signal).
     Cancelled,
+    /// A tool, provider or sandbox outside the workflow failed after its retries.
     TransientInfra,
+    /// A stage failed on an exhausted budget: a turn, token or context limit.
     BudgetExhausted,
     /// The run's recorded LLM cost reached its budget (`budget_usd`, `[run] max_usd`).
     BudgetExceeded,
@@ -58,6 +63,7 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
+    /// The wire name (`workflow_error`, `cancelled`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             FailureReason::WorkflowError => "workflow_error",

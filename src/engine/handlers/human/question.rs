@@ -10,26 +10,39 @@ use crate::workflow::Workflow;
 
 /// One choice of a question: a non-freeform outgoing edge.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
 pub struct QuestionOption {
+    /// The accelerator key (`Y` of `[Y] Yes`), unique within the question.
     pub key: String,
+    /// The edge's label without its key.
     pub label: String,
     /// The edge's target node id.
     pub target: String,
 }
 
+/// A human gate's question: what a human stage asks before the run goes on.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Question {
     /// A ULID.
     pub id: String,
+    /// The question (the node's label or prompt).
     pub text: String,
     /// The human node's id.
     pub stage: String,
+    /// `multiple_choice`, `yes_no`, `confirmation`, `freeform` or `multi_select`.
     pub question_type: String,
+    /// The choices, one per non-freeform outgoing edge, in declaration order.
     pub options: Vec<QuestionOption>,
+    /// Whether free text is accepted (the node has a `freeform=true` edge).
     pub allow_freeform: bool,
+    /// The node free text leads to.
     pub freeform_target: Option<String>,
+    /// How long the question waits (`timeout` attribute), if it ever gives up.
     pub timeout_seconds: Option<u64>,
+    /// The option taken when it times out (`default_choice` attribute).
     pub default_choice: Option<String>,
+    /// Context shown beside the question (`context_display` attribute, rendered).
     pub context_display: Option<String>,
 }
 
@@ -204,18 +217,26 @@ fn strip_accelerator(t: &str) -> &str {
     t
 }
 
-/// What the human chose.
+/// What the human chose, matched against the question.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
 pub enum Answer {
+    /// One option.
     Option {
+        /// Its key.
         key: String,
+        /// Its label.
         label: String,
+        /// The node it leads to.
         target: String,
     },
     /// multi_select: every chosen option, in the order given, without repeats.
     Options(Vec<QuestionOption>),
+    /// Free text, on the freeform edge.
     Freeform {
+        /// What the human wrote.
         text: String,
+        /// The node the freeform edge leads to.
         target: String,
     },
 }
