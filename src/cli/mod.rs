@@ -5,6 +5,7 @@
 mod backup;
 mod interview;
 mod progress;
+mod prune;
 pub mod run;
 pub mod runs;
 mod server;
@@ -50,6 +51,8 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Restore a snapshot into a state directory without a database.
     Restore(backup::RestoreArgs),
+    /// Remove finished runs (a dry run unless --yes), as POST /api/v1/system/prune does.
+    Prune(prune::PruneArgs),
 }
 
 /// Output formats shared by commands.
@@ -88,5 +91,6 @@ pub fn main() -> i32 {
         Command::Secrets(a) => server::secrets(a),
         Command::Backup(a) => backup::backup(a),
         Command::Restore(a) => backup::restore(a),
+        Command::Prune(a) => prune::prune(a),
     }
 }

@@ -7,6 +7,8 @@
 //! run is still finished under the runs gate). Its answer lists what it would remove or
 //! removed, with the bytes (events and workspace) freed.
 //!
+//! `svc prune` runs the same walk ([`prune_runs`]) on the state directory.
+//!
 //! Owns: these routes' shapes. Must not touch: SQL (`store::housekeeping`), prune's rules
 //! (`crate::system`).
 
@@ -15,9 +17,10 @@ use super::http::{parse_json, Reply};
 use super::router::Ctx;
 use super::runs::store_error;
 use super::App;
-use crate::store::RunQuery;
-use crate::system::{self, PruneRequest};
+use crate::store::{RunQuery, RunStore, StoreSizes};
+use crate::system::{self, PruneFilter, PruneRequest};
 use serde_json::{json, Value};
+use std::path::Path;
 
 /// Status kinds waiting for a slot, and those holding one or waiting on someone.
 const QUEUED: [&str; 2] = ["submitted", "runnable"];
@@ -150,6 +153,16 @@ pub fn df(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
 /// Finished runs fetched per page while pruning.
 const PAGE: usize = 500;
 
+/// A prune request's filter, or the 422 naming the field (`svc prune` prints its detail).
+pub fn prune_filter(req: PruneRequest) -> Result<PruneFilter, ApiError> {
+    let now = crate::base::clock::parse_ts(&crate::base::clock::now()).unwrap_or(0);
+    req.validate(now).map_err(|e| {
+        ApiError::unprocessable(e.to_string())
+            .with_code("invalid_filter")
+            .with_extra(json!({"field": e.field}))
+    })
+}
+
 pub fn prune(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let body = ctx.inc.body()?;
     let req: PruneRequest = if body.iter().all(u8::is_ascii_whitespace) {
@@ -157,18 +170,31 @@ pub fn prune(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     } else {
         parse_json(body)?
     };
-    let now = crate::base::clock::parse_ts(&crate::base::clock::now()).unwrap_or(0);
-    let filter = req.validate(now).map_err(|e| {
-        ApiError::unprocessable(e.to_string())
-            .with_code("invalid_filter")
-            .with_extra(json!({"field": e.field}))
-    })?;
+    let filter = prune_filter(req)?;
+    let answer = prune_runs(
+        app.runs.store.as_ref(),
+        app.sizes.as_ref(),
+        &app.state_dir,
+        &filter,
+        &mut |id| app.runs.delete_finished(id),
+    )?;
+    Ok(Reply::json(200, &answer))
+}
+
+/// One prune, shared by the route and `svc prune`: finished runs read page by page, those
+/// `filter` matches measured (events and workspace) and, unless it is a dry run, handed to
+/// `delete` (true: removed; false: no longer finished, kept). Answers the route's body.
+pub fn prune_runs(
+    store: &dyn RunStore,
+    sizes: &dyn StoreSizes,
+    state_dir: &Path,
+    filter: &PruneFilter,
+    delete: &mut dyn FnMut(&str) -> Result<bool, ApiError>,
+) -> Result<Value, ApiError> {
     let mut matched = Vec::new();
     let mut offset = 0;
     loop {
-        let page = app
-            .runs
-            .store
+        let page = store
             .query_runs(&RunQuery {
                 statuses: filter.statuses.clone(),
                 automation_id: filter.automation.clone(),
@@ -185,13 +211,14 @@ pub fn prune(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         }
         offset += n;
     }
+    let workspaces = crate::sandbox::lifecycle::workspaces_dir(state_dir);
     let mut runs = Vec::with_capacity(matched.len());
     let (mut total_bytes, mut freed, mut deleted) = (0u64, 0u64, 0usize);
     for row in &matched {
-        let events = app.sizes.run_weight(&row.id).map_err(store_error)?;
-        let bytes = events.event_bytes + system::dir_bytes(&workspace_of(app, &row.id));
+        let events = sizes.run_weight(&row.id).map_err(store_error)?;
+        let bytes = events.event_bytes + system::dir_bytes(&workspaces.join(&row.id));
         total_bytes += bytes;
-        let removed = !filter.dry_run && app.runs.delete_finished(&row.id)?;
+        let removed = !filter.dry_run && delete(&row.id)?;
         if removed {
             deleted += 1;
             freed += bytes;
@@ -210,16 +237,13 @@ pub fn prune(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     } else {
         Value::Null
     };
-    Ok(Reply::json(
-        200,
-        &json!({
-            "dry_run": filter.dry_run,
-            "runs": runs,
-            "total_count": matched.len(),
-            "total_size_bytes": total_bytes,
-            "deleted_count": deleted,
-            "freed_bytes": freed,
-            "advice": advice,
-        }),
-    ))
+    Ok(json!({
+        "dry_run": filter.dry_run,
+        "runs": runs,
+        "total_count": matched.len(),
+        "total_size_bytes": total_bytes,
+        "deleted_count": deleted,
+        "freed_bytes": freed,
+        "advice": advice,
+    }))
 }

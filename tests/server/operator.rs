@@ -693,3 +693,95 @@ fn usage_across_runs_and_the_daily_cap() {
     assert_eq!(u["totals"]["records"], 2, "{u}");
     assert_eq!(u["totals"]["usd_micros"], 2 * per_call);
 }
+
+/// `svc prune` on the state directory answers what the route answers, removes only finished
+/// runs its filters match (a dry run unless --yes), and refuses beside a running server.
+#[test]
+fn svc_prune_does_what_the_prune_route_does() {
+    use crate::support::cli::svc;
+    let s = Server::start();
+    let cancelled = |labels: Value| {
+        let mut body = run_body(HELLO);
+        body["labels"] = labels;
+        let id = create_run(&s, &body);
+        let r = s.post(&format!("/api/v1/runs/{id}/cancel"), "{}");
+        assert_eq!(r.status, 200, "{}", r.text());
+        wait_status(&s, &id, "failed", 30);
+        id
+    };
+    let plain = cancelled(json!({}));
+    let labelled = cancelled(json!({"team": "a"}));
+    let waiting = create_run(&s, &run_body(HELLO));
+    let dir_arg = s.path().display().to_string();
+    let prune = |extra: &[&str]| {
+        let mut args = vec!["prune", "--state-dir", dir_arg.as_str()];
+        args.extend_from_slice(extra);
+        svc(&args)
+    };
+    // Beside a running server: refused, pointing at the route.
+    let o = prune(&["--older-than", "0s"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("POST /api/v1/system/prune"));
+    let route = s.post(
+        "/api/v1/system/prune",
+        &json!({"older_than": "0s"}).to_string(),
+    );
+    assert_eq!(route.status, 200, "{}", route.text());
+    let route = route.json();
+    let dir = s.kill();
+
+    // Contradictory filters: a usage error naming them, nothing removed.
+    let o = prune(&["--older-than", "1h", "--before", "2026-01-01", "--yes"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not both"));
+    let o = prune(&["--status", "running"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // The dry run lists what the route listed: the two finished runs, not the waiting one.
+    let o = prune(&["--older-than", "0s", "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dry: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ids = |v: &Value| -> Vec<String> {
+        let mut ids: Vec<String> = v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut finished = vec![plain.clone(), labelled.clone()];
+    finished.sort();
+    assert_eq!(ids(&dry), finished);
+    assert_eq!(ids(&route), finished);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["total_size_bytes"], route["total_size_bytes"]);
+    assert_eq!(dry["deleted_count"], 0);
+
+    // --label narrows, --yes removes; the text form says what happened.
+    let o = prune(&["--older-than", "0s", "--label", "team=a", "--yes"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains(&format!("removed {labelled}")), "{out}");
+    assert!(out.contains("removed 1 run(s)"), "{out}");
+    let o = prune(&["--older-than", "0s", "--yes", "--format", "json"]);
+    let done: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(ids(&done), vec![plain.clone()]);
+    assert_eq!(done["deleted_count"], 1);
+
+    // The waiting run is untouched; the removed ones are gone for the server too.
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    assert_eq!(status_kind(&s, &waiting), "submitted");
+    for gone in [&plain, &labelled] {
+        assert_ne!(s.get(&format!("/api/v1/runs/{gone}")).status, 200);
+    }
+}
