@@ -169,6 +169,9 @@ pub enum Reply {
     Text(String),
     /// An answer already matched against the question's options.
     Answer(Answer),
+    /// A matched answer and who gave it (a principal as JSON), recorded on
+    /// `interview.completed` as `answered_by`.
+    AnswerBy(Answer, serde_json::Value),
 }
 
 /// Why no answer came.

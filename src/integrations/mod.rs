@@ -8,12 +8,14 @@
 //! [`pulls`] (a run's pull request as kept: link, details, checks, comments; refresh, merge,
 //! close), [`publish`] (push + verify + open; the end-of-run step, `pull_request` stages and
 //! the durable creation jobs), [`text`] (title and body), [`webhooks`] (signature, dedupe,
-//! dispatch), [`status`]. Chat goes in `chat` (its own helper), plugged into [`status`].
+//! dispatch), [`status`], and [`chat`] (notifications and answers in chat, Slack's wire
+//! format).
 //!
 //! Owns: the integrations' behaviour. Must not touch: HTTP routing or responses (the server
 //! maps [`Error`] to statuses), SQL (`store::CodehostTable`), engine internals. No secret
 //! reaches an event, a log line, an error or a process's argument list.
 
+pub mod chat;
 pub mod codehost;
 pub mod publish;
 pub mod pulls;
@@ -165,6 +167,8 @@ pub struct Integrations {
     edit: Mutex<()>,
     automation_hook: Mutex<Option<AutomationHook>>,
     jobs: publish::Jobs,
+    /// Chat: notifications and answers (its own worker; see [`chat`]).
+    pub chat: Arc<chat::Chat>,
     me: std::sync::Weak<Integrations>,
 }
 
@@ -177,6 +181,7 @@ impl Integrations {
         locator: Arc<dyn WorkspaceLocator>,
     ) -> Arc<Integrations> {
         let vault = Vault::in_state_dir(&state_dir);
+        let chat = chat::Chat::new(settings.clone(), vault.clone(), Arc::clone(&store));
         Arc::new_cyclic(|me| Integrations {
             settings,
             state_dir,
@@ -192,6 +197,7 @@ impl Integrations {
             edit: Mutex::new(()),
             automation_hook: Mutex::new(None),
             jobs: publish::Jobs::default(),
+            chat,
             me: me.clone(),
         })
     }

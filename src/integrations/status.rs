@@ -2,8 +2,7 @@
 //! settings and the vault as they are now (`configured` means "credentials present"; the
 //! last failure talking to the provider turns the status to `error` with it).
 //!
-//! Chat plugs in here: its module adds its own entry function and [`all`] lists it in place
-//! of [`chat_placeholder`].
+//! Chat's entry is `chat::Chat::status`.
 //!
 //! Owns: the status shape (opgroups 5.2 IntegrationStatus). Must not touch: secrets' values
 //! (only whether they are present), HTTP.
@@ -50,7 +49,7 @@ pub struct IntegrationStatus {
 
 /// Every provider's status, code host first.
 pub fn all(i: &Integrations) -> Vec<IntegrationStatus> {
-    vec![codehost_status(i), chat_placeholder()]
+    vec![codehost_status(i), i.chat.status()]
 }
 
 fn present(i: &Integrations, key: &str) -> bool {
@@ -116,18 +115,5 @@ pub fn codehost_status(i: &Integrations) -> IntegrationStatus {
         missing_credentials: missing,
         last_error,
         metadata,
-    }
-}
-
-/// Chat's entry until the chat module provides its own (`src/integrations/chat`).
-pub fn chat_placeholder() -> IntegrationStatus {
-    IntegrationStatus {
-        provider: Provider::Chat,
-        enabled: false,
-        configured: false,
-        status: State::Disabled,
-        missing_credentials: Vec::new(),
-        last_error: None,
-        metadata: Map::new(),
     }
 }

@@ -105,6 +105,7 @@ impl Launcher for RunLauncher {
             source_directory: None,
             in_place: false,
             pull_request_options: None,
+            notifications: None,
             created_by: actor.clone(),
             origin: json!({"kind": "api"}),
             id: Some(req.run_id.to_string()),

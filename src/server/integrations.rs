@@ -1,8 +1,8 @@
 //! The HTTP side of the integrations (opgroups 5.1): `GET /api/v1/system/integrations`,
 //! `GET /api/v1/repos/codehost/{owner}/{name}`, a run's pull request
 //! (`/api/v1/runs/{id}/pull_request`: create as a job, its creation, get, link, unlink,
-//! merge, close), and code-host webhooks (`POST /api/v1/webhooks/codehost`, its delivery
-//! list). The behaviour is `crate::integrations`'; this maps requests to it and its errors
+//! merge, close), code-host webhooks (`POST /api/v1/webhooks/codehost`, its delivery
+//! list) and chat's interactivity callback (`POST /api/v1/webhooks/chat`). The behaviour is `crate::integrations`'; this maps requests to it and its errors
 //! to statuses: a precondition 400 with its code, a missing record 404, an existing pull
 //! request 409 `pull_request_exists`, a disabled or unconfigured integration 409
 //! `integration_unavailable` (svc's state, not a failure of svc: not a 5xx), the host's
@@ -217,6 +217,27 @@ pub fn webhook(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
             WebhookError::Store(m) => ApiError::internal(m),
         })?;
     Ok(Reply::json(200, &receipt.to_json()))
+}
+
+/// `POST /api/v1/webhooks/chat`: Slack's interactivity callback; no bearer token, the
+/// `X-Slack-Signature` is the credential (401 when missing, wrong or older than 5 minutes).
+pub fn chat_callback(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    use crate::integrations::chat::InteractError;
+    let timestamp = ctx
+        .inc
+        .header("x-slack-request-timestamp")
+        .map(str::to_string);
+    let signature = ctx.inc.header("x-slack-signature").map(str::to_string);
+    let body = ctx.inc.body()?;
+    let answer = app
+        .integrations
+        .chat
+        .interact(timestamp.as_deref(), signature.as_deref(), body)
+        .map_err(|e| match e {
+            InteractError::Signature(m) => ApiError::unauthorized(m).with_code("invalid_signature"),
+            InteractError::BadRequest(m) => ApiError::bad_request(m),
+        })?;
+    Ok(Reply::json(200, &answer))
 }
 
 /// `GET /api/v1/webhooks/codehost/deliveries`: every delivery, newest first.

@@ -526,6 +526,14 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
             format!("fired automation(s) {}", ids.join(", "))
         })
     }));
+    // Chat: committed run events go to its worker; answers from chat go through the
+    // questions API.
+    integrations.chat.start();
+    integrations
+        .chat
+        .set_answerer(Arc::new(runs::ChatAnswers(Arc::clone(&runs))));
+    let chat = Arc::clone(&integrations.chat);
+    runs.set_event_tap(Arc::new(move |e| chat.observe(e)));
     let pending = integrations.resume_pending();
     if pending > 0 {
         log::warn!("{pending} pull request creation(s) left pending by the last stop resumed");

@@ -279,7 +279,7 @@ fn operations() -> Vec<Op> {
                 no_content("204", "Accepted."),
                 err("400", "Malformed run or question id, no answer field, or an unknown option."),
                 err("404", "Unknown run, or a question the run never asked."),
-                err("409", "The question is not pending or the run is not running."),
+                err("409", "The question is not pending or the run is not running; `question_already_answered` when another answer (from the API or chat) came first, naming it and who gave it."),
             ]),
         op("get", "/api/v1/runs/{id}/events", "Run Internals", "Events of a run")
             .id()
@@ -532,6 +532,10 @@ fn schemas() -> Value {
                 "pull_request_options": {"type": "object", "additionalProperties": false, "description": "This run's [run.pull_request] (not the Run's pull_request link).", "properties": {
                     "enabled": {"type": "boolean"}, "draft": {"type": "boolean"}, "base": {"type": "string"},
                     "auto_merge": {"type": "boolean"}, "merge_strategy": {"enum": ["merge", "squash", "rebase"]}
+                }},
+                "notifications": {"type": "object", "additionalProperties": false, "description": "This run's [run.notifications]: chat messages it posts.", "properties": {
+                    "enabled": {"type": "boolean"}, "channel": {"type": "string", "description": "A channel id or #name."},
+                    "events": {"type": "array", "items": {"enum": ["run.completed", "run.failed", "run.blocked"]}}
                 }}
             }
         },

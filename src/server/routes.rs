@@ -233,6 +233,7 @@ pub fn routes() -> Vec<Route> {
         ),
         // Signed by the code host (X-Hub-Signature-256), not by a user credential.
         public("POST", "/api/v1/webhooks/codehost", integrations::webhook),
+        public("POST", "/api/v1/webhooks/chat", integrations::chat_callback),
         user(
             "GET",
             "/api/v1/webhooks/codehost/deliveries",

@@ -132,6 +132,64 @@ impl Default for RecoverySettings {
 #[serde(deny_unknown_fields, default)]
 pub struct IntegrationsSettings {
     pub codehost: CodehostIntegrationSettings,
+    pub chat: ChatIntegrationSettings,
+}
+
+/// `[server.integrations.chat]`: run notifications and answers to questions in chat, in
+/// Slack's Web API wire format. The bot token and signing secret are the vault's
+/// `CHAT_BOT_TOKEN` and `CHAT_SIGNING_SECRET`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChatIntegrationSettings {
+    pub enabled: bool,
+    /// The Web API base (`<api_url>/chat.postMessage`).
+    pub api_url: String,
+}
+
+impl Default for ChatIntegrationSettings {
+    fn default() -> Self {
+        ChatIntegrationSettings {
+            enabled: false,
+            api_url: "https://slack.com/api".into(),
+        }
+    }
+}
+
+/// A run event chat can be told of (`[run.notifications] events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NotifyEvent {
+    #[serde(rename = "run.completed")]
+    Completed,
+    #[serde(rename = "run.failed")]
+    Failed,
+    /// Each question the run waits on (with its options as buttons).
+    #[serde(rename = "run.blocked")]
+    Blocked,
+}
+
+/// `[run.notifications]` (per run: the create body's `notifications`): opt-in chat messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotificationDefaults {
+    pub enabled: bool,
+    /// The channel id (or `#name`) messages go to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    pub events: Vec<NotifyEvent>,
+}
+
+impl Default for NotificationDefaults {
+    fn default() -> Self {
+        NotificationDefaults {
+            enabled: false,
+            channel: None,
+            events: vec![
+                NotifyEvent::Completed,
+                NotifyEvent::Failed,
+                NotifyEvent::Blocked,
+            ],
+        }
+    }
 }
 
 /// How svc authenticates to the code host's REST API and git remote.
@@ -460,6 +518,7 @@ pub struct RunDefaults {
     pub max_usd: Option<f64>,
     /// Whether and how a run that succeeds opens a pull request from its branch.
     pub pull_request: PullRequestDefaults,
+    pub notifications: NotificationDefaults,
 }
 
 /// `[run.agent]`: defaults of agent stages.
@@ -570,7 +629,7 @@ impl RunDefaults {
 }
 
 /// Vault entries the server keeps for itself: never given to a run (`[run] secrets`).
-pub const SERVER_OWNED_SECRETS: [&str; 7] = [
+pub const SERVER_OWNED_SECRETS: [&str; 9] = [
     "SESSION_SECRET",
     "CODEHOST_CLIENT_SECRET",
     "OBJECT_STORE_ACCESS_KEY_ID",
@@ -579,6 +638,9 @@ pub const SERVER_OWNED_SECRETS: [&str; 7] = [
     "CODEHOST_TOKEN",
     "CODEHOST_APP_PRIVATE_KEY",
     "CODEHOST_WEBHOOK_SECRET",
+    // Chat's: svc posts and verifies callbacks itself.
+    "CHAT_BOT_TOKEN",
+    "CHAT_SIGNING_SECRET",
 ];
 
 /// A vault entry svc itself reads: its name and what it is for.
@@ -608,6 +670,23 @@ impl Settings {
             (
                 "OBJECT_STORE_SECRET_ACCESS_KEY",
                 "object store (S3) secret key",
+            ),
+            (
+                "CODEHOST_TOKEN",
+                "code host personal access token (integration)",
+            ),
+            (
+                "CODEHOST_APP_PRIVATE_KEY",
+                "code host app private key, PEM (integration)",
+            ),
+            (
+                "CODEHOST_WEBHOOK_SECRET",
+                "code host webhook secret (X-Hub-Signature-256)",
+            ),
+            ("CHAT_BOT_TOKEN", "chat bot token (Slack Web API)"),
+            (
+                "CHAT_SIGNING_SECRET",
+                "chat signing secret (interactivity callbacks)",
             ),
         ] {
             out.push(KnownSecret {

@@ -115,7 +115,7 @@ impl RunRow {
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 11] = [
+const CREATED_META: [&str; 12] = [
     "automation",
     "budget",
     "created_by",
@@ -127,6 +127,7 @@ const CREATED_META: [&str; 11] = [
     "mcp_servers",
     "mcp_definitions",
     "pull_request_options",
+    "notifications",
 ];
 
 /// A blank row, only as a cheap placeholder while a row is moved through [`fold`].

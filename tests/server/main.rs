@@ -29,6 +29,8 @@ mod security;
 mod state_lock;
 // Runs ending in pull requests against a scripted code host: push, PR, checks, webhooks.
 mod pull_requests;
+// Chat against a scripted Slack Web API: questions posted, answered by signed clicks, outages.
+mod chat;
 // SIGKILL under load, many times, on one state directory: nothing acknowledged is lost.
 mod crash;
 // Automations: the catalog rules over HTTP, fires, hooks, the scheduler across restarts.

@@ -11,6 +11,8 @@
 //!   `cli`).
 //! - [`codehost`]: a scripted code host in GitHub's REST wire format in front of real git
 //!   repositories served over smart HTTP (needs `cli`).
+//! - [`slack`]: a scripted chat service in Slack's Web API wire format, and signed
+//!   interactivity callbacks (needs `cli`).
 //! - [`llm`]: a scripted LLM provider speaking each provider's real wire format (needs
 //!   `llm`; `benches/agent_bench.rs` includes it too).
 //! - [`mcp`]: real MCP servers installed by `.ci/mcp-servers.sh`, the scripted ones in
@@ -32,4 +34,6 @@ pub mod llm;
 pub mod mcp;
 #[cfg(feature = "cli")]
 pub mod server;
+#[cfg(feature = "cli")]
+pub mod slack;
 pub mod store;

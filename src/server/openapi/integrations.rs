@@ -90,6 +90,16 @@ pub(super) fn operations() -> Vec<Op> {
                 err("413", "Body too large."),
                 err("500", "svc could not record or apply it (recorded `failed`; a redelivery with the same id is applied)."),
             ]),
+        op("post", "/api/v1/webhooks/chat", "Integrations", "Chat's interactivity callback (Slack's block_actions, signed with X-Slack-Signature v0)")
+            .public()
+            .param("X-Slack-Request-Timestamp", "header", json!({"type": "string"}), "Unix seconds; more than 5 minutes from now is refused.")
+            .param("X-Slack-Signature", "header", json!({"type": "string"}), "`v0=` and the HMAC-SHA256 of `v0:<timestamp>:<raw body>` under the signing secret.")
+            .resp(vec![
+                ok("200", "Verified: `outcome` is `answered` (with `answer`), `already_answered`, `refused` or `ignored` (not an answer button).", json!({"type": "object", "required": ["outcome"], "properties": {"outcome": {"enum": ["answered", "already_answered", "refused", "ignored"]}}})),
+                err("400", "Not a form with a JSON `payload` field."),
+                err("401", "Missing, wrong or stale signature, or no signing secret configured."),
+                err("413", "Body too large."),
+            ]),
         op("get", "/api/v1/webhooks/codehost/deliveries", "Integrations", "Webhook deliveries received, newest first")
             .paging()
             .resp(vec![ok("200", "A page of deliveries.", r("DeliveryPage")), err("400", "Bad paging parameter.")]),

@@ -105,16 +105,37 @@ pub fn answer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     let qid = ctx.param("qid").to_string();
     check_question_id(&qid)?;
     let body: interviewer::SubmitAnswer = parse_json(ctx.inc.body()?)?;
-    let row = app.runs.row(&id)?;
+    let by = super::actor_of(ctx);
+    answer_as(&app.runs, &id, &qid, &body, by)?;
+    Ok(Reply::empty(204))
+}
+
+/// Answers question `qid` of run `id` as `by` (a principal as JSON), by the rules of the
+/// answer route; the chosen option's label.
+pub fn answer_as(
+    runs: &super::Runs,
+    id: &str,
+    qid: &str,
+    body: &interviewer::SubmitAnswer,
+    by: Value,
+) -> Result<String, ApiError> {
+    check_question_id(qid)?;
+    let row = runs.row(id)?;
     let listed = row
         .questions
         .iter()
-        .any(|q| q.get("question_id").and_then(Value::as_str) == Some(qid.as_str()));
-    if !listed && !was_asked(app.runs.store.as_ref(), &id, &qid)? {
-        return Err(ApiError::not_found(format!(
-            "Run {id} has no question {qid}; GET /api/v1/runs/{id}/questions lists the open ones."
-        ))
-        .with_code("question_not_found"));
+        .any(|q| q.get("question_id").and_then(Value::as_str) == Some(qid));
+    if !listed {
+        let rec = question_record(runs.store.as_ref(), id, qid)?;
+        if let Some(done) = &rec.answered {
+            return Err(already_answered(qid, done));
+        }
+        if !rec.asked {
+            return Err(ApiError::not_found(format!(
+                "Run {id} has no question {qid}; GET /api/v1/runs/{id}/questions lists the open ones."
+            ))
+            .with_code("question_not_found"));
+        }
     }
     if row.archived {
         return Err(ApiError::conflict(format!("Run {id} is archived.")));
@@ -133,12 +154,61 @@ pub fn answer(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
             )))
         }
     }
-    let handle = app
-        .runs
-        .handle(&id)
+    let handle = runs
+        .handle(id)
         .ok_or_else(|| ApiError::conflict(format!("Run {id} has no live engine to answer.")))?;
-    handle.answer(&qid, &body, listed)?;
-    Ok(Reply::empty(204))
+    handle
+        .answer(qid, body, listed, Some(by))
+        .map_err(|e| lost_race(runs.store.as_ref(), id, qid, e))
+}
+
+/// A 409 from the live question (another answer took it a moment ago): once the engine has
+/// recorded the winning answer, says who gave it (`question_already_answered`).
+fn lost_race(store: &dyn RunStore, run_id: &str, qid: &str, e: ApiError) -> ApiError {
+    if e.status != 409 {
+        return e;
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        if let Ok(Record {
+            answered: Some(done),
+            ..
+        }) = question_record(store, run_id, qid)
+        {
+            return already_answered(qid, &done);
+        }
+        if Instant::now() >= deadline {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Answers from chat (`integrations::chat`): the answer route's rules; its 409
+/// `question_already_answered` (the first answer won) told as "already answered".
+pub struct ChatAnswers(pub std::sync::Arc<super::Runs>);
+
+impl crate::integrations::chat::Answerer for ChatAnswers {
+    fn answer(
+        &self,
+        run_id: &str,
+        question_id: &str,
+        key: &str,
+        by: &Value,
+    ) -> crate::integrations::chat::AnswerOutcome {
+        use crate::integrations::chat::AnswerOutcome;
+        let body = interviewer::SubmitAnswer {
+            selected_option_key: Some(key.to_string()),
+            ..Default::default()
+        };
+        match answer_as(&self.0, run_id, question_id, &body, by.clone()) {
+            Ok(label) => AnswerOutcome::Answered { label },
+            Err(e) if e.code == Some("question_already_answered") => {
+                AnswerOutcome::AlreadyAnswered(e.detail.clone())
+            }
+            Err(e) => AnswerOutcome::Refused(e.detail.clone()),
+        }
+    }
 }
 
 /// Question ids are ULIDs, as the engine mints them; anything else (`null` from a script that
@@ -154,22 +224,66 @@ fn check_question_id(qid: &str) -> Result<(), ApiError> {
     .with_code("invalid_question_id"))
 }
 
-/// Whether the run ever asked question `qid` (an `interview.started` naming it).
-fn was_asked(store: &dyn RunStore, run_id: &str, qid: &str) -> Result<bool, ApiError> {
+/// What the run's events say of question `qid`: whether it was asked, and the accepted
+/// `interview.completed` that closed it, if any (who answered what).
+struct Record {
+    asked: bool,
+    answered: Option<Value>,
+}
+
+fn question_record(store: &dyn RunStore, run_id: &str, qid: &str) -> Result<Record, ApiError> {
     const PAGE: usize = 1000;
+    let mut rec = Record {
+        asked: false,
+        answered: None,
+    };
     let mut since = 1;
     loop {
         let page = store.events(run_id, since, PAGE).map_err(store_error)?;
-        let found = page.iter().any(|e| {
-            e.event == event_kind::INTERVIEW_STARTED
-                && e.properties.get("question_id").and_then(Value::as_str) == Some(qid)
-        });
-        if found {
-            return Ok(true);
+        for e in &page {
+            if e.properties.get("question_id").and_then(Value::as_str) != Some(qid) {
+                continue;
+            }
+            match e.event.as_str() {
+                event_kind::INTERVIEW_STARTED => rec.asked = true,
+                event_kind::INTERVIEW_COMPLETED
+                    if e.properties.get("accepted").and_then(Value::as_bool) != Some(false) =>
+                {
+                    rec.answered = Some(e.properties.clone());
+                }
+                _ => {}
+            }
         }
         match page.last() {
             Some(last) if page.len() == PAGE => since = last.seq + 1,
-            _ => return Ok(false),
+            _ => return Ok(rec),
         }
     }
+}
+
+/// 409 `question_already_answered`: the first answer won; says what it was and who gave it.
+fn already_answered(qid: &str, completed: &Value) -> ApiError {
+    let answer = completed
+        .get("answer")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let who = completed
+        .get("answered_by")
+        .filter(|v| v.is_object())
+        .map(|by| {
+            let place = if by.get("kind").and_then(Value::as_str) == Some("chat") {
+                " in chat"
+            } else {
+                ""
+            };
+            format!(
+                " by {}{place}",
+                crate::integrations::chat::message::principal_name(by)
+            )
+        })
+        .unwrap_or_default();
+    ApiError::conflict(format!(
+        "Question {qid} was already answered{who}: \"{answer}\". The first answer wins."
+    ))
+    .with_code("question_already_answered")
 }

@@ -90,6 +90,9 @@ struct CreateRun {
     /// (`[run] environment` when absent).
     #[serde(default)]
     environment: Option<Value>,
+    /// This run's `[run.notifications]` (chat).
+    #[serde(default)]
+    notifications: Option<crate::integrations::chat::NotificationOptions>,
 }
 
 /// What a caller asks of a new run besides its workflow version; every `None` or empty
@@ -120,6 +123,8 @@ pub struct RunSpec {
     pub in_place: bool,
     /// Overrides `[run.pull_request]` for this run.
     pub pull_request_options: Option<crate::integrations::publish::PullRequestOptions>,
+    /// Overrides `[run.notifications]` for this run.
+    pub notifications: Option<crate::integrations::chat::NotificationOptions>,
     /// The principal creating the run, as JSON (`auth::Principal::to_json`).
     pub created_by: Value,
     /// Where the request came from: `{"kind": "api"}` for the API.
@@ -319,6 +324,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         source_directory: body.source_directory,
         in_place: body.in_place,
         pull_request_options: body.pull_request_options,
+        notifications: body.notifications,
         created_by: actor_of(ctx),
         origin: json!({"kind": "api"}),
         id: None,
@@ -352,6 +358,9 @@ impl Runs {
             return Err(ApiError::bad_request("model.name is empty."));
         }
         if let Some(o) = &spec.pull_request_options {
+            o.validate().map_err(ApiError::bad_request)?;
+        }
+        if let Some(o) = &spec.notifications {
             o.validate().map_err(ApiError::bad_request)?;
         }
         let settings = self.settings.get();
@@ -447,6 +456,7 @@ impl Runs {
             "workspace": workspace,
             "repository": repository,
             "pull_request_options": spec.pull_request_options,
+            "notifications": spec.notifications,
         });
         if let Some(a) = spec.automation {
             extra["automation"] = a;

@@ -64,7 +64,8 @@ pub struct HttpInterviewer(pub Arc<RunHandle>);
 impl Interviewer for HttpInterviewer {
     fn ask(&self, question: &Question, cancel: &CancelToken) -> Result<Reply, InterviewError> {
         match self.0.ask(question, cancel) {
-            Ok(a) => Ok(Reply::Answer(a)),
+            Ok((a, None)) => Ok(Reply::Answer(a)),
+            Ok((a, Some(by))) => Ok(Reply::AnswerBy(a, by)),
             Err(AskEnd::Cancelled) => Err(InterviewError::Cancelled),
             Err(AskEnd::Timeout) => Err(InterviewError::Timeout),
         }

@@ -13,6 +13,7 @@ use crate::engine::handlers::human::question::{self, Answer, Question};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use serde::Deserialize;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ pub struct RunHandle {
 
 struct Open {
     question: Question,
-    tx: Sender<Answer>,
+    tx: Sender<(Answer, Option<Value>)>,
 }
 
 /// Why an ask ended without an answer.
@@ -55,8 +56,14 @@ impl RunHandle {
 
     /// Registers `q` and blocks until it is answered, its timeout passes, or the run is
     /// cancelled. Pausing does not interrupt a question.
-    pub fn ask(&self, q: &Question, cancel: &CancelToken) -> Result<Answer, AskEnd> {
-        let (tx, rx): (Sender<Answer>, Receiver<Answer>) = bounded(1);
+    /// The answer comes with who gave it, when the answering side said.
+    pub fn ask(
+        &self,
+        q: &Question,
+        cancel: &CancelToken,
+    ) -> Result<(Answer, Option<Value>), AskEnd> {
+        type Given = (Answer, Option<Value>);
+        let (tx, rx): (Sender<Given>, Receiver<Given>) = bounded(1);
         {
             let mut open = self.open.lock();
             open.insert(
@@ -111,10 +118,17 @@ impl RunHandle {
         self.open.lock().keys().cloned().collect()
     }
 
-    /// Validates `body` against question `qid` and delivers it. `listed` says whether the
-    /// run's row lists the question as pending (the engine records `interview.started`
-    /// just before it asks, so a listed question is waited for briefly).
-    pub fn answer(&self, qid: &str, body: &SubmitAnswer, listed: bool) -> Result<(), ApiError> {
+    /// Validates `body` against question `qid` and delivers it with `by` (who answered).
+    /// `listed` says whether the run's row lists the question as pending (the engine
+    /// records `interview.started` just before it asks, so a listed question is waited for
+    /// briefly). The chosen option's label (or the text) when taken.
+    pub fn answer(
+        &self,
+        qid: &str,
+        body: &SubmitAnswer,
+        listed: bool,
+        by: Option<Value>,
+    ) -> Result<String, ApiError> {
         let mut open = self.open.lock();
         if listed && !open.contains_key(qid) {
             let deadline = Instant::now() + Duration::from_secs(2);
@@ -135,9 +149,19 @@ impl RunHandle {
                 "Question {qid} was answered concurrently."
             )));
         };
+        let label = match &answer {
+            Answer::Option { label, .. } => label.clone(),
+            Answer::Options(list) => list
+                .iter()
+                .map(|o| o.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            Answer::Freeform { text, .. } => text.clone(),
+        };
         entry
             .tx
-            .try_send(answer)
+            .try_send((answer, by))
+            .map(|()| label)
             .map_err(|_| ApiError::conflict(format!("Question {qid} is no longer being asked.")))
     }
 }

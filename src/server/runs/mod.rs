@@ -61,7 +61,7 @@ use super::App;
 use crate::base::clock::is_canonical_ulid;
 use crate::settings::SettingsHandle;
 use crate::store::{RunQuery, RunRow, RunStatus, RunStore, StoreError};
-pub use answers::{answer, questions};
+pub use answers::{answer, questions, ChatAnswers};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use exec::{Executor, Job};
 use parking_lot::Mutex;
@@ -101,6 +101,8 @@ pub struct Runs {
     /// The environments catalog runs choose their sandbox from (set at start).
     environments:
         std::sync::OnceLock<Arc<crate::catalog::Catalog<crate::environments::Environments>>>,
+    /// Told of every event committed through the gated store (set once at start: chat).
+    tap: Arc<std::sync::OnceLock<crate::store::Observer>>,
 }
 
 pub fn store_error(e: StoreError) -> ApiError {
@@ -129,10 +131,16 @@ impl Runs {
         versions: Arc<VersionStore>,
     ) -> Arc<Runs> {
         let gate = Arc::new(Mutex::new(()));
+        let tap: Arc<std::sync::OnceLock<crate::store::Observer>> = Arc::default();
+        let told = Arc::clone(&tap);
         let gated: Arc<dyn RunStore> = Arc::new(crate::store::HookedStore {
             inner: Arc::clone(&store),
             gate: Some(Arc::clone(&gate)),
-            observer: None,
+            observer: Some(Arc::new(move |e: &crate::store::Event| {
+                if let Some(f) = told.get() {
+                    f(e);
+                }
+            })),
             appended: None,
         });
         let (wake_tx, wake_rx) = bounded(1);
@@ -158,6 +166,7 @@ impl Runs {
             turns: Arc::default(),
             ledger: std::sync::OnceLock::new(),
             environments: std::sync::OnceLock::new(),
+            tap,
         });
         let weak = Arc::downgrade(&runs);
         settings.on_change(move |_, _| {
@@ -166,6 +175,12 @@ impl Runs {
             }
         });
         runs
+    }
+
+    /// Tells `observer` of every event the engine and the control routes commit from now
+    /// on, on the committing thread (it must only queue). Set once; later calls are ignored.
+    pub fn set_event_tap(&self, observer: crate::store::Observer) {
+        let _ = self.tap.set(observer);
     }
 
     pub fn handle(&self, run_id: &str) -> Option<Arc<RunHandle>> {

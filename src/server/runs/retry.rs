@@ -59,6 +59,7 @@ fn copy_of(old: &RunRow, actor: &Value) -> NewRun {
             "mcp_definitions": meta("mcp_definitions"),
             "retried_from": old.id,
             "pull_request_options": meta("pull_request_options"),
+            "notifications": meta("notifications"),
         }),
     }
 }

@@ -442,6 +442,14 @@
     for (const [qid, form] of shown) if (!questions.has(qid)) form.remove();
     for (const [qid, q] of questions) if (!shown.has(qid)) ui.qlist.append(questionForm(q));
     ui.questions.hidden = questions.size === 0;
+    // A link from chat (`#question-<id>`) opens the page at its question, once.
+    const target = location.hash.startsWith('#question-') && document.getElementById(location.hash.slice(1));
+    if (target && !target.dataset.shown) {
+      target.dataset.shown = '1';
+      target.scrollIntoView({block: 'center'});
+      const first = target.querySelector('button, input, textarea');
+      if (first) first.focus({preventScroll: true});
+    }
   }
 
   function questionForm(q) {
@@ -457,7 +465,7 @@
         svc.fill(msg, errorBox(e, 'The answer was not accepted'));
       }
     };
-    const form = el('form', {class: 'question-form', 'data-question': q.id});
+    const form = el('form', {class: 'question-form', 'data-question': q.id, id: `question-${q.id}`});
     const opts = q.options || [];
     const free = q.question_type === 'freeform' || q.allow_freeform || opts.length === 0;
     const kids = [el('p', {class: 'q-text'}, q.text || 'The run asks a question.')];

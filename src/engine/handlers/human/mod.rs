@@ -36,10 +36,13 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
     let waited = millis(started.elapsed());
     match reply {
         Ok(Reply::Answer(a)) => {
-            completed(cx, &q, &answer_text(&a), waited).map(|()| chosen(a, None))
+            completed(cx, &q, &answer_text(&a), waited, None).map(|()| chosen(a, None))
+        }
+        Ok(Reply::AnswerBy(a, by)) => {
+            completed(cx, &q, &answer_text(&a), waited, Some(by)).map(|()| chosen(a, None))
         }
         Ok(Reply::Text(text)) => match match_answer(&q, &text) {
-            Ok(a) => completed(cx, &q, &text, waited).map(|()| chosen(a, Some(text))),
+            Ok(a) => completed(cx, &q, &text, waited, None).map(|()| chosen(a, Some(text))),
             Err(why) => {
                 cx.emit(
                     event_kind::INTERVIEW_COMPLETED,
@@ -131,12 +134,14 @@ fn completed(
     q: &Question,
     answer: &str,
     waited: u64,
+    by: Option<Value>,
 ) -> Result<(), Interrupt> {
-    cx.emit(
-        event_kind::INTERVIEW_COMPLETED,
-        json!({"question_id": q.id, "question": q.text, "answer": answer,
-               "duration_ms": waited}),
-    )?;
+    let mut p = json!({"question_id": q.id, "question": q.text, "answer": answer,
+                       "duration_ms": waited});
+    if let Some(by) = by {
+        p["answered_by"] = by;
+    }
+    cx.emit(event_kind::INTERVIEW_COMPLETED, p)?;
     Ok(())
 }
 
