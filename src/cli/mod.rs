@@ -35,6 +35,9 @@ enum Command {
     Run(run::RunArgs),
     /// Continue an interrupted run from its last checkpoint.
     Resume(run::ResumeArgs),
+    /// Rerun a finished run from a node: a new run from the checkpoint before that node's
+    /// latest visit (as `POST /api/v1/runs/{id}/rewind`), run here to its end.
+    Rewind(run::RewindArgs),
     /// List runs in the state directory, newest first.
     Runs(runs::RunsArgs),
     /// Print a run's events.
@@ -83,6 +86,7 @@ pub fn main() -> i32 {
         Command::Parse(a) => validate::parse(a),
         Command::Run(a) => run::run(a),
         Command::Resume(a) => run::resume(a),
+        Command::Rewind(a) => run::rewind(a),
         Command::Runs(a) => runs::runs(a),
         Command::Events(a) => runs::events(a),
         Command::Export(a) => runs::export(a),

@@ -1,4 +1,4 @@
-//! `svc run` and `svc resume`: load the workflow, create (or reopen) the run in the state
+//! `svc run`, `svc resume` and `svc rewind`: load the workflow, create (or reopen) the run in the state
 //! directory's store, run the engine on this thread, show progress (text) or print one JSON
 //! object (json), and map the outcome to the exit code (0 succeeded, 1 failed, 2 invalid
 //! workflow or usage).
@@ -75,6 +75,19 @@ pub struct ResumeArgs {
     shared: Shared,
 }
 
+/// `svc rewind RUN_ID --to NODE`.
+#[derive(clap::Args, Debug)]
+pub struct RewindArgs {
+    /// The id of the finished run to rewind.
+    run_id: String,
+    /// The node to run again: it and everything after it run in a new run, from the
+    /// checkpoint taken just before its latest visit (the stages before it do not run).
+    #[arg(long, value_name = "NODE")]
+    to: String,
+    #[command(flatten)]
+    shared: Shared,
+}
+
 /// A usage or input problem: printed, exit code 2.
 struct Usage(String);
 
@@ -95,6 +108,18 @@ pub fn resume(args: ResumeArgs) -> i32 {
         Ok(code) => code,
         Err(Usage(msg)) => {
             eprintln!("error: {msg}");
+            2
+        }
+    }
+}
+
+pub fn rewind(args: RewindArgs) -> i32 {
+    match rewind_run(&args) {
+        Ok(code) => code,
+        Err(Usage(msg)) => {
+            if !msg.is_empty() {
+                eprintln!("error: {msg}");
+            }
             2
         }
     }
@@ -183,6 +208,40 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
             )
             .map_err(|e| Usage(format!("cannot resume run {}: {e}", row.id)))?;
     }
+    continue_run(store, &row, &args.shared, true)
+}
+
+/// The HTTP route's rewind (`engine::rewind`) on the state directory, then the new run on
+/// this thread as `svc resume` runs one: from the seeded checkpoint, or from the start when
+/// `--to` is the start node.
+fn rewind_run(args: &RewindArgs) -> Result<i32, Usage> {
+    let (store, _lock) = open_store(args.shared.state_dir.as_deref(), "svc rewind")?;
+    let old = store
+        .get_run(&args.run_id)
+        .map_err(|e| Usage(format!("cannot read run {}: {e}", args.run_id)))?
+        .ok_or_else(|| Usage(format!("run {} not found", args.run_id)))?;
+    let dir = state_dir(args.shared.state_dir.as_deref());
+    // CLI runs have no principal; their views show the engine (`created_by` default).
+    let actor = json!({"kind": "system", "system_kind": "engine"});
+    let new = crate::engine::rewind::rewind(store.as_ref(), &dir, &old, &args.to, &actor)
+        .map_err(|e| Usage(format!("cannot rewind: {e}")))?;
+    eprintln!(
+        "run {} rewound to {}: new run {}",
+        old.id,
+        args.to.trim(),
+        new.run.id
+    );
+    continue_run(store, &new.run, &args.shared, new.point.is_some())
+}
+
+/// Runs `row` (new, or being resumed) on this thread with its own workflow, inputs, model,
+/// MCP servers and workspace; `--input` adds inputs.
+fn continue_run(
+    store: Arc<store::SqliteStore>,
+    row: &store::RunRow,
+    shared: &Shared,
+    resuming: bool,
+) -> Result<i32, Usage> {
     let path = PathBuf::from(row.workflow.path.clone().unwrap_or_default());
     let shown = row
         .workflow
@@ -190,8 +249,8 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         .clone()
         .unwrap_or_else(|| format!("run {}", row.id));
     let wf = load_valid(&row.workflow.source, &path, &shown)?;
-    let sandbox = match row.created_meta.get("workspace") {
-        Some(_) => Some(start_sandbox(store.as_ref(), &row.id, &args.shared)?),
+    let sandbox = match row.created_meta.get("workspace").filter(|w| !w.is_null()) {
+        Some(_) => Some(start_sandbox(store.as_ref(), &row.id, shared)?),
         None => None,
     };
     let workdir = match &sandbox {
@@ -199,7 +258,7 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         None => PathBuf::from(row.working_dir.clone().unwrap_or_else(|| ".".into())),
     };
     let mut inputs = row.inputs.as_object().cloned().unwrap_or_default();
-    inputs.extend(parse_pairs(&args.shared.inputs, "--input")?);
+    inputs.extend(parse_pairs(&shared.inputs, "--input")?);
     let model = row
         .created_meta
         .get("models")
@@ -220,7 +279,7 @@ fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
         mcp_servers,
         ..RunOptions::new(&row.id, workdir)
     };
-    execute(&wf, &options, store, &args.shared, true, sandbox)
+    execute(&wf, &options, store, shared, resuming, sandbox)
 }
 
 /// Clones (or, resuming, reopens) the run's repository workspace as the server does, with

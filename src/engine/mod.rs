@@ -10,7 +10,7 @@
 //! selection), [`context`] (keys, seeding, expansion), [`events`] (emission, blobs,
 //! activity), [`checkpoint`], [`fidelity`] (fidelity, threads), [`preamble`] (the run so far as text), [`outcome`],
 //! [`failure`] (statuses, classes, signatures), [`output`] (structured output), [`command`]
-//! (a command stage's script and result), [`prng`], [`watchdog`], [`services`] (store,
+//! (a command stage's script and result), [`prng`], [`rewind`] (a finished run rewound to a node), [`watchdog`], [`services`] (store,
 //! interviewer, LLM, clock, redactor, cancel; the cancel token and the redactor are
 //! `base`'s).
 
@@ -26,6 +26,7 @@ pub mod outcome;
 pub mod output;
 pub mod preamble;
 pub mod prng;
+pub mod rewind;
 pub mod routing;
 pub mod run;
 mod scope;

@@ -22,3 +22,6 @@ mod manager;
 // `svc run` killed or cancelled mid-stage, then `svc resume` from the last checkpoint.
 #[cfg(feature = "cli")]
 mod resume;
+// `svc rewind RUN --to NODE`: a new run from the checkpoint before a node, run to its end.
+#[cfg(feature = "cli")]
+mod rewind;
