@@ -1,5 +1,7 @@
 //! Ask (opgroups 4): `Run.ask_svc` readiness as a run's sandbox goes from planned to ready and
-//! as a provider key comes and goes.
+//! as a provider key comes and goes; turns against the scripted provider (read-only scoped
+//! tools, streaming, interrupt, restart), a run deleted mid-turn, and a run whose sandbox
+//! retention removed.
 
 use crate::support::server::*;
 use serde_json::{json, Value};
@@ -403,4 +405,143 @@ fn a_session_survives_a_restart_and_bad_requests_are_refused() {
         .into_iter()
         .flatten()
         .any(|m| m["content"] == "second answer"));
+}
+
+/// A run deleted while one of its Ask turns waits on the model: the turn's stream ends with
+/// a `run.session.turn.failed` frame saying the run was deleted, the turn's late model
+/// answer finds no log to write to and is dropped (no panic, nothing recorded), the session
+/// is gone with its run, and the server keeps serving (a new run and its Ask work).
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_run_deleted_mid_turn_ends_the_turn_with_an_error() {
+    require(Tool::Git);
+    let llm = ScriptedServer::start_with(|n, r| {
+        if n == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+        }
+        reply(
+            Provider::Anthropic,
+            &text("an answer nobody can record"),
+            support::llm::SMALL_USAGE,
+            support::llm::streamed(r),
+        )
+    });
+    let (s, run) = finished_run(&llm);
+    let sid = new_session(&s, &run);
+    let (r, f) = std::thread::scope(|scope| {
+        let turn = scope.spawn(|| ask(&s, &sid, "why?"));
+        wait_for(20, "the turn to be active", || {
+            let d = s.get(&format!("/api/v1/sessions/{sid}")).json();
+            d["active_turn"]["id"].as_str().map(str::to_string)
+        });
+        let del = s.call("DELETE", &format!("/api/v1/runs/{run}"), None);
+        assert_eq!(del.status, 204, "{}", del.text());
+        turn.join().expect("the turn's request")
+    });
+    assert_eq!(r.status, 200);
+    let last = f.last().expect("frames");
+    assert_eq!(last.event, "run.session.turn.failed", "{f:?}");
+    let err = last.data["properties"]["error"].as_str().unwrap_or("");
+    assert!(err.contains("deleted"), "{err}");
+    assert_eq!(last.data["properties"]["session_id"], sid.as_str());
+
+    // The model's late answer arrives after the run is gone: wait for it, then look.
+    wait_for(20, "the model call to be answered", || {
+        (llm.count() >= 1).then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_error(&s.get(&format!("/api/v1/runs/{run}")), 404);
+    assert_error(&s.get(&format!("/api/v1/sessions/{sid}")), 404);
+    let again = s.post(
+        &format!("/api/v1/sessions/{sid}/turns"),
+        r#"{"input": "still there?"}"#,
+    );
+    assert_error(&again, 404);
+    assert!(
+        !s.stderr().contains("panicked"),
+        "the server panicked: {}",
+        s.stderr()
+    );
+    let next = run_to_end(&s, &run_body(NOTES_FLOW));
+    let sid = new_session(&s, &next);
+    let (r, f) = ask(&s, &sid, "and now?");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        f.last().map(|f| f.event.as_str()),
+        Some("run.session.turn.succeeded")
+    );
+}
+
+/// Ask on a run whose sandbox retention removed, end to end: Ask stays available (it
+/// answers from the record), the model is told the workspace is gone, a file read is
+/// refused with that reason (which reaches the model) while the stored stages still read,
+/// and the turn does not bring the removed workspace back.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn ask_on_a_run_whose_sandbox_was_removed_answers_from_the_record() {
+    require(Tool::Git);
+    let llm = ScriptedServer::turns(
+        Provider::Anthropic,
+        vec![
+            tools(&[
+                ("c1", "read_file", json!({"file_path": "notes.txt"})),
+                ("c2", "run_stages", json!({})),
+            ]),
+            text("The workspace is gone; by the record, the work stage succeeded."),
+        ],
+        support::llm::SMALL_USAGE,
+    );
+    let s = served_anthropic(&llm.base, "[run.sandbox]\nretention_hours = 0\n");
+    let run = run_to_end(&s, &run_body(NOTES_FLOW));
+    assert_eq!(status_kind(&s, &run), "succeeded");
+    wait_for(30, "retention to remove the sandbox", || {
+        run_json(&s, &run)["sandbox"]["removed"]
+            .is_object()
+            .then_some(())
+    });
+    let ws = s.path().join("workspaces").join(&run);
+    assert!(!ws.exists());
+    let a = run_json(&s, &run)["ask_svc"].clone();
+    assert_eq!(a["available"], true, "{a}");
+
+    let sid = new_session(&s, &run);
+    let (r, f) = ask(&s, &sid, "What did the work stage write?");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        f.last().map(|f| f.event.as_str()),
+        Some("run.session.turn.succeeded"),
+        "{f:?}"
+    );
+    let completed: Vec<&Frame> = f
+        .iter()
+        .filter(|f| f.event == "run.session.tool_call.completed")
+        .collect();
+    assert_eq!(completed.len(), 2);
+    assert_eq!(completed[0].data["properties"]["is_error"], true);
+    let refusal = completed[0].data["properties"]["output"]
+        .as_str()
+        .unwrap_or("");
+    assert!(refusal.contains("sandbox was removed"), "{refusal}");
+    assert_eq!(completed[1].data["properties"]["is_error"], false);
+    let stages = completed[1].data["properties"]["output"]
+        .as_str()
+        .unwrap_or("");
+    assert!(stages.contains("work"), "{stages}");
+
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 2);
+    let system = reqs[0].body["system"].to_string();
+    assert!(system.contains("sandbox was removed"), "{system}");
+    let results = tool_results(Provider::Anthropic, &reqs[1].body);
+    assert!(
+        results
+            .iter()
+            .any(|r| r.2 && r.1.contains("sandbox was removed")),
+        "{results:?}"
+    );
+    // Not restarted to be read.
+    assert!(!ws.exists(), "the removed workspace came back");
+    let after = run_json(&s, &run);
+    assert!(after["sandbox"]["removed"].is_object(), "{after}");
+    assert_eq!(after["sandbox"]["instance"], Value::Null);
 }
