@@ -260,6 +260,9 @@ fn copy_of(old: &RunRow, actor: &Value, to: &str, workspace: Option<Value>) -> N
             "mcp_servers": meta("mcp_servers"),
             "mcp_definitions": meta("mcp_definitions"),
             "rewound_from": {"run_id": old.id, "to_node": to},
+            // As a retry copies them: the same pull request and chat notification choices.
+            "pull_request_options": meta("pull_request_options"),
+            "notifications": meta("notifications"),
         }),
     }
 }
