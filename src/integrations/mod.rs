@@ -8,7 +8,7 @@
 //! [`pulls`] (a run's pull request as kept: link, details, checks, comments; refresh, merge,
 //! close), [`publish`] (push + verify + open; the end-of-run step, `pull_request` stages and
 //! the durable creation jobs), [`text`] (title and body), [`webhooks`] (signature, dedupe,
-//! dispatch), [`status`], and [`chat`] (notifications and answers in chat, Slack's wire
+//! dispatch), [`watch`] (auto-merge without webhooks), [`status`], and [`chat`] (notifications and answers in chat, Slack's wire
 //! format).
 //!
 //! Owns: the integrations' behaviour. Must not touch: HTTP routing or responses (the server
@@ -21,6 +21,7 @@ pub mod publish;
 pub mod pulls;
 pub mod status;
 pub mod text;
+pub mod watch;
 pub mod webhooks;
 
 use crate::settings::vault::Vault;
@@ -169,6 +170,10 @@ pub struct Integrations {
     jobs: publish::Jobs,
     /// Chat: notifications and answers (its own worker; see [`chat`]).
     pub chat: Arc<chat::Chat>,
+    /// Runs whose pull request awaits svc's auto-merge, with when the watch last asked the
+    /// host about it ([`watch`]).
+    watched: Mutex<std::collections::HashMap<String, Option<std::time::Instant>>>,
+    watch_started: std::sync::atomic::AtomicBool,
     me: std::sync::Weak<Integrations>,
 }
 
@@ -198,6 +203,8 @@ impl Integrations {
             automation_hook: Mutex::new(None),
             jobs: publish::Jobs::default(),
             chat,
+            watched: Mutex::new(Default::default()),
+            watch_started: Default::default(),
             me: me.clone(),
         })
     }

@@ -426,6 +426,7 @@ impl Integrations {
     ) -> Result<(), Error> {
         self.table
             .put_pull_request(&record_of(run_id, kept, head, refreshed_at_ms))?;
+        self.note_watch(run_id, Some(kept));
         self.changes.bump();
         Ok(())
     }
@@ -654,6 +655,12 @@ impl Integrations {
                         me.merge_as(&run_id, Some(method), Some(&head), "auto_merge", &actor);
                     if let Err(e) = merged {
                         log::warn!("run {run_id}: auto-merge failed: {e}");
+                        if !matches!(e, Error::Host(HostError::Refused { .. })) {
+                            // The host not reached: tried again at its next change or
+                            // refresh (the status entry shows the error).
+                            me.refreshing.lock().remove(&format!("merge:{run_id}"));
+                            return;
+                        }
                         // Not tried again on this head: a person decides (merge by hand,
                         // or a new commit is tried once its checks pass).
                         let _ = me.edit_kept(&run_id, |k, _| {
@@ -730,6 +737,7 @@ impl Integrations {
             Some(actor),
         )?;
         self.table.delete_pull_request(&row.id)?;
+        self.note_watch(&row.id, None);
         self.changes.bump();
         Ok(link)
     }

@@ -127,3 +127,54 @@ fn linking_checks_from_webhooks_and_unlinking() {
     assert!(row.pull_request.is_none());
     assert!(i.kept(&row.id).unwrap().is_none());
 }
+
+#[test]
+fn the_watch_follows_pull_requests_that_await_auto_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = Arc::new(MemoryCodehost::default());
+    let store: Arc<dyn RunStore> = Arc::new(MemoryStore::new());
+    let link = |n: u64| pulls::Link {
+        owner: "acme".into(),
+        repo: "app".into(),
+        number: n,
+        html_url: format!("https://github.com/acme/app/pull/{n}"),
+    };
+    let record = |run: &str, kept: &pulls::Kept| crate::store::PullRequestRecord {
+        run_id: run.into(),
+        owner: "acme".into(),
+        repo: "app".into(),
+        number: kept.link.number,
+        head_sha: Some("h".into()),
+        state: serde_json::to_value(kept).unwrap(),
+        refreshed_at_ms: 0,
+        updated_at: "t".into(),
+    };
+    let mut waiting = pulls::Kept::new(link(1));
+    waiting.options.auto_merge = true;
+    let plain = pulls::Kept::new(link(2));
+    let mut merged = waiting.clone();
+    merged.details = Some(json!({"state": "closed", "merged": true}));
+    table.put_pull_request(&record("R1", &waiting)).unwrap();
+    table.put_pull_request(&record("R2", &plain)).unwrap();
+    table.put_pull_request(&record("R3", &merged)).unwrap();
+    let i = Integrations::new(
+        SettingsHandle::new(Settings::default()),
+        dir.path().to_path_buf(),
+        table,
+        store,
+        Arc::new(NoWorkspaces),
+    );
+    // At startup: only the open one with auto_merge.
+    assert_eq!(i.start_watch().unwrap(), 1);
+    assert_eq!(i.watched(), ["R1"]);
+    // Stored merged: no longer watched; a new one with auto_merge is.
+    let mut now_merged = waiting.clone();
+    now_merged.details = Some(json!({"state": "closed", "merged": true}));
+    i.put_kept("R1", &now_merged, None, 0).unwrap();
+    i.put_kept("R4", &waiting, None, 0).unwrap();
+    assert_eq!(i.watched(), ["R4"]);
+    // The integration is off: a pass asks nothing and keeps watching.
+    i.watch_once();
+    assert_eq!(i.watched(), ["R4"]);
+    assert_eq!(i.http.calls(), 0);
+}

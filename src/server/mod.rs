@@ -538,6 +538,10 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
     if pending > 0 {
         log::warn!("{pending} pull request creation(s) left pending by the last stop resumed");
     }
+    let watched = integrations.start_watch().map_err(|e| state_err(&e))?;
+    if watched > 0 {
+        log::info!("{watched} pull request(s) await svc's auto-merge");
+    }
     let mut app = App::new(
         handle,
         opts.state_dir.clone(),

@@ -68,6 +68,12 @@ pub trait CodehostTable: Send + Sync {
         repo: &str,
         sha: &str,
     ) -> Result<Vec<PullRequestRecord>, StoreError>;
+    /// Up to `limit` records in run id order, after run `after` (`""`: from the first).
+    fn pull_requests_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<PullRequestRecord>, StoreError>;
     /// Creates or replaces the run's record.
     fn put_pull_request(&self, r: &PullRequestRecord) -> Result<(), StoreError>;
     /// Removes the run's record; true when there was one.
@@ -218,6 +224,23 @@ impl CodehostTable for SqliteStore {
                      AND owner = ?1 COLLATE NOCASE AND repo = ?2 COLLATE NOCASE"
                 ),
                 params![owner, repo, sha],
+            )
+        })
+    }
+
+    fn pull_requests_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<PullRequestRecord>, StoreError> {
+        self.read(|conn| {
+            query_prs(
+                conn,
+                &format!(
+                    "SELECT {PR_COLUMNS} FROM pull_requests WHERE run_id > ?1 \
+                     ORDER BY run_id LIMIT ?2"
+                ),
+                params![after, limit as i64],
             )
         })
     }
@@ -428,6 +451,21 @@ impl CodehostTable for MemoryCodehost {
             .collect())
     }
 
+    fn pull_requests_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<PullRequestRecord>, StoreError> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        Ok(self
+            .prs
+            .lock()
+            .range::<str, _>((Excluded(after), Unbounded))
+            .take(limit)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
     fn put_pull_request(&self, r: &PullRequestRecord) -> Result<(), StoreError> {
         self.prs.lock().insert(r.run_id.clone(), r.clone());
         Ok(())
@@ -570,6 +608,18 @@ mod tests {
             .pull_requests_by_head("other", "app", "aaa")
             .unwrap()
             .is_empty());
+        t.put_pull_request(&pr("R3", 9, "ccc")).unwrap();
+        let ids = |after: &str, limit: usize| -> Vec<String> {
+            t.pull_requests_after(after, limit)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.run_id)
+                .collect()
+        };
+        assert_eq!(ids("", 2), ["R1", "R2"]);
+        assert_eq!(ids("R2", 2), ["R3"]);
+        assert!(ids("R3", 2).is_empty());
+        assert!(t.delete_pull_request("R3").unwrap());
         assert!(t.delete_pull_request("R1").unwrap());
         assert!(!t.delete_pull_request("R1").unwrap());
 

@@ -1208,3 +1208,49 @@ fn auto_merge_merges_once_every_check_passed_and_a_refusal_is_told_once() {
     );
     assert!(host.pull(2).unwrap().merged);
 }
+
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn auto_merge_without_webhooks_merges_after_a_restart_once_the_host_reports_green() {
+    require(Tool::Git);
+    let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
+    let s = server_for(
+        &host,
+        "[run.pull_request]\nenabled = true\nauto_merge = true\nmerge_strategy = \"squash\"\n",
+    );
+    let id = run_to_end(&s, &repo_body(&host, &flow("echo hello > greeting.txt")));
+    assert_eq!(status_kind(&s, &id), "succeeded");
+    let pr = host.pull(1).expect("opened");
+    let head = host.branch("acme", "app", &pr.head).unwrap();
+    // The server stops; CI reports on the host meanwhile, and no webhook ever reaches svc.
+    let dir = s.kill();
+    host.check_run("acme", "app", &head, "ci", Some("success"), "all passed");
+    host.status("acme", "app", &head, "lint", "success");
+    let before = host.api_calls();
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    // The restarted server finds the pull request awaiting its merge and asks the host.
+    wait_for(90, "the auto-merge without webhooks", || {
+        host.pull(1).unwrap().merged.then_some(())
+    });
+    assert_eq!(
+        host.pull(1).unwrap().merge_method.as_deref(),
+        Some("squash")
+    );
+    let merged = wait_for(30, "pull_request.merged", || {
+        run_events(&s, &id)
+            .into_iter()
+            .find(|e| e["event"] == "pull_request.merged")
+    });
+    assert_eq!(merged["properties"]["source"], "auto_merge", "{merged}");
+    // What it asked: the pull request with its head's checks and statuses, then the merge;
+    // a handful of calls, not a poll loop.
+    let calls = host.api_calls() - before;
+    assert!((4..=12).contains(&calls), "{calls} REST calls");
+    assert_eq!(
+        s.get(&format!("/api/v1/runs/{id}/pull_request")).json()["data"]["state"],
+        "merged"
+    );
+}
