@@ -110,8 +110,9 @@ call('GET', '/install/session').then(s => { document.getElementById('root').valu
 <label for=pat>Personal access token</label><input id=pat type=password>
 <label for=appid>App id</label><input id=appid inputmode=numeric>
 <label for=appkey>App private key (PEM)</label><textarea id=appkey rows=4 style="width:100%"></textarea>
+<label for=appurl>App page (where people install it on a repository; optional)</label><input id=appurl>
 <label for=whsec>Webhook secret</label><input id=whsec type=password>
-<button onclick="run(async () => { const st = val('strategy'); const integration = st ? {strategy: st, token: val('pat') || undefined, app_id: val('appid') ? Number(val('appid')) : undefined, private_key: val('appkey') || undefined, webhook_secret: val('whsec') || undefined} : undefined; await call('PUT', '/install/codehost', {client_id: val('cid') || undefined, client_secret: val('csecret') || undefined, allowed_usernames: val('users').split(',').map(s => s.trim()).filter(s => s), web_url: val('web') || undefined, api_url: val('api') || undefined, integration}); return 'Saved.'; })">Save</button>
+<button onclick="run(async () => { const st = val('strategy'); const integration = st ? {strategy: st, token: val('pat') || undefined, app_id: val('appid') ? Number(val('appid')) : undefined, private_key: val('appkey') || undefined, app_url: val('appurl') || undefined, webhook_secret: val('whsec') || undefined} : undefined; await call('PUT', '/install/codehost', {client_id: val('cid') || undefined, client_secret: val('csecret') || undefined, allowed_usernames: val('users').split(',').map(s => s.trim()).filter(s => s), web_url: val('web') || undefined, api_url: val('api') || undefined, integration}); return 'Saved.'; })">Save</button>
 <button onclick="run(async () => { await call('PUT', '/install/codehost', {skip: true}); return 'Skipped.'; })">Skip</button>
 <a class=next href="/install/finish">Next</a>"#
         }

@@ -8,7 +8,7 @@
 //! | `POST /install/object-store/test`, `PUT /install/object-store` | `{provider: local, root?}` or `{provider: s3, bucket, region, endpoint?, path_style?, access_key_id, secret_access_key}` | 200 `{ok}` / 204; 422 (PUT checks too) |
 //! | `POST /install/llm/test` | `{provider, api_key, base_url?}` | 200 `{ok, model, latency_ms}`; 422 |
 //! | `PUT /install/llm` | `{providers: [{provider, api_key, base_url?}]}` or `{skip: true}` | 204; 422 |
-//! | `PUT /install/codehost` | `{client_id, client_secret, allowed_usernames, web_url?, api_url?}` or `{skip: true}` | 204; 422 |
+//! | `PUT /install/codehost` | `{client_id?, client_secret?, allowed_usernames, web_url?, api_url?, integration?: {strategy: token\|app, token?, app_id?, private_key?, app_url?, webhook_secret?}}` or `{skip: true}` | 204; 422 |
 //! | `POST /install/finish` | – | 202 `{status, restart_url, dev_token?}`; 409; 422; 500 |
 //!
 //! Owns: validating and recording answers. Must not touch: files (see [`super::finish`]).

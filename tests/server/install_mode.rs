@@ -556,3 +556,76 @@ fn the_code_host_step_sets_up_the_integration() {
     assert_eq!(st["data"][0]["status"], "configured", "{st}");
     assert_eq!(st["data"][0]["metadata"]["webhook_secret_set"], true);
 }
+
+/// The code-host step with a personal access token, driven as the page does, against the
+/// scripted code host: the configured server reaches the repository with what the wizard
+/// stored, and the token is in the vault only.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn the_code_host_steps_token_reaches_the_host_after_finish() {
+    svc::test_tools::require(svc::test_tools::Tool::Git);
+    const PAT: &str = "ghp_wizardToken0123456789abcdef";
+    let host = support::codehost::CodeHost::start(PAT, "acme", "app", &[("a.txt", "a\n")]);
+    let (mut s, token) = install_server(None);
+    // The page offers every value of the connection.
+    let page = call(&s, &token, "GET", "/install/codehost", None).text();
+    for id in [
+        "web", "api", "strategy", "pat", "appid", "appkey", "appurl", "whsec",
+    ] {
+        assert!(page.contains(&format!("id={id}")), "no #{id} on the page");
+    }
+    let ok = call(
+        &s,
+        &token,
+        "PUT",
+        "/install/codehost",
+        Some(json!({
+            "web_url": host.url, "api_url": host.api_url, "allowed_usernames": [],
+            "integration": {"strategy": "token", "token": PAT, "webhook_secret": "wizard-whsec"}
+        })),
+    );
+    assert_eq!(ok.status, 204, "{}", ok.text());
+    let session = call(&s, &token, "GET", "/install/session", None);
+    assert!(!session.text().contains(PAT), "{}", session.text());
+    for (path, body) in [
+        (
+            "/install/server",
+            json!({"canonical_url": "http://svc.test"}),
+        ),
+        ("/install/object-store", json!({"provider": "local"})),
+        ("/install/llm", json!({"skip": true})),
+    ] {
+        let r = call(&s, &token, "PUT", path, Some(body));
+        assert_eq!(r.status, 204, "{path}: {}", r.text());
+    }
+    let done = call(&s, &token, "POST", "/install/finish", None);
+    assert_eq!(done.status, 202, "{}", done.text());
+    assert_eq!(wait_exit(&mut s), 0);
+    let dir = s.kill();
+    let settings = std::fs::read_to_string(dir.path().join("settings.toml")).unwrap();
+    assert!(!settings.contains(PAT) && !settings.contains("wizard-whsec"));
+    let parsed: toml::Value = toml::from_str(&settings).unwrap();
+    let ch = &parsed["server"]["integrations"]["codehost"];
+    assert_eq!(ch["strategy"].as_str(), Some("token"));
+    assert_eq!(ch["web_url"].as_str(), Some(host.url.as_str()));
+    let s = Server::with(Opts {
+        dev: false,
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    let st = s.get("/api/v1/system/integrations").json();
+    assert_eq!(st["data"][0]["status"], "configured", "{st}");
+    assert_eq!(st["data"][0]["metadata"]["strategy"], "token", "{st}");
+    assert_eq!(
+        st["data"][0]["metadata"]["webhook_url"],
+        "http://svc.test/api/v1/webhooks/codehost"
+    );
+    // The stored token reaches the repository on the host.
+    let acc = s.get("/api/v1/repos/codehost/acme/app").json();
+    assert_eq!(acc["accessible"], true, "{acc}");
+    assert_eq!(acc["permissions"]["push"], true, "{acc}");
+    assert!(host.requests().iter().any(|r| r.authorization.as_deref()
+        == Some(&format!("Bearer {PAT}"))
+        || r.authorization.as_deref() == Some(&format!("token {PAT}"))));
+    assert!(!s.stderr().contains(PAT));
+}
