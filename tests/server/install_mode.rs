@@ -9,6 +9,7 @@ use crate::support::llm::{Recorded, Reply, ScriptedServer};
 use crate::support::server::*;
 use serde_json::{json, Value};
 use svc::llm::{Provider, Usage};
+use svc::test_tools::{require, Tool};
 
 fn install_server(dir: Option<tempfile::TempDir>) -> (Server, String) {
     let s = Server::with(Opts {
@@ -563,7 +564,7 @@ fn the_code_host_step_sets_up_the_integration() {
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn the_code_host_steps_token_reaches_the_host_after_finish() {
-    svc::test_tools::require(svc::test_tools::Tool::Git);
+    require(Tool::Git);
     const PAT: &str = "ghp_wizardToken0123456789abcdef";
     let host = support::codehost::CodeHost::start(PAT, "acme", "app", &[("a.txt", "a\n")]);
     let (mut s, token) = install_server(None);
