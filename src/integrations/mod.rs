@@ -8,8 +8,8 @@
 //! [`pulls`] (a run's pull request as kept: link, details, checks, comments; refresh, merge,
 //! close), [`publish`] (push + verify + open; the end-of-run step, `pull_request` stages and
 //! the durable creation jobs), [`text`] (title and body), [`webhooks`] (signature, dedupe,
-//! dispatch), [`watch`] (auto-merge without webhooks), [`status`], and [`chat`] (notifications and answers in chat, Slack's wire
-//! format).
+//! dispatch), [`watch`] (auto-merge without webhooks), [`status`], and [`chat`]
+//! (notifications and answers in chat, Slack's wire format).
 //!
 //! Owns: the integrations' behaviour. Must not touch: HTTP routing or responses (the server
 //! maps [`Error`] to statuses), SQL (`store::CodehostTable`), engine internals. No secret
