@@ -2,8 +2,8 @@
 //! (`POST /api/v1/runs/{id}/rewind`) and the CLI (`svc rewind RUN --to NODE`) share. The new
 //! run runs node `to` and everything after it again. It starts from the old run's checkpoint
 //! taken just before `to`'s latest visit (that checkpoint's context and state, and its
-//! workspace commit), with the same workflow version, inputs, goal, labels, model and
-//! sandbox; stages before it do not run again. The new run's log opens with `run.rewound
+//! workspace commit), with the same workflow version, inputs, goal, labels, model, sandbox,
+//! pull request options and notifications; stages before it do not run again. The new run's log opens with `run.rewound
 //! {from_run_id, to_node, checkpoint_seq, git_commit_sha}` and that checkpoint (as a full
 //! one); the old run gets `run.superseded_by {new_run_id}` and keeps its status and history.
 //! Rewinding to the start node is a fresh run of the same inputs (no checkpoint is seeded).
