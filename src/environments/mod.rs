@@ -11,7 +11,7 @@
 //! Must not start sandboxes or enforce anything (`sandbox::limits` does), nor know HTTP.
 
 use crate::catalog::fields::type_name;
-use crate::catalog::{Errors, Invalid, Kind, Obj};
+use crate::catalog::{Errors, Invalid, Kind, Obj, Secret, Shape};
 use crate::sandbox::limits::{self, Resources, Runtime};
 use crate::sandbox::ProviderKind;
 use crate::store::CatalogTable;
@@ -40,6 +40,11 @@ const FIELDS: [&str; 9] = [
 impl Kind for Environments {
     const TABLE: &'static CatalogTable = &crate::store::catalog::ENVIRONMENTS;
     const NOUN: &'static str = "environment";
+    /// `env` is write-only (read back as `env_keys`): a value may be a literal token.
+    const SECRETS: &'static [Secret] = &[Secret {
+        path: "env",
+        shape: Shape::Map,
+    }];
 
     fn validate(&self, id: &str, def: &Map<String, Value>) -> Result<Map<String, Value>, Errors> {
         let mut errs = Vec::new();
@@ -92,14 +97,7 @@ fn normalise(def: &Map<String, Value>, errs: &mut Errors) -> Option<Map<String, 
     };
     let resources = resources_of(&o, errs);
     let env = o.string_map("env", errs).unwrap_or_default();
-    if !env.is_empty() {
-        // Refused rather than stored and ignored, until the sandbox gives them to processes.
-        errs.push(Invalid::new(
-            "env",
-            "environment variables in an environment are not given to sandboxes yet; \
-             use `[run] secrets` (vault values) or `[run] pass_env` in settings",
-        ));
-    }
+    check_env(&env, errs);
     let labels = o.string_map("labels", errs).unwrap_or_default();
     let lifecycle = lifecycle_of(&o, errs);
     let image = o.opt_string("image", errs).map(str::to_string);
@@ -119,6 +117,48 @@ fn normalise(def: &Map<String, Value>, errs: &mut Errors) -> Option<Map<String, 
         return None;
     };
     Some(out)
+}
+
+/// Names a process environment can hold, not the server's own (`procs::env::NEVER`) nor
+/// the run's `SVC_*` (which would win anyway), and values whose `{{ ... }}` references are
+/// vault secrets a run may be given (never one the server keeps for itself).
+fn check_env(env: &std::collections::BTreeMap<String, String>, errs: &mut Errors) {
+    for (k, v) in env {
+        let field = format!("env.{k}");
+        if !is_env_name(k) {
+            errs.push(Invalid::new(
+                field,
+                "must be a variable name: a letter or `_`, then letters, digits or `_`",
+            ));
+            continue;
+        }
+        if k.starts_with("SVC_") || crate::procs::NEVER_PASSED.contains(&k.as_str()) {
+            errs.push(Invalid::new(
+                field,
+                format!("`{k}` is the server's own variable; choose another name"),
+            ));
+            continue;
+        }
+        if let Err(e) = crate::mcp::spec::check_references(v) {
+            errs.push(Invalid::new(field, e.to_string()));
+            continue;
+        }
+        for name in crate::mcp::spec::secret_names(v) {
+            if crate::settings::SERVER_OWNED_SECRETS.contains(&name.as_str()) {
+                errs.push(Invalid::new(
+                    field.clone(),
+                    format!("`{name}` is a secret the server keeps for itself and is never given to a run"),
+                ));
+            }
+        }
+    }
+}
+
+fn is_env_name(k: &str) -> bool {
+    let b = k.as_bytes();
+    !b.is_empty()
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
 }
 
 fn describe(v: &Value) -> String {
@@ -220,6 +260,13 @@ fn lifecycle_of(o: &Obj<'_>, errs: &mut Errors) -> Value {
     if let Some(b) = l.opt_bool("stop_on_terminal", errs) {
         out["stop_on_terminal"] = json!(b);
     }
+    if out["stop_on_terminal"] == json!(true) && !out["retention_hours"].is_null() {
+        errs.push(Invalid::new(
+            l.field("retention_hours"),
+            "a sandbox stopped when its run ends is removed then, not kept: \
+             drop `retention_hours` or set `stop_on_terminal` to false",
+        ));
+    }
     out
 }
 
@@ -313,16 +360,25 @@ pub fn preflight(id: &str, def: &Map<String, Value>) -> Value {
     })
 }
 
+/// What a run gets from an environment: the sandbox plan frozen into `run.created`, and the
+/// environment variables its processes get (values unexpanded, `{{ secrets.NAME }}` kept:
+/// they are frozen apart from the plan, which shows only their names as `env_keys`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    pub plan: Value,
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 /// The sandbox a run gets from environment `id` (`def`) with the run's sparse `override`
 /// (members replace the environment's; `resources`, `env`, `labels` and `lifecycle` merge
 /// by key): the `run.created` `sandbox` object (`{environment, provider, image, snapshot,
-/// network, resources}`, resources in bytes), or the override's problems (422s naming
-/// `environment.<field>`).
+/// network, resources, lifecycle, labels, env_keys}`, resources in bytes) and its `env`, or
+/// the override's problems (422s naming `environment.<field>`).
 pub fn resolve(
     id: &str,
     def: &Map<String, Value>,
     over: Option<&Map<String, Value>>,
-) -> Result<Value, Errors> {
+) -> Result<Resolved, Errors> {
     let mut merged = def.clone();
     if let Some(over) = over {
         for (k, v) in over {
@@ -354,7 +410,16 @@ pub fn resolve(
         _ => return Err(errs.into_iter().map(prefix).collect()),
     };
     let res = resources(&norm);
-    Ok(json!({
+    let env: std::collections::BTreeMap<String, String> = norm
+        .get("env")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let plan = json!({
         "environment": id,
         "provider": norm["provider"],
         "image": norm["image"],
@@ -363,7 +428,63 @@ pub fn resolve(
         "resources": if res.is_empty() { Value::Null } else { json!(res) },
         "lifecycle": norm["lifecycle"],
         "labels": norm["labels"],
-    }))
+        "env_keys": env.keys().collect::<Vec<_>>(),
+    });
+    Ok(Resolved { plan, env })
+}
+
+/// Why a run's environment variables could not be given to its processes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("its environment's variable `{name}` cannot be set: {reason}")]
+pub struct EnvError {
+    pub name: String,
+    pub reason: String,
+}
+
+/// A run's environment variables with every `{{ secrets.NAME }}` replaced by `lookup(NAME)`,
+/// just before its processes start: a missing secret, or one the server keeps for itself,
+/// fails (never an empty value). Keep the result out of anything recorded.
+pub fn expand_env(
+    env: &std::collections::BTreeMap<String, String>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, EnvError> {
+    let guarded = |n: &str| {
+        if crate::settings::SERVER_OWNED_SECRETS.contains(&n) {
+            None
+        } else {
+            lookup(n)
+        }
+    };
+    env.iter()
+        .map(|(k, v)| {
+            crate::mcp::spec::expand_secrets(v, &guarded)
+                .map(|x| (k.clone(), x))
+                .map_err(|e| EnvError {
+                    name: k.clone(),
+                    reason: e.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// The environment variables frozen for a run (`run.created` property `sandbox_env`, a blob
+/// reference), unexpanded; none: empty.
+pub fn thaw_env(
+    created_meta: &Map<String, Value>,
+    store: &dyn crate::store::RunStore,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let Some(reference) = created_meta.get("sandbox_env").and_then(Value::as_str) else {
+        return Ok(Default::default());
+    };
+    let id = crate::store::parse_blob_ref(reference).ok_or_else(|| {
+        format!("its environment variables are recorded as `{reference}`, not a blob")
+    })?;
+    let bytes = store
+        .get_blob(id)
+        .map_err(|e| format!("cannot read its environment variables: {e}"))?
+        .ok_or_else(|| "its environment variables are missing from the store".to_string())?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| format!("its environment variables do not parse: {e}"))
 }
 
 /// The `default` environment the migration seeds (`store::schema`, migration 10): a

@@ -22,8 +22,10 @@ fn the_seeded_default_is_valid_and_its_stored_revision_is_its_own() {
     let def = obj(seeded_default());
     let normal = Environments.validate("default", &def).unwrap();
     assert_eq!(Value::Object(normal.clone()), seeded_default());
+    // The migration (store::schema, 10) stores this revision literally (worked out before
+    // `env` became write-only; an entry's revision is only worked out again when it is
+    // written, so the stored one stays current until then).
     let rev = crate::catalog::revision(&normal, &[], "");
-    // The migration (store::schema, 7) stores this revision literally.
     let dir = tempfile::tempdir().unwrap();
     let store = crate::store::SqliteStore::open(&dir.path().join("svc.db")).unwrap();
     let c = Catalog::open(Environments, Arc::new(store) as _).unwrap();
@@ -90,7 +92,8 @@ fn a_run_override_merges_by_key_and_is_checked() {
         &def,
         Some(&obj(json!({"resources": {"memory": "1GB"}}))),
     )
-    .unwrap();
+    .unwrap()
+    .plan;
     assert_eq!(plan["environment"], "small");
     assert_eq!(plan["provider"], "container");
     assert_eq!(plan["network"], true);
@@ -104,7 +107,9 @@ fn a_run_override_merges_by_key_and_is_checked() {
     )
     .unwrap_err();
     assert_eq!(fields(&e), ["environment.network"]);
-    let plain = resolve("small", &obj(json!({"provider": "local"})), None).unwrap();
+    let plain = resolve("small", &obj(json!({"provider": "local"})), None)
+        .unwrap()
+        .plan;
     assert_eq!(plain["resources"], Value::Null);
 }
 
@@ -148,4 +153,76 @@ fn local_cannot_be_created() {
         "{e:?}"
     );
     c.create(br#"{"id": "host", "provider": "local"}"#).unwrap();
+}
+
+#[test]
+fn env_names_and_secret_references_are_checked_and_merged_by_key() {
+    let e = Environments
+        .validate(
+            "x",
+            &obj(json!({"provider": "local", "env": {
+                "1BAD": "a", "SVC_RUN_ID": "b", "SESSION_SECRET": "c",
+                "OPEN": "{{ secrets.A", "OTHER": "{{ env.HOME }}",
+                "OWNED": "{{ secrets.CODEHOST_TOKEN }}", "FINE": "x {{ secrets.TOKEN }}"}})),
+        )
+        .unwrap_err();
+    let f = fields(&e);
+    for want in [
+        "env.1BAD",
+        "env.SVC_RUN_ID",
+        "env.SESSION_SECRET",
+        "env.OPEN",
+        "env.OTHER",
+        "env.OWNED",
+    ] {
+        assert!(f.contains(&want), "{want} missing from {e:?}");
+    }
+    assert!(!f.contains(&"env.FINE"), "{e:?}");
+    let def = Environments
+        .validate(
+            "x",
+            &obj(json!({"provider": "local",
+                        "env": {"A": "1", "TOKEN": "{{ secrets.API_TOKEN }}"}})),
+        )
+        .unwrap();
+    let r = resolve("x", &def, Some(&obj(json!({"env": {"A": "2", "B": "3"}})))).unwrap();
+    assert_eq!(r.plan["env_keys"], json!(["A", "B", "TOKEN"]));
+    assert!(!r.plan.to_string().contains("API_TOKEN"), "{}", r.plan);
+    assert_eq!(r.env["A"], "2");
+    assert_eq!(r.env["TOKEN"], "{{ secrets.API_TOKEN }}");
+    // Expanded just before start, failing closed.
+    let vault = |n: &str| (n == "API_TOKEN").then(|| "s3cret".to_string());
+    let given = expand_env(&r.env, &vault).unwrap();
+    assert!(
+        given.contains(&("TOKEN".into(), "s3cret".into())),
+        "{given:?}"
+    );
+    let mut missing = r.env.clone();
+    missing.insert("M".into(), "{{ secrets.NOPE }}".into());
+    let err = expand_env(&missing, &vault).unwrap_err();
+    assert_eq!(err.name, "M");
+    assert!(err.reason.contains("NOPE"), "{err}");
+    let owned = std::collections::BTreeMap::from([(
+        "K".to_string(),
+        "{{ secrets.SESSION_SECRET }}".to_string(),
+    )]);
+    assert!(expand_env(&owned, &|_| Some("leak".into())).is_err());
+}
+
+#[test]
+fn stop_on_terminal_and_a_retention_contradict() {
+    let e = Environments
+        .validate(
+            "x",
+            &obj(json!({"provider": "local",
+                        "lifecycle": {"stop_on_terminal": true, "retention_hours": 5}})),
+        )
+        .unwrap_err();
+    assert_eq!(fields(&e), ["lifecycle.retention_hours"]);
+    Environments
+        .validate(
+            "x",
+            &obj(json!({"provider": "local", "lifecycle": {"stop_on_terminal": true}})),
+        )
+        .unwrap();
 }

@@ -313,15 +313,109 @@ pub fn remove(state_dir: &Path, run_id: &str) -> std::io::Result<()> {
 
 /// How long a finished run's sandbox is kept (`[run.sandbox] retention_hours`).
 pub fn retention_ms(defaults: &Defaults) -> i64 {
-    i64::try_from(defaults.retention_hours)
+    hours_ms(defaults.retention_hours)
+}
+
+fn hours_ms(hours: u64) -> i64 {
+    i64::try_from(hours)
         .unwrap_or(i64::MAX / 3_600_000)
         .saturating_mul(3_600_000)
 }
 
-/// Removes the sandboxes whose run is gone, or ended longer than the retention ago
+/// The `lifecycle` frozen into a run from its environment (`run.created` `sandbox.lifecycle`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// Hours the sandbox is kept once the run ended (`None`: `[run.sandbox] retention_hours`).
+    pub retention_hours: Option<u64>,
+    /// Stop and remove the sandbox as soon as the run ends.
+    pub stop_on_terminal: bool,
+}
+
+/// The run's [`Lifecycle`] (an environment's; none: the defaults alone).
+pub fn lifecycle_of(row: &RunRow) -> Lifecycle {
+    let l = row
+        .created_meta
+        .get("sandbox")
+        .and_then(|s| s.get("lifecycle"));
+    Lifecycle {
+        retention_hours: l
+            .and_then(|l| l.get("retention_hours"))
+            .and_then(Value::as_u64),
+        stop_on_terminal: l
+            .and_then(|l| l.get("stop_on_terminal"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    }
+}
+
+/// How long this run's sandbox is kept once the run ended: none with `stop_on_terminal`,
+/// else its environment's `retention_hours`, else `[run.sandbox] retention_hours`.
+pub fn run_retention_ms(row: &RunRow, defaults: &Defaults) -> i64 {
+    let l = lifecycle_of(row);
+    if l.stop_on_terminal {
+        return 0;
+    }
+    l.retention_hours
+        .map_or_else(|| retention_ms(defaults), hours_ms)
+}
+
+/// What the engine's end means for the run's sandbox: with `stop_on_terminal` and a
+/// terminal run, every process still in the sandbox is killed (`isolation`'s groups, where
+/// it has them) and the sandbox removed, recorded as `sandbox.cleanup.completed{reason:
+/// "stop_on_terminal"}`. A removal that fails is logged and left to [`sweep`], which retries
+/// it (the run's retention is then zero). Returns whether it was removed.
+pub fn after_run(
+    store: &dyn RunStore,
+    row: &RunRow,
+    state_dir: &Path,
+    isolation: &Isolation,
+) -> bool {
+    if !row.status.is_terminal() || !lifecycle_of(row).stop_on_terminal {
+        return false;
+    }
+    if row.sandbox.removed.is_some() {
+        return false;
+    }
+    let began = Instant::now();
+    let killed = isolation.limits().map_or(0, |l| {
+        let n = l.count();
+        l.kill_all();
+        n
+    });
+    match remove(state_dir, &row.id) {
+        Ok(()) => {
+            let _ = append(
+                store,
+                &row.id,
+                event_kind::SANDBOX_CLEANUP_COMPLETED,
+                json!({"provider": plan_provider(row), "identifier": Inventory::id_for(&row.id),
+                       "reason": "stop_on_terminal", "processes_killed": killed,
+                       "duration_ms": began.elapsed().as_millis() as u64}),
+            );
+            true
+        }
+        Err(e) => {
+            log::warn!(
+                "run {}: its environment stops the sandbox when the run ends, but it cannot be removed: {e}; the sweep retries",
+                row.id
+            );
+            false
+        }
+    }
+}
+
+fn plan_provider(row: &RunRow) -> &str {
+    row.created_meta
+        .get("sandbox")
+        .and_then(|s| s.get("provider"))
+        .and_then(Value::as_str)
+        .unwrap_or("local")
+}
+
+/// Removes the sandboxes whose run is gone, or ended longer than its retention ago
+/// ([`run_retention_ms`])
 /// (recording `sandbox.cleanup.completed` on the run). Returns how many were removed.
 pub fn sweep(store: &dyn RunStore, state_dir: &Path, defaults: &Defaults, now_ms: i64) -> usize {
-    let keep = retention_ms(defaults);
     let inv = inventory(state_dir);
     let mut removed = 0;
     for provider in ProviderKind::ALL {
@@ -336,6 +430,7 @@ pub fn sweep(store: &dyn RunStore, state_dir: &Path, defaults: &Defaults, now_ms
             let expired = match &row {
                 None => true,
                 Some(r) => {
+                    let keep = run_retention_ms(r, defaults);
                     r.status.is_terminal()
                         && r.completed_at
                             .as_deref()

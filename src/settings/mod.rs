@@ -611,7 +611,17 @@ impl RunDefaults {
     /// the variables of `pass_env`, and the `secrets` read from `vault` now. A named secret
     /// the vault does not hold fails the run (closed, not silently without it).
     pub fn stage_env(&self, vault: &vault::Vault) -> Result<crate::procs::EnvSnapshot, String> {
-        let mut given = Vec::with_capacity(self.secrets.len());
+        self.stage_env_with(vault, Vec::new())
+    }
+
+    /// [`RunDefaults::stage_env`] plus `extra` variables (a run's environment's `env`,
+    /// expanded), which win over `[run] secrets` of the same name.
+    pub fn stage_env_with(
+        &self,
+        vault: &vault::Vault,
+        extra: Vec<(String, String)>,
+    ) -> Result<crate::procs::EnvSnapshot, String> {
+        let mut given = Vec::with_capacity(self.secrets.len() + extra.len());
         for name in &self.secrets {
             match vault.get(name) {
                 Ok(Some(v)) => given.push((name.clone(), v)),
@@ -623,6 +633,8 @@ impl RunDefaults {
                 Err(e) => return Err(format!("cannot read the secret `{name}`: {e}")),
             }
         }
+        given.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        given.extend(extra);
         crate::procs::EnvSnapshot::for_stages(&self.pass_env, &given)
             .map_err(|e| format!("cannot build the run's environment: {e}"))
     }

@@ -115,7 +115,7 @@ impl RunRow {
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 12] = [
+const CREATED_META: [&str; 13] = [
     "automation",
     "budget",
     "created_by",
@@ -128,6 +128,7 @@ const CREATED_META: [&str; 12] = [
     "mcp_definitions",
     "pull_request_options",
     "notifications",
+    "sandbox_env",
 ];
 
 /// A blank row, only as a cheap placeholder while a row is moved through [`fold`].

@@ -2,10 +2,13 @@
 //! reserved `local`, refusals naming the field and the fix, preflight), a run choosing one
 //! whose limits are frozen into it and enforced on real processes (a memory hog fails its
 //! stage with the limit named, a fork bomb is held at the process limit, the server keeps
-//! serving), and the board showing the run's limits.
+//! serving), the board showing the run's limits, an environment's `env` reaching a command
+//! stage (a vault secret expanded just before start, never in an event, the log, a command
+//! line or the environment's GET), and its `lifecycle` (removed at the end, or kept).
 
 use crate::support::server::{
-    assert_error, create_run_json, run_events, start_run, wait_kind, Resp, Server,
+    assert_error, command_lines, create_run_json, run_events, start_run, store_key, wait_kind,
+    Resp, Server,
 };
 use serde_json::{json, Value};
 use svc::test_tools::{require, Tool};
@@ -213,4 +216,198 @@ fn limits_are_frozen_into_the_run_and_enforced_on_its_processes() {
         "the shell could not fork past the limit: {end} {why}"
     );
     assert_eq!(s.get("/api/v1/environments").status, 200);
+}
+
+/// The run's command stages' stdout, joined.
+fn stdout(s: &Server, id: &str) -> String {
+    run_events(s, id)
+        .iter()
+        .filter(|e| e["event"] == "command.completed")
+        .filter_map(|e| e["properties"]["stdout"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+#[test]
+fn env_reaches_the_process_and_its_secret_nothing_else() {
+    require(Tool::Git);
+    let s = Server::start();
+    let secret = "tok-env-5b1d9e77c0a3";
+    store_key(&s, "API_TOKEN", secret);
+    let r = s.post(
+        "/api/v1/environments",
+        &json!({"id": "with-env", "provider": "local",
+                "env": {"GREETING": "hello from the environment",
+                        "TOKEN": "Bearer {{ secrets.API_TOKEN }}"}})
+        .to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    // The GET shows the names only: neither values nor references.
+    let got = s.get("/api/v1/environments/with-env");
+    let view = got.json();
+    assert_eq!(view["env_keys"], json!(["GREETING", "TOKEN"]), "{view}");
+    assert!(view.get("env").is_none(), "{view}");
+    assert!(!got.text().contains("secrets."), "{}", got.text());
+    // A view sent back keeps the variables; a run's override adds one by key.
+    let etag = got.header("ETag").unwrap().to_string();
+    let r = put(&s, "/api/v1/environments/with-env", &etag, &view);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["env_keys"], json!(["GREETING", "TOKEN"]));
+    let script = "echo greeting=$GREETING; echo token=$TOKEN; \
+                  echo length=${#TOKEN} extra=$EXTRA; sleep 1";
+    let run = create_run_json(
+        &s,
+        &json!({"workflow": workflow(script),
+                "environment": {"id": "with-env", "env": {"EXTRA": "from the run"}}}),
+    );
+    let id = run["id"].as_str().unwrap().to_string();
+    // Every command line on the machine while the run goes: the secret is in none.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut leaked = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                for (pid, cmd) in command_lines() {
+                    if cmd.contains(secret) {
+                        leaked.push(format!("{pid}: {cmd}"));
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            leaked
+        })
+    };
+    start_run(&s, &id);
+    let end = wait_kind(&s, &id, &["succeeded", "failed", "dead"]);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let leaked = watcher.join().expect("the process watcher");
+    assert_eq!(end, "succeeded", "{:#?}", run_events(&s, &id));
+    assert!(leaked.is_empty(), "a secret in a process list: {leaked:?}");
+    let out = stdout(&s, &id);
+    assert!(out.contains("greeting=hello from the environment"), "{out}");
+    assert!(out.contains("extra=from the run"), "{out}");
+    // The process saw the expanded value (its length), the output shows it redacted.
+    let len = "Bearer ".len() + secret.len();
+    assert!(out.contains(&format!("length={len}")), "{out}");
+    assert!(out.contains("token=Bearer [REDACTED]"), "{out}");
+    let all = Value::Array(run_events(&s, &id)).to_string();
+    assert!(!all.contains(secret), "a vault secret reached an event");
+    assert!(
+        !all.contains("secrets.API_TOKEN"),
+        "a reference reached an event"
+    );
+    let created = s.get(&format!("/api/v1/runs/{id}")).json();
+    assert!(!created.to_string().contains(secret));
+    assert!(
+        !s.stderr().contains(secret),
+        "a vault secret reached the log"
+    );
+
+    // Frozen at creation: a later edit does not change this run's variables.
+    let evs = run_events(&s, &id);
+    let plan = &evs.iter().find(|e| e["event"] == "run.created").unwrap()["properties"]["sandbox"];
+    assert_eq!(
+        plan["env_keys"],
+        json!(["EXTRA", "GREETING", "TOKEN"]),
+        "{plan}"
+    );
+
+    // A secret the vault lacks fails the run before anything starts, naming the variable.
+    let run = create_run_json(
+        &s,
+        &json!({"workflow": workflow("echo never"),
+                "environment": {"id": "with-env", "env": {"MISSING": "{{ secrets.NOT_SET }}"}}}),
+    );
+    let id = run["id"].as_str().unwrap().to_string();
+    start_run(&s, &id);
+    assert_eq!(
+        wait_kind(&s, &id, &["succeeded", "failed", "dead"]),
+        "failed"
+    );
+    let st = s.get(&format!("/api/v1/runs/{id}")).json();
+    let text = st["lifecycle"]["error"].to_string();
+    assert!(text.contains("MISSING") && text.contains("NOT_SET"), "{st}");
+    assert!(stdout(&s, &id).is_empty());
+    // Names the server keeps for itself are refused at create time.
+    let r = s.post(
+        "/api/v1/environments",
+        &json!({"id": "greedy", "provider": "local",
+                "env": {"S": "{{ secrets.SESSION_SECRET }}", "SVC_RUN_ID": "x"}})
+        .to_string(),
+    );
+    let text = assert_error(&r, 422).to_string();
+    assert!(
+        text.contains("env.S") && text.contains("env.SVC_RUN_ID"),
+        "{text}"
+    );
+}
+
+/// The run's `sandbox.cleanup.completed` reason, once it has one (waits up to `secs`).
+fn cleanup_reason(s: &Server, id: &str, secs: u64) -> Value {
+    crate::support::server::wait_for(secs, &format!("run {id}'s sandbox to be removed"), || {
+        run_events(s, id)
+            .iter()
+            .find(|e| e["event"] == "sandbox.cleanup.completed")
+            .map(|e| e["properties"]["reason"].clone())
+    })
+}
+
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+#[test]
+fn lifecycle_stops_the_sandbox_at_the_end_or_keeps_it_for_its_retention() {
+    require(Tool::Git);
+    let s = Server::start();
+    for (id, lifecycle) in [
+        ("ephemeral", json!({"stop_on_terminal": true})),
+        ("brief", json!({"retention_hours": 0})),
+        ("kept", json!({})),
+    ] {
+        let r = s.post(
+            "/api/v1/environments",
+            &json!({"id": id, "provider": "local", "lifecycle": lifecycle}).to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    // Both at once contradict each other: refused, naming the field and the fix.
+    let r = s.post(
+        "/api/v1/environments",
+        &json!({"id": "both", "provider": "local",
+                "lifecycle": {"stop_on_terminal": true, "retention_hours": 2}})
+        .to_string(),
+    );
+    let text = assert_error(&r, 422).to_string();
+    assert!(text.contains("lifecycle.retention_hours"), "{text}");
+    let workspace = |id: &str| s.path().join("workspaces").join(id);
+    let run = |env: &str, script: &str| {
+        let r = create_run_json(
+            &s,
+            &json!({"workflow": workflow(script), "environment": env}),
+        );
+        let id = r["id"].as_str().unwrap().to_string();
+        start_run(&s, &id);
+        id
+    };
+    // stop_on_terminal: removed as soon as the run ends, succeeded or failed.
+    let ok = run("ephemeral", "echo made > made.txt");
+    let failed = run("ephemeral", "exit 3");
+    let brief = run("brief", "echo made > made.txt");
+    let kept = run("kept", "echo made > made.txt");
+    assert_eq!(wait_kind(&s, &ok, &["succeeded", "failed"]), "succeeded");
+    assert_eq!(wait_kind(&s, &failed, &["succeeded", "failed"]), "failed");
+    assert_eq!(cleanup_reason(&s, &ok, 10), "stop_on_terminal");
+    assert_eq!(cleanup_reason(&s, &failed, 10), "stop_on_terminal");
+    assert!(!workspace(&ok).exists());
+    let view = s.get(&format!("/api/v1/runs/{ok}")).json();
+    assert!(view["sandbox"]["removed"].is_object(), "{view}");
+    // retention_hours 0: the next sweep (every 5 s) removes it.
+    assert_eq!(wait_kind(&s, &brief, &["succeeded", "failed"]), "succeeded");
+    assert_eq!(cleanup_reason(&s, &brief, 20), "retention");
+    assert!(!workspace(&brief).exists());
+    // No lifecycle: kept for [run.sandbox] retention_hours (a day by default), files there.
+    assert_eq!(wait_kind(&s, &kept, &["succeeded", "failed"]), "succeeded");
+    assert!(workspace(&kept).join("made.txt").exists());
+    assert!(run_events(&s, &kept)
+        .iter()
+        .all(|e| e["event"] != "sandbox.cleanup.completed"));
 }

@@ -311,20 +311,6 @@ fn a_run_uses_servers_frozen_at_creation_and_no_secret_reaches_an_event() {
         .contains("cannot open the database"));
 }
 
-/// `(pid, command line)` of every process that can be read.
-fn command_lines() -> Vec<(String, String)> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let pid = e.file_name().to_string_lossy().into_owned();
-            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-            Some((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")))
-        })
-        .collect()
-}
-
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_required_server_that_fails_fails_the_run_before_any_model_call() {

@@ -570,6 +570,20 @@ pub fn assert_error(r: &Resp, status: u16) -> Value {
     b
 }
 
+/// `(pid, command line)` of every process that can be read (to check no secret is in one).
+pub fn command_lines() -> Vec<(String, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")))
+        })
+        .collect()
+}
+
 /// Stores a provider key in the server's vault with `svc secrets set`, as a user would.
 pub fn store_key(s: &Server, name: &str, value: &str) {
     let o = Command::new(bin())

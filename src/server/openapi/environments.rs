@@ -105,10 +105,10 @@ fn definition_properties() -> Value {
             "pids": {"type": ["integer", "null"], "minimum": 8, "description": "Processes and threads at once."},
             "disk": size
         }, "description": "Enforced on the sandbox's processes: a cgroup per sandbox where the host lets the server make one, else rlimits (sandbox.instance.runtime.limits says which). Minimums: 16 MiB memory, 8 processes, 1 MiB disk."},
-        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables every process of a run using the environment gets (write-only: read back as env_keys; a replace that leaves it out keeps it). A value may hold {{ secrets.NAME }} references to vault secrets, expanded just before the run's processes start and redacted from their output; a secret missing from the vault fails the run naming the variable. Names: [A-Za-z_][A-Za-z0-9_]*, not SVC_* nor the server's own."},
         "lifecycle": {"type": "object", "properties": {
-            "retention_hours": {"type": ["integer", "null"], "minimum": 0},
-            "stop_on_terminal": {"type": "boolean", "default": false}
+            "retention_hours": {"type": ["integer", "null"], "minimum": 0, "description": "Hours a finished run's sandbox (its workspace) is kept before it is removed (null: [run.sandbox] retention_hours)."},
+            "stop_on_terminal": {"type": "boolean", "default": false, "description": "Stop and remove the sandbox (every process left in it killed, its workspace deleted) as soon as the run completes, fails or is cancelled. Cannot be combined with retention_hours."}
         }},
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
         "image": {"type": ["string", "null"], "description": "hosted only."},
@@ -118,6 +118,10 @@ fn definition_properties() -> Value {
 
 pub(super) fn schemas() -> Value {
     let mut env = definition_properties();
+    if let Some(m) = env.as_object_mut() {
+        m.remove("env");
+    }
+    env["env_keys"] = json!({"type": "array", "items": {"type": "string"}, "description": "The names of the environment's variables (their values are never shown)."});
     env["id"] = json!({"type": "string"});
     env["revision"] = json!({"type": "string", "pattern": "^[0-9a-f]{64}$"});
     env["created_at"] = json!({"type": "string", "format": "date-time"});
@@ -127,7 +131,7 @@ pub(super) fn schemas() -> Value {
     json!({
         "Environment": {
             "type": "object",
-            "required": ["id", "revision", "provider", "network", "resources", "env", "lifecycle", "labels", "image", "snapshot", "created_at", "updated_at"],
+            "required": ["id", "revision", "provider", "network", "resources", "env_keys", "lifecycle", "labels", "image", "snapshot", "created_at", "updated_at"],
             "properties": env
         },
         "EnvironmentList": {

@@ -437,8 +437,13 @@ impl Runs {
             };
         // Every server run has a sandbox: the environment's (resolved and frozen now), else
         // the request's, else `[run.sandbox]`, else local.
+        let mut sandbox_env = None;
         let sandbox = Some(match (environment, spec.sandbox) {
-            (Some(e), _) => self.frozen_environment(&e)?,
+            (Some(e), _) => {
+                let (plan, env) = self.frozen_environment(&e)?;
+                sandbox_env = env;
+                plan
+            }
             (None, Some(s)) => {
                 json!({"provider": s.provider, "image": s.image, "snapshot": s.snapshot,
                               "network": s.network.unwrap_or(sandbox_defaults.network)})
@@ -460,6 +465,9 @@ impl Runs {
         });
         if let Some(a) = spec.automation {
             extra["automation"] = a;
+        }
+        if let Some(blob) = sandbox_env {
+            extra["sandbox_env"] = Value::String(blob);
         }
         if let Some(b) = budget(spec.budget_usd, defaults.max_usd)? {
             extra["budget"] = b;
@@ -493,7 +501,9 @@ impl Runs {
     /// The sandbox plan of environment `e` (an id, or `{id, ...override}`), resolved now so
     /// later edits of the environment change neither this run nor its resumes: 400 for a
     /// malformed choice, 422 for an unknown id or an override the provider cannot honour.
-    fn frozen_environment(&self, e: &Value) -> Result<Value, ApiError> {
+    /// Its `env` (values unexpanded, possibly literal tokens) is frozen as a blob, never in an
+    /// event: the plan names only its keys, and the blob's reference is returned beside it.
+    fn frozen_environment(&self, e: &Value) -> Result<(Value, Option<String>), ApiError> {
         let (id, over) = match e {
             Value::String(id) => (id.as_str(), None),
             Value::Object(m) => match m.get("id").and_then(Value::as_str) {
@@ -520,8 +530,18 @@ impl Runs {
             .get()
             .and_then(|c| c.get(id).ok())
             .ok_or_else(|| invalid("environment", format!("no environment with id `{id}`")))?;
-        crate::environments::resolve(id, &item.definition, over)
-            .map_err(|e| crate::server::catalog::error(crate::catalog::CatalogError::Invalid(e)))
+        let resolved = crate::environments::resolve(id, &item.definition, over)
+            .map_err(|e| crate::server::catalog::error(crate::catalog::CatalogError::Invalid(e)))?;
+        if resolved.env.is_empty() {
+            return Ok((resolved.plan, None));
+        }
+        let text = serde_json::to_string(&resolved.env)
+            .map_err(|e| ApiError::internal(format!("cannot freeze the environment: {e}")))?;
+        let blob = self
+            .store
+            .put_blob(text.as_bytes())
+            .map_err(|e| ApiError::internal(format!("cannot store the environment: {e}")))?;
+        Ok((resolved.plan, Some(crate::store::blob_ref(&blob))))
     }
 
     /// The MCP servers catalog runs name servers from (the server sets it at start).

@@ -159,7 +159,19 @@ impl Executor for EngineExecutor {
         };
         let settings = self.settings.get();
         let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
-        let stage_env = match settings.run.stage_env(&vault) {
+        // The environment's variables, their secrets expanded only now (never recorded).
+        let env_vars = match crate::environments::thaw_env(
+            &job.row.created_meta,
+            job.store.as_ref(),
+        )
+        .and_then(|env| {
+            let lookup = |n: &str| crate::settings::vault::Vault::get(&vault, n).ok().flatten();
+            crate::environments::expand_env(&env, &lookup).map_err(|e| e.to_string())
+        }) {
+            Ok(v) => v,
+            Err(e) => return fail_launch(job, e),
+        };
+        let stage_env = match settings.run.stage_env_with(&vault, env_vars) {
             Ok(env) => Arc::new(env),
             Err(e) => return fail_launch(job, e),
         };
@@ -255,5 +267,14 @@ impl Executor for EngineExecutor {
             outcome.status.as_str(),
             outcome.reason
         );
+        // The environment's lifecycle: a sandbox stopped when its run ends.
+        if let Ok(Some(row)) = job.store.get_run(&job.row.id) {
+            lifecycle::after_run(
+                job.store.as_ref(),
+                &row,
+                &self.state_dir,
+                &services.isolation,
+            );
+        }
     }
 }

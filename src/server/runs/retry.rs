@@ -57,6 +57,7 @@ fn copy_of(old: &RunRow, actor: &Value) -> NewRun {
             "sandbox": meta("sandbox"),
             "mcp_servers": meta("mcp_servers"),
             "mcp_definitions": meta("mcp_definitions"),
+            "sandbox_env": meta("sandbox_env"),
             "retried_from": old.id,
             "pull_request_options": meta("pull_request_options"),
             "notifications": meta("notifications"),
