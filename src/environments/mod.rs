@@ -144,7 +144,7 @@ fn check_env(env: &std::collections::BTreeMap<String, String>, errs: &mut Errors
             continue;
         }
         for name in crate::mcp::spec::secret_names(v) {
-            if crate::settings::SERVER_OWNED_SECRETS.contains(&name.as_str()) {
+            if crate::base::SERVER_OWNED_SECRETS.contains(&name.as_str()) {
                 errs.push(Invalid::new(
                     field.clone(),
                     format!("`{name}` is a secret the server keeps for itself and is never given to a run"),
@@ -449,7 +449,7 @@ pub fn expand_env(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<(String, String)>, EnvError> {
     let guarded = |n: &str| {
-        if crate::settings::SERVER_OWNED_SECRETS.contains(&n) {
+        if crate::base::SERVER_OWNED_SECRETS.contains(&n) {
             None
         } else {
             lookup(n)

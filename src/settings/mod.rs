@@ -640,20 +640,9 @@ impl RunDefaults {
     }
 }
 
-/// Vault entries the server keeps for itself: never given to a run (`[run] secrets`).
-pub const SERVER_OWNED_SECRETS: [&str; 9] = [
-    "SESSION_SECRET",
-    "CODEHOST_CLIENT_SECRET",
-    "OBJECT_STORE_ACCESS_KEY_ID",
-    "OBJECT_STORE_SECRET_ACCESS_KEY",
-    // The code-host integration's: svc pushes and opens pull requests itself.
-    "CODEHOST_TOKEN",
-    "CODEHOST_APP_PRIVATE_KEY",
-    "CODEHOST_WEBHOOK_SECRET",
-    // Chat's: svc posts and verifies callbacks itself.
-    "CHAT_BOT_TOKEN",
-    "CHAT_SIGNING_SECRET",
-];
+/// Vault entries the server keeps for itself: never given to a run (`[run] secrets`, an
+/// environment's `env`).
+pub use crate::base::SERVER_OWNED_SECRETS;
 
 /// A vault entry svc itself reads: its name and what it is for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
