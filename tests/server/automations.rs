@@ -1,5 +1,8 @@
 //! Automations through the real server: the catalog rules (ids, revisions, ETag/If-Match,
-//! validation, secrets) over HTTP, and a restart keeping every entry.
+//! validation, secrets) over HTTP, and a restart keeping every entry; the api, webhook,
+//! code-host and repository targets; and, with the scheduler clock the binary is given
+//! (`SVC_TEST_CLOCK_START`), fires missed while it was stopped and a `kill -9` between a
+//! fire and its run.
 
 use crate::support::server::{
     assert_error, package, run_events, wait_for, wait_kind, wait_status, Opts, Resp, Server, HELLO,
@@ -510,5 +513,91 @@ fn kill_9_between_a_fire_and_its_run_neither_loses_nor_doubles_it() {
             "{point}: the schedule goes on to the next day: {sched}"
         );
         assert_eq!(sched["last_due_at"], "2026-05-01T11:00:00.000Z");
+    }
+}
+
+/// Fires missed while the server was stopped, under each misfire policy, on the real binary:
+/// the server starts with its scheduler clock before a daily due time and is stopped; it
+/// starts again (same state directory) with the clock three due times later. `skip`
+/// records one `skipped` fire (policy `misfire`) counting the three; `fire_once` fires once,
+/// for the latest; both schedules go on from the restart.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn fires_missed_while_the_server_was_stopped_follow_the_misfire_policy() {
+    use svc::base::test_hooks::CLOCK_START_VAR;
+    require(Tool::Git);
+    let s = Server::with(Opts {
+        env: vec![(CLOCK_START_VAR, "2026-05-01T10:58:00Z".to_string())],
+        ..Opts::default()
+    });
+    let v = version(&s);
+    for (id, misfire) in [("skipper", "skip"), ("catcher", "fire_once")] {
+        let body = json!({"id": id, "name": id, "target": {"workflow_version_id": v},
+            "policies": {"misfire": misfire},
+            "triggers": [{"id": "daily", "kind": "schedule", "expression": "0 11 * * *"}]});
+        let r = s.post("/api/v1/automations", &body.to_string());
+        assert_eq!(r.status, 201, "{}", r.text());
+        let sched =
+            &s.get(&format!("/api/v1/automations/{id}/fires")).json()["meta"]["schedules"][0];
+        assert_eq!(sched["next_due_at"], "2026-05-01T11:00:00.000Z", "{sched}");
+    }
+    let dir = s.kill();
+
+    let s = Server::with(Opts {
+        dir: Some(dir),
+        env: vec![(CLOCK_START_VAR, "2026-05-03T11:05:00Z".to_string())],
+        ..Opts::default()
+    });
+    let fires_of = |id: &str| -> Vec<Value> {
+        s.get(&format!("/api/v1/automations/{id}/fires")).json()["data"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let caught = wait_for(30, "the missed fire of `catcher`", || {
+        let f = fires_of("catcher");
+        (f.first().is_some_and(|f| f["outcome"] == "created")).then_some(f)
+    });
+    assert_eq!(
+        caught.len(),
+        1,
+        "fired once, not per missed due time: {caught:?}"
+    );
+    assert_eq!(
+        caught[0]["due_at"], "2026-05-03T11:00:00.000Z",
+        "the latest"
+    );
+    let run = caught[0]["run_id"].as_str().unwrap_or_default().to_string();
+    wait_status(&s, &run, "succeeded", 60);
+    let detail = caught[0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("3 due times"), "{detail}");
+
+    let skipped = wait_for(30, "the skipped fire of `skipper`", || {
+        let f = fires_of("skipper");
+        (!f.is_empty()).then_some(f)
+    });
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["outcome"], "skipped");
+    assert_eq!(skipped[0]["policy"], "misfire");
+    assert_eq!(skipped[0]["run_id"], Value::Null);
+    assert!(
+        skipped[0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("while the server was down"),
+        "{}",
+        skipped[0]
+    );
+    assert_eq!(
+        s.get("/api/v1/runs?automation=skipper").json()["data"],
+        json!([])
+    );
+    for id in ["skipper", "catcher"] {
+        let sched =
+            &s.get(&format!("/api/v1/automations/{id}/fires")).json()["meta"]["schedules"][0];
+        assert_eq!(
+            sched["next_due_at"], "2026-05-04T11:00:00.000Z",
+            "{id}: {sched}"
+        );
     }
 }
