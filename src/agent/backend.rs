@@ -54,6 +54,7 @@ fn llm_stop(stop: super::AgentStop) -> LlmStop {
         super::AgentStop::Completed => LlmStop::Completed,
         super::AgentStop::TurnLimit | super::AgentStop::TokenBudget => LlmStop::TurnLimit,
         super::AgentStop::MaxTokens => LlmStop::MaxTokens,
+        super::AgentStop::UsdBudget => LlmStop::BudgetSpent,
     }
 }
 
@@ -206,6 +207,7 @@ impl LlmBackend for ProviderBackend {
             thread: req.thread.clone(),
             tool_hooks: req.tool_hooks.clone(),
             mcp_servers: req.mcp_servers.clone(),
+            usd_budget: req.budget_left_usd_micros,
         };
         let mut deltas = Deltas::default();
         let result = self.stage.complete(&stage_req, cancel, &mut |ev| {

@@ -475,6 +475,8 @@ pub enum AgentStop {
     MaxTokens,
     /// The run spent its token budget ([`Session::with_token_budget`]).
     TokenBudget,
+    /// The run's cost reached its USD budget ([`Session::set_usd_budget`]) between turns.
+    UsdBudget,
 }
 
 impl AgentStop {
@@ -484,6 +486,7 @@ impl AgentStop {
             AgentStop::TurnLimit => "turn_limit",
             AgentStop::MaxTokens => "max_tokens",
             AgentStop::TokenBudget => "token_budget",
+            AgentStop::UsdBudget => "usd_budget",
         }
     }
 }
@@ -556,6 +559,7 @@ pub struct Session {
     toolset: Option<Box<dyn tools::ToolSet>>,
     /// Input + output tokens one [`Session::run`] may spend before it stops (`None`: no cap).
     token_budget: Option<u64>,
+    usd_budget: Option<i64>,
 }
 
 impl std::fmt::Debug for Session {
@@ -591,6 +595,7 @@ impl Session {
             mcp: None,
             toolset: None,
             token_budget: None,
+            usd_budget: None,
         })
     }
 
@@ -605,6 +610,13 @@ impl Session {
     pub fn with_system_prompt(mut self, system: String) -> Self {
         self.system = system;
         self
+    }
+
+    /// Stops a run before a model call after the first once its priced cost reaches
+    /// `micros` ([`AgentStop::UsdBudget`]); `None` lifts the limit. Set per run: the stage
+    /// backend passes what the run's LLM budget leaves for each call.
+    pub fn set_usd_budget(&mut self, micros: Option<i64>) {
+        self.usd_budget = micros;
     }
 
     /// Stops a run before a model call once its input + output tokens reach `tokens`
@@ -767,6 +779,15 @@ impl Session {
                 .is_some_and(|b| usage.input + usage.output >= b)
             {
                 break AgentStop::TokenBudget;
+            }
+            // The first turn was allowed by the caller's own check; later ones stop once this
+            // run's priced cost has reached what it may spend.
+            if turns > 0
+                && self
+                    .usd_budget
+                    .is_some_and(|b| cost_of(&model_id, &usage, Speed::Standard).usd_micros >= b)
+            {
+                break AgentStop::UsdBudget;
             }
             self.refresh_mcp_tools(cancel);
             // Lend the conversation to the request instead of cloning it.

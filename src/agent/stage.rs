@@ -67,6 +67,9 @@ pub struct StageRequest {
     /// The stage's MCP servers (agent mode only): started with the session, their tools
     /// offered, stopped when the stage finishes.
     pub mcp_servers: Vec<crate::mcp::ServerDef>,
+    /// What an agent session may spend (micro-USD) before it stops between turns
+    /// ([`super::AgentStop::UsdBudget`]); `None`: no limit.
+    pub usd_budget: Option<i64>,
 }
 
 /// The reply to one stage call.
@@ -383,6 +386,7 @@ impl StageBackend {
                         }
                     }
                 };
+                session.set_usd_budget(req.usd_budget);
                 let out = session.run(self.model.as_ref(), input, cancel, on_event);
                 if let Some(summary) = session.mcp_summary() {
                     on_event(summary);

@@ -153,6 +153,14 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         extra["mcp_servers"] = views;
         extra["mcp_definitions"] = Value::String(blob);
     }
+    // `[run] max_usd`, frozen into `run.created` as the server does (a resume reads it there).
+    let budget_usd_micros = defaults
+        .max_usd
+        .filter(|u| u.is_finite() && *u > 0.0)
+        .map(|u| (u * 1e6).round() as i64);
+    if let Some(micros) = budget_usd_micros {
+        extra["budget"] = json!({"usd_micros": micros, "source": "settings"});
+    }
     let new = NewRun {
         title: title_of(&wf),
         goal: goal.clone().unwrap_or_else(|| wf.goal().to_string()),
@@ -184,6 +192,7 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         goal,
         model,
         mcp_servers,
+        budget_usd_micros,
         ..RunOptions::new(&row.id, workdir)
     };
     execute(&wf, &options, store, &args.shared, false, sandbox)
@@ -277,6 +286,11 @@ fn continue_run(
         goal: Some(row.goal.clone()).filter(|g| !g.is_empty()),
         model,
         mcp_servers,
+        budget_usd_micros: row
+            .created_meta
+            .get("budget")
+            .and_then(|b| b.get("usd_micros"))
+            .and_then(Value::as_i64),
         ..RunOptions::new(&row.id, workdir)
     };
     execute(&wf, &options, store, shared, resuming, sandbox)

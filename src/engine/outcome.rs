@@ -76,6 +76,9 @@ pub struct StageOutcome {
     pub usage: Option<Value>,
     /// Files an agent wrote or edited, relative to the work directory.
     pub files_touched: Vec<String>,
+    /// The run's LLM budget was spent inside this stage (an agent stopped between turns):
+    /// once the stage's end is recorded, the run stops `budget_exceeded` with this message.
+    pub budget_spent: Option<String>,
 }
 
 /// Stage visits made inside a parallel stage's branches, in fork-edge order.
@@ -107,6 +110,7 @@ impl StageOutcome {
             nested: None,
             usage: None,
             files_touched: Vec::new(),
+            budget_spent: None,
         }
     }
 

@@ -273,6 +273,10 @@ pub struct LlmRequest {
     /// The MCP servers this agent stage uses (the run's, or the subset the node names);
     /// empty for prompt stages.
     pub mcp_servers: Vec<crate::mcp::ServerDef>,
+    /// What this call may still spend of the run's LLM budget (micro-USD), `None` without
+    /// a budget: an agent session stops before a turn once its cost has reached it
+    /// ([`LlmStop::BudgetSpent`]).
+    pub budget_left_usd_micros: Option<i64>,
 }
 
 /// What one backend call consumed, for `stage.completed` and the usage rollup.
@@ -300,6 +304,9 @@ pub enum LlmStop {
     TurnLimit,
     /// The model hit its output limit.
     MaxTokens,
+    /// An agent session stopped between turns because this call's share of the run's LLM
+    /// budget ([`LlmRequest::budget_left_usd_micros`]) was spent.
+    BudgetSpent,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

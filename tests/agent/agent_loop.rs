@@ -738,6 +738,7 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         thread: None,
         tool_hooks: Default::default(),
         mcp_servers: Vec::new(),
+        usd_budget: None,
     };
     let r = backend
         .complete(&req, &CancelToken::new(), &mut |_| {})

@@ -53,6 +53,7 @@ fn request(dir: &std::path::Path, servers: Vec<ServerDef>) -> StageRequest {
         thread: None,
         tool_hooks: Default::default(),
         mcp_servers: servers,
+        usd_budget: None,
     }
 }
 

@@ -785,3 +785,114 @@ fn svc_prune_does_what_the_prune_route_does() {
         assert_ne!(s.get(&format!("/api/v1/runs/{gone}")).status, 200);
     }
 }
+
+const AGENT_LOOP: &str = r#"digraph agentic {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [shape=box, prompt="Keep looking", max_turns=20]
+  start -> work -> exit
+}"#;
+
+/// A budget that runs out inside an agent stage stops it before its next turn: with 2.5
+/// turns' cost, three turns are made, the stage fails with their usage recorded, and the run
+/// fails `budget_exceeded`. `svc run` reads `[run] max_usd` and stops the same way.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_budget_stops_an_agent_between_turns_on_the_server_and_in_svc_run() {
+    use crate::support::cli::Sandbox;
+    use crate::support::llm::tools;
+    require(Tool::Git);
+    let usage = svc::llm::Usage {
+        input: 100_000,
+        output: 10_000,
+        reasoning: 0,
+        cache_read: 0,
+        cache_write: 0,
+    };
+    let turn = |i: usize| {
+        tools(&[(
+            &format!("t{i}"),
+            "shell",
+            json!({"command": "echo looking"}),
+        )])
+    };
+    let llm = ScriptedServer::turns(Provider::Anthropic, (0..40).map(turn).collect(), usage);
+    let s = served_anthropic(&llm.base, "");
+    // One turn's cost, as the server prices it.
+    let one = run_to_end(&s, &run_body(ONE_PROMPT));
+    let per_turn = run_json(&s, &one)["billing"]["total_usd_micros"]
+        .as_i64()
+        .unwrap();
+    assert!(per_turn > 0);
+    let before = llm.count();
+    let budget_usd = (per_turn as f64 * 2.5) / 1e6;
+    let id = create_run(
+        &s,
+        &json!({"workflow": package(AGENT_LOOP), "budget_usd": budget_usd}),
+    );
+    start_run(&s, &id);
+    let run = wait_run_end(&s, &id);
+    assert_eq!(run["lifecycle"]["status"]["kind"], "failed", "{run}");
+    assert_eq!(
+        run["lifecycle"]["status"]["reason"], "budget_exceeded",
+        "{run}"
+    );
+    assert_eq!(llm.count() - before, 3, "three turns, then the stop");
+    let evs = run_events(&s, &id);
+    let stop = evs
+        .iter()
+        .find(|e| e["event"] == "llm.budget_exceeded")
+        .expect("the budget event");
+    assert_eq!(stop["node_id"], "work");
+    assert_eq!(stop["properties"]["during_stage"], true);
+    assert_eq!(stop["properties"]["spent_usd_micros"], 3 * per_turn);
+    assert!(stop["properties"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("stopped before its next turn"));
+    // The stage's three turns are recorded and billed; the run goes no further.
+    let failed = evs
+        .iter()
+        .find(|e| e["event"] == "stage.failed" && e["node_id"] == "work")
+        .expect("the stage's end");
+    assert_eq!(
+        failed["properties"]["usage"]["cost"]["usd_micros"],
+        3 * per_turn
+    );
+    assert!(!evs
+        .iter()
+        .any(|e| e["event"] == "stage.started" && e["node_id"] == "exit"));
+    assert_eq!(run["billing"]["total_usd_micros"], 3 * per_turn);
+    let spent: i64 = s.get("/api/v1/usage").json()["totals"]["usd_micros"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(
+        spent,
+        4 * per_turn,
+        "the ledger has the probe and the three turns"
+    );
+
+    // svc run: the same stop from [run] max_usd in the state directory's settings.
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.state()).unwrap();
+    std::fs::write(
+        sb.state().join("settings.toml"),
+        format!(
+            "[llm.providers.anthropic]\nbase_url = \"{}\"\n[run]\nmax_usd = {budget_usd}\n",
+            llm.base
+        ),
+    )
+    .unwrap();
+    let o = sb
+        .command(&["secrets", "set", "ANTHROPIC_API_KEY", "served-key"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file = sb.work().join("agentic.dot");
+    std::fs::write(&file, AGENT_LOOP).unwrap();
+    let before = llm.count();
+    let done = sb.finish(sb.command(&["run", file.to_str().unwrap(), "--format", "json"]));
+    assert_eq!(done.code, 1, "{}\n{}", done.json, done.stderr);
+    assert_eq!(llm.count() - before, 3, "{}", done.stderr);
+    let text = format!("{}{}", done.json, done.stderr);
+    assert!(text.contains("budget"), "{text}");
+}

@@ -103,6 +103,7 @@ pub(super) fn run(cx: &StageCtx<'_, '_>) -> HandlerResult {
         thread: plan.and_then(|p| p.conversation.clone()),
         tool_hooks: tool_hooks(cx),
         mcp_servers,
+        budget_left_usd_micros: None,
     };
     let repairs = v
         .int("output_retries")
@@ -180,7 +181,7 @@ fn converse(
         if cx.cancel.is_cancelled() {
             return Err(Interrupt::Cancelled);
         }
-        check_budget(cx, spent.usd_micros())?;
+        req.budget_left_usd_micros = check_budget(cx, spent.usd_micros())?;
         let mut store_error = None;
         let visit = cx
             .context()
@@ -214,6 +215,9 @@ fn converse(
         };
         if let Some(u) = &response.usage {
             spent.add(u);
+        }
+        if response.stop == LlmStop::BudgetSpent {
+            return budget_spent_inside(cx, spent, response.text);
         }
         let mut o = StageOutcome::succeeded();
         if response.stop == LlmStop::TurnLimit {
@@ -254,24 +258,58 @@ fn converse(
     }
 }
 
-/// Refuses the next model call once the run's recorded LLM cost (plus `pending`, what this
-/// attempt spent and has not recorded yet) has reached its budget: an
-/// `llm.budget_exceeded` event on the stage, then the run stops `budget_exceeded`.
-fn check_budget(cx: &StageCtx<'_, '_>, pending: i64) -> Result<(), Interrupt> {
-    let Some(budget) = cx.options().budget_usd_micros else {
-        return Ok(());
-    };
+/// The run's recorded LLM cost (micro-USD, from the run row's stage usage).
+fn recorded_cost(cx: &StageCtx<'_, '_>) -> Result<i64, Interrupt> {
     let run_id = &cx.options().run_id;
-    let recorded = cx
+    Ok(cx
         .services()
         .store
         .get_run(run_id)?
-        .map_or(0, |row| row.usage.usd_micros);
-    let spent = recorded + pending;
-    if spent < budget {
-        return Ok(());
+        .map_or(0, |row| row.usage.usd_micros))
+}
+
+fn usd(micros: i64) -> String {
+    format!("${:.4}", micros as f64 / 1e6)
+}
+
+/// An agent session stopped between turns because the run's budget was spent: the stage
+/// fails with the usage of the turns it made (so they are recorded and billed), an
+/// `llm.budget_exceeded` event says so, and the outcome stops the run `budget_exceeded`
+/// once the stage's end is recorded ([`StageOutcome::budget_spent`]).
+fn budget_spent_inside(cx: &StageCtx<'_, '_>, spent: Spent, text: String) -> HandlerResult {
+    let budget = cx.options().budget_usd_micros.unwrap_or(0);
+    let total = recorded_cost(cx)? + spent.usd_micros();
+    let message = format!(
+        "the run's LLM budget of {} is spent ({} with this stage): agent stage `{}` stopped before its next turn",
+        usd(budget),
+        usd(total),
+        cx.scoped_id()
+    );
+    cx.emit(
+        "llm.budget_exceeded",
+        json!({"budget_usd_micros": budget, "spent_usd_micros": total, "message": message,
+               "during_stage": true}),
+    )?;
+    let mut failed = StageOutcome::failed(Failure::deterministic(message.clone()));
+    failed.budget_spent = Some(message);
+    if !text.trim().is_empty() {
+        failed.response = Some(text);
     }
-    let usd = |m: i64| format!("${:.4}", m as f64 / 1e6);
+    Ok(spent.apply(failed))
+}
+
+/// Refuses the next model call once the run's recorded LLM cost (plus `pending`, what this
+/// attempt spent and has not recorded yet) has reached its budget: an
+/// `llm.budget_exceeded` event on the stage, then the run stops `budget_exceeded`. Else
+/// what the call may still spend (`None` without a budget).
+fn check_budget(cx: &StageCtx<'_, '_>, pending: i64) -> Result<Option<i64>, Interrupt> {
+    let Some(budget) = cx.options().budget_usd_micros else {
+        return Ok(None);
+    };
+    let spent = recorded_cost(cx)? + pending;
+    if spent < budget {
+        return Ok(Some(budget - spent));
+    }
     let message = format!(
         "the run's LLM budget of {} is spent ({} recorded): stage `{}` made no model call",
         usd(budget),

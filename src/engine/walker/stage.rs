@@ -131,6 +131,13 @@ impl<'w> Walker<'w> {
             duration_ms,
         };
         self.emit_stage_end(node, &end, &outcome, signature.as_deref())?;
+        if let Some(message) = &outcome.budget_spent {
+            // The stage's turns are recorded (and billed) above; the run goes no further.
+            return Err(Stop::Failed(RunFailure {
+                message: message.clone(),
+                reason: FailureReason::BudgetExceeded,
+            }));
+        }
         Ok(Finished {
             outcome,
             attempts: attempt,

@@ -237,6 +237,7 @@
     cards.clear();
     for (const item of page.data) place(item);
     for (const [col] of COLUMNS) setCount(col);
+    showCap(page.meta && page.meta.daily_cap);
     svc.fill(nav,
       offset > 0 ? el('a', {href: href(Math.max(0, offset - LIMIT), archived), rel: 'prev'}, '← Newer') : null,
       el('span', {class: 'muted'}, page.data.length
@@ -244,6 +245,17 @@
       page.meta && page.meta.has_more
         ? el('a', {href: href(offset + LIMIT, archived), rel: 'next'}, 'Older →') : null);
     return true;
+  }
+
+  // [server] max_usd_per_day: today's spend, and why LLM runs wait once it is reached.
+  let cap;
+  function showCap(c) {
+    if (!c) { cap.hidden = true; return; }
+    const usd = (m) => '$' + (m / 1e6).toFixed(2);
+    cap.hidden = false;
+    cap.className = c.reached ? 'daily-cap error' : 'daily-cap muted';
+    cap.textContent = c.reached && c.message ? c.message
+      : `LLM spend today (UTC): ${usd(c.spent_usd_micros)} of the ${usd(c.max_usd_micros)} daily cap.`;
   }
 
   let nav;
@@ -261,8 +273,9 @@
           el('h2', {}, name, ' ', counts[key]), lists[key]);
       }));
     nav = el('nav', {class: 'pager', 'aria-label': 'Pages'});
+    cap = el('p', {id: 'daily-cap', role: 'status', hidden: true});
     show(el('div', {class: 'toolbar'}, el('h1', {}, 'Runs'), status, filter,
-      el('a', {class: 'button primary', href: '/runs/new'}, 'New run')), board, nav);
+      el('a', {class: 'button primary', href: '/runs/new'}, 'New run')), cap, board, nav);
     if (!(await load(true))) return;
     window.__svcBoardPainted = performance.now();
     if (svc.demo) {
