@@ -94,6 +94,9 @@ pub mod engine;
 pub mod environments;
 #[cfg(feature = "server")]
 #[doc(hidden)]
+pub mod insights;
+#[cfg(feature = "server")]
+#[doc(hidden)]
 pub mod install;
 #[cfg(feature = "server")]
 #[doc(hidden)]

@@ -26,6 +26,7 @@ pub mod fdlimit;
 pub mod housekeeping;
 pub mod http;
 pub mod ids;
+pub mod insights;
 pub mod integrations;
 pub mod mcp_servers;
 pub mod models;
@@ -76,6 +77,8 @@ pub struct App {
     pub integrations: Arc<crate::integrations::Integrations>,
     /// The environments catalog (`crate::environments`).
     pub environments: Arc<crate::catalog::Catalog<crate::environments::Environments>>,
+    /// Read-only SQL over the store's views, and saved queries (`crate::insights`).
+    pub insights: Arc<crate::insights::Insights>,
     pub router: Router,
     pub started: Instant,
     /// The TCP addresses this server listens on, set once they are bound (previews refuse
@@ -101,6 +104,7 @@ impl App {
         ledger: Arc<dyn crate::store::UsageLedger>,
         integrations: Arc<crate::integrations::Integrations>,
         environments: Arc<crate::catalog::Catalog<crate::environments::Environments>>,
+        insights: Arc<crate::insights::Insights>,
     ) -> App {
         App {
             settings,
@@ -117,6 +121,7 @@ impl App {
             ledger,
             integrations,
             environments,
+            insights,
             router: Router::new(routes::all()),
             started: Instant::now(),
             listening: std::sync::OnceLock::new(),
@@ -426,6 +431,13 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         crate::catalog::Catalog::open(crate::environments::Environments, Arc::clone(&sqlite) as _)
             .map_err(|e| state_err(&e))?,
     );
+    let insights = Arc::new(
+        crate::insights::Insights::open(
+            Arc::new(crate::store::InsightsDb::new(sqlite.path())),
+            Arc::clone(&sqlite) as _,
+        )
+        .map_err(|e| state_err(&e))?,
+    );
     let store: Arc<dyn crate::store::RunStore> = Arc::clone(&sqlite) as _;
 
     let listen = match (&opts.listen, opts.dev) {
@@ -556,6 +568,7 @@ pub fn start(opts: ServerOptions) -> Result<RunningServer, StartError> {
         Arc::clone(&ledger),
         integrations,
         environments,
+        insights,
     );
     app.settings_path = settings_path.clone();
     let app = Arc::new(app);

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 mod automations;
 mod backups;
 mod environments;
+mod insights;
 mod integrations;
 mod mcp_servers;
 mod operator;
@@ -876,6 +877,7 @@ fn build() -> Value {
         .chain(integrations::operations())
         .chain(environments::operations())
         .chain(workflows::operations())
+        .chain(insights::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -928,7 +930,8 @@ fn build() -> Value {
             {"name": "Discovery"}, {"name": "System"}, {"name": "Auth"}, {"name": "Workflows"},
             {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
             {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"},
-            {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}, {"name": "Sessions"}, {"name": "Integrations"}
+            {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}, {"name": "Sessions"}, {"name": "Integrations"},
+            {"name": "Insights"}
         ],
         "paths": paths,
         "components": {
@@ -945,7 +948,7 @@ fn build() -> Value {
                 ),
                 merged(
                     merged(integrations::schemas(), environments::schemas()),
-                    workflows::schemas(),
+                    merged(workflows::schemas(), insights::schemas()),
                 ),
             ),
             "securitySchemes": {

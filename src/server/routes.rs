@@ -9,6 +9,7 @@ use super::automations;
 use super::catalog;
 use super::environments;
 use super::housekeeping;
+use super::insights;
 use super::integrations;
 use super::mcp_servers;
 use super::models;
@@ -24,6 +25,7 @@ use super::system;
 use super::workflows;
 use crate::automations::Automations;
 use crate::environments::Environments;
+use crate::insights::SavedQueries;
 use crate::mcp::catalog::McpServers;
 
 const fn public(
@@ -197,6 +199,34 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/workflows", workflows::list),
         user("GET", "/api/v1/workflows/{name}", workflows::get),
         user("GET", "/api/v1/workflows/{name}/runs", workflows::runs),
+        // Insights (issue 29): read-only SQL over the store's views, admins only.
+        admin("POST", "/api/v1/insights/query", insights::query),
+        admin("GET", "/api/v1/insights/schema", insights::schema),
+        admin(
+            "GET",
+            "/api/v1/insights/queries",
+            catalog::list::<SavedQueries>,
+        ),
+        admin(
+            "POST",
+            "/api/v1/insights/queries",
+            catalog::create::<SavedQueries>,
+        ),
+        admin(
+            "GET",
+            "/api/v1/insights/queries/{id}",
+            catalog::get::<SavedQueries>,
+        ),
+        admin(
+            "PUT",
+            "/api/v1/insights/queries/{id}",
+            catalog::replace::<SavedQueries>,
+        ),
+        admin(
+            "DELETE",
+            "/api/v1/insights/queries/{id}",
+            catalog::delete::<SavedQueries>,
+        ),
         // Integrations (opgroups 5): the code host's pull requests, checks and webhooks.
         user("GET", "/api/v1/system/integrations", integrations::list),
         user(

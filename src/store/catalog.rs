@@ -41,6 +41,11 @@ pub const ENVIRONMENTS: CatalogTable = CatalogTable {
     name: "environments",
 };
 
+/// Insights' saved queries (`insights`; migration 12).
+pub const INSIGHT_QUERIES: CatalogTable = CatalogTable {
+    name: "insight_queries",
+};
+
 /// One stored catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogRow {

@@ -31,6 +31,7 @@ mod fold;
 mod hooked;
 pub mod housekeeping;
 mod hub;
+pub mod insights;
 pub mod lock;
 mod memory;
 mod model;
@@ -61,6 +62,7 @@ pub use fold::{fold, replay};
 pub use hooked::{HookedStore, Observer};
 pub use housekeeping::{RunWeight, StoreSizes, StoreTotals};
 pub use hub::{Hub, Published, Subscription};
+pub use insights::{InsightAnswer, InsightError, InsightLimits, InsightsDb};
 pub use lock::{LockError, StateLock};
 pub use memory::MemoryStore;
 pub use model::{

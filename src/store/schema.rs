@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -359,6 +359,24 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     ALTER TABLE workflow_versions ADD COLUMN name TEXT;
     CREATE INDEX IF NOT EXISTS workflow_versions_by_name
         ON workflow_versions (name, created_at) WHERE name IS NOT NULL;
+    ",
+    // 12: insights' saved queries (`catalog.rs`, `insights`): the generic shape and CHECKs,
+    // plus the query's own (a non-blank name, SQL text).
+    "
+    CREATE TABLE IF NOT EXISTS insight_queries (
+        id         TEXT NOT NULL PRIMARY KEY
+                   CHECK (length(id) BETWEEN 1 AND 63 AND id NOT GLOB '*[^a-z0-9-]*'
+                          AND substr(id, 1, 1) <> '-'),
+        revision   TEXT NOT NULL
+                   CHECK (length(revision) = 64 AND revision NOT GLOB '*[^0-9a-f]*'),
+        definition TEXT NOT NULL
+                   CHECK (json_valid(definition) AND json_type(definition) = 'object'),
+        salt       TEXT NOT NULL CHECK (length(salt) = 32 AND salt NOT GLOB '*[^0-9a-f]*'),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (json_type(definition, '$.name') = 'text'
+               AND json_type(definition, '$.sql') = 'text')
+    ) STRICT;
     ",
 ];
 

@@ -35,6 +35,8 @@ mod chat;
 mod crash;
 // Automations: the catalog rules over HTTP, fires, hooks, the scheduler across restarts.
 mod automations;
+// Insights: read-only SQL over the store's views, saved queries, hostile queries.
+mod insights;
 // Environments: the catalog over HTTP, limits frozen into runs and enforced on their processes.
 mod environments;
 // The web UI's pages, assets and SVG graph over HTTP.

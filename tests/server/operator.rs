@@ -85,8 +85,15 @@ fn settings_and_secrets_are_for_admins_only() {
     let bob = bearer(&key, "bob");
     let dev = s.auth();
     let put = json!({"value": "sk-matrix-0123456789"}).to_string();
-    let routes: [(&str, &str, Option<&str>); 5] = [
+    let sql = json!({"sql": "SELECT count(*) FROM insights_runs"}).to_string();
+    let saved = json!({"id": "q", "name": "q", "sql": "SELECT 1"}).to_string();
+    let routes: [(&str, &str, Option<&str>); 9] = [
         ("GET", "/api/v1/settings", None),
+        // Insights read every run and its events: admins only too.
+        ("POST", "/api/v1/insights/query", Some(sql.as_str())),
+        ("GET", "/api/v1/insights/schema", None),
+        ("GET", "/api/v1/insights/queries", None),
+        ("POST", "/api/v1/insights/queries", Some(saved.as_str())),
         ("PATCH", "/api/v1/settings", Some("{}")),
         ("GET", "/api/v1/secrets", None),
         ("PUT", "/api/v1/secrets/OPENAI_API_KEY", Some(put.as_str())),
@@ -111,6 +118,8 @@ fn settings_and_secrets_are_for_admins_only() {
     // Alice (listed, any case) and the dev token's user are admins.
     for who in [&alice, &dev] {
         let r = call_as(&s, who, "GET", "/api/v1/settings", &[], None);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = call_as(&s, who, "POST", "/api/v1/insights/query", &[], Some(&sql));
         assert_eq!(r.status, 200, "{}", r.text());
         let r = call_as(
             &s,
