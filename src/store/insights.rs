@@ -2,7 +2,7 @@
 //! store, run on connections of their own that can read those views and nothing else.
 //!
 //! Each connection is opened read-only (`SQLITE_OPEN_READ_ONLY`), gets the views as TEMP
-//! views ([`VIEWS`], defined in [`VIEW_SQL`]: nothing is added to the database file, and a
+//! views ([`VIEWS`], defined by [`view_sql`]: nothing is added to the database file, and a
 //! new svc changes them without a migration), then `PRAGMA query_only`, then an authorizer
 //! that allows only: `SELECT`, reading columns of the views (and the tables the views
 //! themselves read, seen through SQLite's accessor, which names the view), the functions
