@@ -155,6 +155,18 @@ impl Default for ChatIntegrationSettings {
     }
 }
 
+/// Checks a chat channel name or id (`[run.notifications] channel`, a create body's
+/// `notifications.channel`): 1 to 80 characters, no spaces or control characters.
+pub fn validate_chat_channel(c: &str) -> Result<(), String> {
+    if c.is_empty() || c.chars().count() > 80 {
+        return Err(format!("`{c}` must be 1 to 80 characters"));
+    }
+    if c.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+        return Err(format!("`{c}` must not contain spaces"));
+    }
+    Ok(())
+}
+
 /// A run event chat can be told of (`[run.notifications] events`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NotifyEvent {
@@ -1013,6 +1025,18 @@ impl Settings {
         if let Some(b) = &self.run.pull_request.base {
             if b.trim().is_empty() || b.starts_with('-') {
                 return bad(format!("run.pull_request.base `{b}` is not a branch name"));
+            }
+        }
+        let chat = &self.server.integrations.chat;
+        if !(chat.api_url.starts_with("https://") || chat.api_url.starts_with("http://")) {
+            return bad(format!(
+                "server.integrations.chat.api_url `{}` is not an http(s) URL",
+                chat.api_url
+            ));
+        }
+        if let Some(c) = &self.run.notifications.channel {
+            if let Err(e) = validate_chat_channel(c) {
+                return bad(format!("run.notifications.channel {e}"));
             }
         }
         if let Some(sb) = &self.run.sandbox {

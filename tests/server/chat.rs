@@ -386,6 +386,10 @@ fn a_chat_service_that_is_down_never_fails_or_blocks_a_run() {
         .get(&format!("/api/v1/runs/{id}/events?limit=1000"))
         .text();
     assert!(!events.contains(BOT) && !events.contains(SIGNING));
+    // The failures are in the server's log, the token is not.
+    let log = s.stderr();
+    assert!(log.contains("chat.postMessage"), "{log}");
+    assert!(!log.contains(BOT) && !log.contains(SIGNING));
 
     // Back up: the outcome is delivered by a later try; the question, answered meanwhile,
     // is not posted late; the status clears.

@@ -64,10 +64,17 @@ pub struct Http {
 
 impl Default for Http {
     fn default() -> Self {
+        Http::with_timeouts(Duration::from_secs(5), Duration::from_secs(10))
+    }
+}
+
+impl Http {
+    /// A client giving up on connecting after `connect` and on a whole call after `total`.
+    pub fn with_timeouts(connect: Duration, total: Duration) -> Http {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(5)))
-            .timeout_global(Some(Duration::from_secs(10)))
+            .timeout_connect(Some(connect))
+            .timeout_global(Some(total))
             .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
             .build();
         Http {
@@ -175,5 +182,66 @@ impl Posted {
             channel: answer.get("channel")?.as_str()?.to_string(),
             ts: answer.get("ts")?.as_str()?.to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn outages_are_retried_and_refusals_are_not() {
+        let status = |status: u16, retry_after: Option<Duration>| ChatError::Status {
+            method: "chat.postMessage".into(),
+            status,
+            message: String::new(),
+            retry_after,
+        };
+        let refused = |code: &str| ChatError::Refused {
+            method: "chat.postMessage".into(),
+            code: code.into(),
+        };
+        assert_eq!(status(503, None).retry_after(), Some(None));
+        let asked = Some(Duration::from_secs(7));
+        assert_eq!(status(429, asked).retry_after(), Some(asked));
+        assert_eq!(status(404, None).retry_after(), None);
+        assert_eq!(refused("channel_not_found").retry_after(), None);
+        assert_eq!(refused("invalid_auth").retry_after(), None);
+        assert_eq!(refused("ratelimited").retry_after(), Some(None));
+    }
+
+    #[test]
+    fn a_service_that_never_answers_times_out_and_one_that_is_gone_is_refused() {
+        // Accepts the connection and never answers.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let held = std::thread::spawn(move || silent.accept().map(|(s, _)| s));
+        let http = Http::with_timeouts(Duration::from_secs(1), Duration::from_millis(300));
+        let token = "xoxb-never-shown";
+        let e = http
+            .call(
+                &format!("http://127.0.0.1:{port}/api"),
+                "chat.postMessage",
+                token,
+                &json!({}),
+            )
+            .unwrap_err();
+        assert!(matches!(e, ChatError::Unreachable { .. }), "{e:?}");
+        assert_eq!(e.retry_after(), Some(None));
+        assert!(!e.to_string().contains(token), "{e}");
+        drop(held.join());
+        // Nothing listens there any more: the connection is refused at once.
+        let e = http
+            .call(
+                &format!("http://127.0.0.1:{port}/api"),
+                "chat.update",
+                token,
+                &json!({}),
+            )
+            .unwrap_err();
+        assert!(matches!(e, ChatError::Unreachable { .. }), "{e:?}");
+        assert_eq!(e.retry_after(), Some(None));
+        assert_eq!(http.calls(), 2);
     }
 }

@@ -86,16 +86,7 @@ impl NotificationOptions {
     }
 }
 
-/// Checks a channel name or id (settings and create bodies).
-pub fn validate_channel(c: &str) -> Result<(), String> {
-    if c.is_empty() || c.chars().count() > 80 {
-        return Err(format!("`{c}` must be 1 to 80 characters"));
-    }
-    if c.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
-        return Err(format!("`{c}` must not contain spaces"));
-    }
-    Ok(())
-}
+pub use crate::settings::validate_chat_channel as validate_channel;
 
 /// A run's notifications: `[run.notifications]` with its `notifications` over it.
 #[derive(Debug, Clone, PartialEq)]

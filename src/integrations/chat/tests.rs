@@ -155,3 +155,64 @@ fn callbacks_without_a_valid_signature_answer_nothing() {
         Err(InteractError::BadRequest(_))
     ));
 }
+
+#[test]
+fn after_a_restart_a_question_message_is_found_again_from_the_run_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, store) = chat(enabled("http://127.0.0.1:9/api"), dir.path());
+    let row = store.create_run(NewRun::default()).unwrap();
+    let qid = "01JNDEM0000000000000000004";
+    let asked = json!({"question_id": qid, "question": "Ship it?", "stage": "ask",
+                       "options": [{"key": "Y", "label": "Yes"}, {"key": "N", "label": "No"}]});
+    store
+        .append(
+            &row.id,
+            EventDraft::new(event_kind::INTERVIEW_STARTED, asked),
+        )
+        .unwrap();
+    // Nothing was posted for it: nothing to update.
+    assert!(c.take_posted(&row, qid, "svc run R").is_none());
+    store
+        .append(
+            &row.id,
+            EventDraft::new(
+                kinds::POSTED,
+                json!({"event": "run.blocked", "channel": "C1", "ts": "1700000000.000001",
+                       "question_id": qid}),
+            ),
+        )
+        .unwrap();
+    // This Chat never posted it (a new process): the events say where and what.
+    let (at, m) = c.take_posted(&row, qid, "svc run R").unwrap();
+    assert_eq!(
+        (at.channel.as_str(), at.ts.as_str()),
+        ("C1", "1700000000.000001")
+    );
+    assert!(m.text.contains("Ship it? [Yes / No]"), "{}", m.text);
+    assert!(m.blocks.iter().any(|b| b["type"] == "actions"));
+    // Once updated, it is not updated again.
+    store
+        .append(
+            &row.id,
+            EventDraft::new(kinds::UPDATED, json!({"question_id": qid, "channel": "C1"})),
+        )
+        .unwrap();
+    assert!(c.take_posted(&row, qid, "svc run R").is_none());
+}
+
+#[test]
+fn the_settings_refuse_a_bad_channel_or_api_url() {
+    let mut s = Settings::default();
+    s.run.notifications.channel = Some("two words".into());
+    assert!(s
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("run.notifications.channel"));
+    let mut s = Settings::default();
+    s.server.integrations.chat.api_url = "slack.com/api".into();
+    assert!(s.validate().unwrap_err().to_string().contains("api_url"));
+    let mut s = Settings::default();
+    s.run.notifications.channel = Some("#runs".into());
+    assert!(s.validate().is_ok());
+}
