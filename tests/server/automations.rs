@@ -1,6 +1,7 @@
 //! Automations through the real server: the catalog rules (ids, revisions, ETag/If-Match,
 //! validation, secrets) over HTTP, and a restart keeping every entry; the api, webhook,
-//! code-host and repository targets; and, with the scheduler clock the binary is given
+//! code-host and repository targets; a slow run (at a human gate) under each overlap
+//! policy; and, with the scheduler clock the binary is given
 //! (`SVC_TEST_CLOCK_START`), fires missed while it was stopped and a `kill -9` between a
 //! fire and its run.
 
@@ -600,4 +601,127 @@ fn fires_missed_while_the_server_was_stopped_follow_the_misfire_policy() {
             "{id}: {sched}"
         );
     }
+}
+
+/// A run that waits at a human gate until the test answers: "slow" for as long as needed.
+const GATED: &str = r#"digraph gated {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  ask [shape=hexagon, label="Go on?"]
+  start -> ask
+  ask -> exit [label="[Y] Yes"]
+}"#;
+
+/// Waits for run `id`'s open question and answers it; the run then finishes.
+fn answer_gate(s: &Server, id: &str) {
+    let qs = s
+        .get(&format!("/api/v1/runs/{id}/questions?wait=30s"))
+        .json();
+    let qid = qs["data"][0]["id"].as_str().unwrap_or_default().to_string();
+    assert!(!qid.is_empty(), "run {id} asks nothing: {qs}");
+    let ok = s.post(
+        &format!("/api/v1/runs/{id}/questions/{qid}/answer"),
+        r#"{"selected_option_key":"Y"}"#,
+    );
+    assert_eq!(ok.status, 204, "{}", ok.text());
+    wait_status(s, id, "succeeded", 30);
+}
+
+/// A slow run (waiting at a human gate) under each overlap policy, with real runs on the
+/// real binary: `allow` starts a second run beside it; `skip` refuses the second fire (409
+/// `automation_overlap`, a `skipped` fire with policy `overlap`); `queue_one` queues it (202),
+/// skips a third while one is queued, and starts the queued run once the first one ends.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_slow_run_under_each_overlap_policy() {
+    require(Tool::Git);
+    let s = Server::start();
+    let r = s.post("/api/v1/workflow-versions", &package(GATED).to_string());
+    assert!(r.status == 201 || r.status == 200, "{}", r.text());
+    let v = r.json()["id"].as_str().unwrap_or_default().to_string();
+    for policy in ["allow", "skip", "queue_one"] {
+        let body = json!({"id": policy.replace('_', "-"), "name": policy,
+            "target": {"workflow_version_id": v}, "policies": {"overlap": policy},
+            "triggers": [{"id": "manual", "kind": "api"}]});
+        assert_eq!(s.post("/api/v1/automations", &body.to_string()).status, 201);
+    }
+    let fire = |id: &str| s.post(&format!("/api/v1/automations/{id}/runs"), "");
+    let fires_of = |id: &str| -> Vec<Value> {
+        s.get(&format!("/api/v1/automations/{id}/fires")).json()["data"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let runs_of = |id: &str| -> usize {
+        s.get(&format!("/api/v1/runs?automation={id}")).json()["data"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let first = |id: &str| -> String {
+        let r = fire(id);
+        assert_eq!(r.status, 201, "{}", r.text());
+        let run = r.json()["id"].as_str().unwrap_or_default().to_string();
+        // At its gate: the run is still going.
+        let qs = s
+            .get(&format!("/api/v1/runs/{run}/questions?wait=30s"))
+            .json();
+        assert_eq!(qs["data"][0]["text"], "Go on?", "{qs}");
+        run
+    };
+
+    // allow: a second run beside the first.
+    let a1 = first("allow");
+    let r = fire("allow");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let a2 = r.json()["id"].as_str().unwrap_or_default().to_string();
+    assert_ne!(a1, a2);
+    assert_eq!(runs_of("allow"), 2);
+    answer_gate(&s, &a1);
+    answer_gate(&s, &a2);
+
+    // skip: refused while the first runs, on record; after it ends, a fire runs again.
+    let s1 = first("skip");
+    let e = assert_error(&fire("skip"), 409);
+    assert_eq!(e["errors"][0]["code"], "automation_overlap");
+    let f = fires_of("skip");
+    assert_eq!(f[0]["outcome"], "skipped", "{f:?}");
+    assert_eq!(f[0]["policy"], "overlap");
+    assert!(
+        f[0]["detail"].as_str().unwrap_or_default().contains(&s1),
+        "names the active run: {}",
+        f[0]
+    );
+    assert_eq!(runs_of("skip"), 1);
+    answer_gate(&s, &s1);
+    let r = fire("skip");
+    assert_eq!(r.status, 201, "after the run ended: {}", r.text());
+    answer_gate(&s, r.json()["id"].as_str().unwrap_or_default());
+
+    // queue_one: the second fire waits, a third is skipped, the queued one starts when the
+    // first run ends.
+    let q1 = first("queue-one");
+    let r = fire("queue-one");
+    assert_eq!(r.status, 202, "{}", r.text());
+    let queued = r.json();
+    assert_eq!(queued["outcome"], "queued", "{queued}");
+    let e = assert_error(&fire("queue-one"), 409);
+    assert_eq!(e["errors"][0]["code"], "automation_overlap");
+    assert_eq!(runs_of("queue-one"), 1);
+    answer_gate(&s, &q1);
+    let released = wait_for(30, "the queued fire to start its run", || {
+        fires_of("queue-one")
+            .into_iter()
+            .find(|f| f["id"] == queued["id"] && f["outcome"] == "created")
+    });
+    let q2 = released["run_id"].as_str().unwrap_or_default().to_string();
+    assert_ne!(q2, q1);
+    answer_gate(&s, &q2);
+    assert_eq!(runs_of("queue-one"), 2);
+    let outcomes: Vec<Value> = fires_of("queue-one")
+        .iter()
+        .map(|f| f["outcome"].clone())
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![json!("skipped"), json!("created"), json!("created")]
+    );
 }
