@@ -545,3 +545,54 @@ fn ask_on_a_run_whose_sandbox_was_removed_answers_from_the_record() {
     assert!(after["sandbox"]["removed"].is_object(), "{after}");
     assert_eq!(after["sandbox"]["instance"], Value::Null);
 }
+
+/// A turn's budget, end to end: a model call that reports more tokens than a turn may spend
+/// ends the turn there (`stop: token_budget`, no further call); a model that asks for tools
+/// forever is stopped after the turn's model-call limit (`stop: turn_limit`). Either way the
+/// turn succeeds with what it has, and the next turn starts afresh.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_turn_stops_at_its_token_budget_and_at_its_model_call_limit() {
+    require(Tool::Git);
+    let huge = svc::llm::Usage {
+        input: 450_000,
+        ..support::llm::SMALL_USAGE
+    };
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&calls);
+    // Request 0: a tool call that spends the whole budget. After it: tool calls forever.
+    let llm = ScriptedServer::start_with(move |n, r| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let usage = if n == 0 {
+            huge
+        } else {
+            support::llm::SMALL_USAGE
+        };
+        reply(
+            Provider::Anthropic,
+            &tools(&[(&format!("c{n}"), "run_stages", json!({}))]),
+            usage,
+            support::llm::streamed(r),
+        )
+    });
+    let (s, run) = finished_run(&llm);
+    let sid = new_session(&s, &run);
+    let stop_of = |f: &[Frame]| {
+        let last = f.last().expect("frames");
+        assert_eq!(last.event, "run.session.turn.succeeded", "{f:?}");
+        last.data["properties"]["stop"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let (r, f) = ask(&s, &sid, "spend it all");
+    assert_eq!(r.status, 200);
+    assert_eq!(stop_of(&f), "token_budget");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let (r, f) = ask(&s, &sid, "keep calling tools");
+    assert_eq!(r.status, 200);
+    assert_eq!(stop_of(&f), "turn_limit");
+    let limit = svc::ask::service::MAX_MODEL_CALLS as usize;
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1 + limit);
+}
