@@ -2,7 +2,8 @@
 //! scheduler and the hooks work with.
 //!
 //! ```text
-//! {name, description?, target, triggers[], inputs?, goal?, title?, labels?, sandbox?, policies?}
+//! {name, description?, target, triggers[], inputs?, goal?, title?, labels?, sandbox?,
+//! environment?, policies?}
 //! target   = {workflow_version_id}
 //!          | {repository: {origin_url, ref}, workflow: "path/in/repo.dot"}
 //! trigger  = {id, kind: "api", enabled?}                                    (at most one)
@@ -193,6 +194,9 @@ pub struct Automation {
     pub title: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub sandbox: Option<Value>,
+    /// The environment its runs use: an id, or `{id, ...sparse override}` (as a run's
+    /// create body takes it); resolved when a fire makes its run.
+    pub environment: Option<Value>,
     pub misfire: Misfire,
     pub overlap: Overlap,
 }
@@ -278,7 +282,7 @@ impl Kind for Automations {
     }
 }
 
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 11] = [
     "name",
     "description",
     "target",
@@ -288,6 +292,7 @@ const FIELDS: [&str; 10] = [
     "title",
     "labels",
     "sandbox",
+    "environment",
     "policies",
 ];
 
@@ -319,6 +324,14 @@ fn parse(
     let sandbox = o
         .opt_object("sandbox", &mut errs)
         .and_then(|s| parse_sandbox(s, &mut errs));
+    let environment = parse_environment(o.get("environment"), &mut errs);
+    if sandbox.is_some() && environment.is_some() {
+        errs.push(Invalid::new(
+            "environment",
+            "set at most one of `sandbox` and `environment`: an environment's override goes in \
+             `environment: {id, ...}`",
+        ));
+    }
     let (misfire, overlap) = parse_policies(&o, &mut errs);
     match (name, target) {
         (Some(name), Some(target)) if errs.is_empty() => Ok(Automation {
@@ -332,6 +345,7 @@ fn parse(
             title,
             labels,
             sandbox,
+            environment,
             misfire,
             overlap,
         }),
@@ -641,6 +655,54 @@ fn parse_sandbox(s: &Map<String, Value>, errs: &mut Errors) -> Option<Value> {
     Some(json!({"provider": provider, "image": image, "snapshot": snapshot, "network": network}))
 }
 
+/// `environment`: an environment id, or `{id, ...override}`. Only its shape is checked here:
+/// the catalog may change, so the environment is resolved when a fire makes the run (an
+/// unknown id then fails that fire, on record with the reason).
+fn parse_environment(v: Option<&Value>, errs: &mut Errors) -> Option<Value> {
+    let id = match v {
+        None | Some(Value::Null) => return None,
+        Some(Value::String(id)) => id.as_str(),
+        Some(Value::Object(m)) if m.contains_key("env") => {
+            // An automation's definition is shown to its readers; variables (which may be
+            // literal tokens) belong in the environment, whose `env` is write-only.
+            errs.push(Invalid::new(
+                "environment.env",
+                "set variables in the environment itself (its `env` is write-only), not in \
+                 an automation's override",
+            ));
+            return None;
+        }
+        Some(Value::Object(m)) => match m.get("id") {
+            Some(Value::String(id)) => id.as_str(),
+            _ => {
+                errs.push(Invalid::new(
+                    "environment.id",
+                    "an environment given as an object needs its `id`",
+                ));
+                return None;
+            }
+        },
+        Some(other) => {
+            errs.push(Invalid::new(
+                "environment",
+                format!(
+                    "must be an environment id or `{{id, ...override}}`, not {}",
+                    crate::catalog::fields::type_name(other)
+                ),
+            ));
+            return None;
+        }
+    };
+    if !crate::catalog::is_slug(id) || id == "local" {
+        errs.push(Invalid::new(
+            "environment",
+            format!("`{id}` is not an environment id"),
+        ));
+        return None;
+    }
+    v.cloned()
+}
+
 fn parse_policies(o: &Obj<'_>, errs: &mut Errors) -> (Misfire, Overlap) {
     let Some(p) = o.opt_object("policies", errs) else {
         return (Misfire::DEFAULT, Overlap::DEFAULT);
@@ -693,6 +755,10 @@ fn normalised(a: &Automation) -> Map<String, Value> {
     m.insert("title".into(), json!(a.title));
     m.insert("labels".into(), json!(a.labels));
     m.insert("sandbox".into(), a.sandbox.clone().unwrap_or(Value::Null));
+    m.insert(
+        "environment".into(),
+        a.environment.clone().unwrap_or(Value::Null),
+    );
     m.insert(
         "policies".into(),
         json!({"misfire": a.misfire.name(), "overlap": a.overlap.name()}),

@@ -114,13 +114,19 @@ impl Launcher for RunLauncher {
             mcp_servers: None,
             // `[run] max_usd`, as for any run that names no budget.
             budget_usd: None,
-            // `[run] environment`, as for any run that names none (unless `sandbox` is set).
-            environment: None,
+            // The automation's environment, else `[run] environment` as for any run that
+            // names none (unless `sandbox` is set).
+            environment: a.environment.clone(),
         };
         if let Err(e) = self.runs.create(&version, spec) {
             // Another launch of the same fire got there first: fine, start it below.
             if !matches!(self.runs.store.get_run(req.run_id), Ok(Some(_))) {
-                return Err(format!("invalid workflow: {}", e.detail));
+                return Err(match &a.environment {
+                    Some(_) if e.detail.contains("environment") => {
+                        format!("environment refused: {}", e.detail)
+                    }
+                    _ => format!("invalid workflow: {}", e.detail),
+                });
             }
         }
         self.runs

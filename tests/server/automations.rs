@@ -725,3 +725,65 @@ fn a_slow_run_under_each_overlap_policy() {
         vec![json!("skipped"), json!("created"), json!("created")]
     );
 }
+
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+#[test]
+fn a_fired_run_uses_the_automations_environment() {
+    require(Tool::Git);
+    let s = Server::start();
+    let dot = "digraph w { start [shape=Mdiamond]; exit [shape=Msquare]; \
+               work [shape=parallelogram, script=\"echo seen=$FROM_ENV\"]; start -> work -> exit }";
+    let r = s.post("/api/v1/workflow-versions", &package(dot).to_string());
+    assert!(r.status == 201 || r.status == 200, "{}", r.text());
+    let v = r.json()["id"].as_str().unwrap().to_string();
+    let r = s.post(
+        "/api/v1/environments",
+        &json!({"id": "nightly", "provider": "local", "env": {"FROM_ENV": "the nightly environment"},
+                "resources": {"cpu": 1}})
+        .to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let body = json!({"id": "nightly-job", "name": "Nightly", "target": {"workflow_version_id": v},
+        "environment": {"id": "nightly", "labels": {"from": "automation"}},
+        "triggers": [{"id": "manual", "kind": "api"}]});
+    let r = s.post("/api/v1/automations", &body.to_string());
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["environment"]["id"], "nightly");
+    let r = s.post("/api/v1/automations/nightly-job/runs", "");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(wait_kind(&s, &id, &["succeeded", "failed"]), "succeeded");
+    let evs = run_events(&s, &id);
+    let plan = &evs.iter().find(|e| e["event"] == "run.created").unwrap()["properties"]["sandbox"];
+    assert_eq!(plan["environment"], "nightly", "{plan}");
+    assert_eq!(plan["labels"]["from"], "automation", "{plan}");
+    assert_eq!(plan["resources"]["cpu"], 1, "{plan}");
+    let out: String = evs
+        .iter()
+        .filter(|e| e["event"] == "command.completed")
+        .filter_map(|e| e["properties"]["stdout"].as_str())
+        .collect();
+    assert!(out.contains("seen=the nightly environment"), "{out}");
+    // The environment deleted: the next fire fails, on record with the reason.
+    let etag = s
+        .get("/api/v1/environments/nightly")
+        .header("ETag")
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        delete(&s, "/api/v1/environments/nightly", Some(&etag)).status,
+        204
+    );
+    let e = assert_error(&s.post("/api/v1/automations/nightly-job/runs", ""), 422);
+    let text = e.to_string();
+    assert!(text.contains("no environment with id `nightly`"), "{text}");
+    let fires = s.get("/api/v1/automations/nightly-job/fires").json();
+    let failed = fires["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["outcome"] != "created")
+        .cloned()
+        .unwrap_or_default();
+    assert!(failed.to_string().contains("environment"), "{fires}");
+}

@@ -126,6 +126,27 @@ fn each_bad_field_is_named() {
             json!({"name": "x", "target": {"workflow_version_id": V}, "triggers": [], "colour": "red"}),
             "colour",
         ),
+        (
+            json!({"name": "x", "target": {"workflow_version_id": V}, "triggers": [], "environment": 3}),
+            "environment",
+        ),
+        (
+            json!({"name": "x", "target": {"workflow_version_id": V}, "triggers": [], "environment": "Not_A_Slug"}),
+            "environment",
+        ),
+        (
+            json!({"name": "x", "target": {"workflow_version_id": V}, "triggers": [], "environment": {"resources": {}}}),
+            "environment.id",
+        ),
+        (
+            json!({"name": "x", "target": {"workflow_version_id": V}, "triggers": [], "environment": {"id": "small", "env": {"T": "x"}}}),
+            "environment.env",
+        ),
+        (
+            json!({"name": "x", "target": {"workflow_version_id": V}, "triggers": [],
+                   "environment": "small", "sandbox": {"provider": "local"}}),
+            "environment",
+        ),
     ];
     for (def, field) in cases {
         assert_eq!(fields(def.clone()), [field], "{def}");

@@ -195,6 +195,7 @@ fn definition_properties() -> Value {
             "snapshot": nullable("string"),
             "network": {"type": ["boolean", "null"]}
         }},
+        "environment": {"type": ["string", "object", "null"], "description": "The environment its runs use: an id, or {id, ...sparse override} as POST /runs takes it (no `env`: variables go in the environment). Resolved when a fire makes its run: an unknown id then fails that fire (422 automation_fire_failed, on record). At most one of sandbox and environment; neither: [run] environment."},
         "policies": {"type": "object", "properties": {
             "misfire": {"enum": ["skip", "fire_once"], "default": "fire_once"},
             "overlap": {"enum": ["allow", "skip", "queue_one"], "default": "allow"}
