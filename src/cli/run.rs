@@ -501,6 +501,8 @@ fn execute(
     services.llm = llm;
     services.redactor = Arc::clone(&redactor);
     let work = sandbox.as_ref().map(|r| (r.git.clone(), r.base.clone()));
+    // The run's processes live in its holder until the run ends, whatever the ending.
+    let processes = sandbox.as_ref().map(|r| r.isolation.clone());
     if let Some(ready) = sandbox {
         services.isolation = ready.isolation;
         services.workspace = Arc::new(crate::workspace::EngineWorkspace::new(
@@ -515,6 +517,9 @@ fn execute(
     } else {
         Engine::run(wf, options, &services)
     };
+    if let Some(p) = processes {
+        p.end();
+    }
     if let Some(p) = printer {
         p.finish();
     }

@@ -6,6 +6,7 @@
 //! workspace read-write; a private `/tmp`; `--die-with-parent`), and starting a sandbox (checking the provider can run a process).
 //! Must not touch: the workspace's contents (that is `workspace`), runs or the store.
 
+use super::holder::{self, Holder};
 use super::limits::{Limits, Resources};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -54,10 +55,17 @@ pub enum Isolation {
     Local,
     /// On the host, inside the sandbox's resource limits.
     LocalLimited(Arc<Limits>),
+    /// On the host, every process in the run's pid namespace (`holder`), within the
+    /// sandbox's resource limits if it has any: what a `local` run's sandbox starts.
+    Host {
+        holder: Arc<Holder>,
+        limits: Option<Arc<Limits>>,
+    },
     /// Inside bubblewrap: the host's system directories read-only, `workspace` read-write,
-    /// nothing else of the host.
+    /// nothing else of the host; one container per run (`holder`), which every process of
+    /// the run enters.
     Container {
-        bwrap: PathBuf,
+        holder: Arc<Holder>,
         workspace: PathBuf,
         network: bool,
         /// The environment's resource limits, when it set any.
@@ -105,21 +113,41 @@ pub struct Started {
 impl Isolation {
     pub fn provider(&self) -> ProviderKind {
         match self {
-            Isolation::Local | Isolation::LocalLimited(_) => ProviderKind::Local,
+            Isolation::Local | Isolation::LocalLimited(_) | Isolation::Host { .. } => {
+                ProviderKind::Local
+            }
             Isolation::Container { .. } => ProviderKind::Container,
         }
     }
 
     /// True when processes run on the host's file system (no container).
     pub fn on_host(&self) -> bool {
-        matches!(self, Isolation::Local | Isolation::LocalLimited(_))
+        !matches!(self, Isolation::Container { .. })
+    }
+
+    /// The run's process holder, when its processes share one (see `holder`).
+    pub fn holder(&self) -> Option<&Holder> {
+        match self {
+            Isolation::Host { holder, .. } | Isolation::Container { holder, .. } => Some(holder),
+            Isolation::Local | Isolation::LocalLimited(_) => None,
+        }
+    }
+
+    /// Ends every process of the run (its holder's namespace), at the run's end whatever
+    /// the ending. Processes started afterwards through this isolation fail to start.
+    pub fn end(&self) {
+        if let Some(h) = self.holder() {
+            h.end();
+        }
     }
 
     /// The resource limits in force, if any.
     pub fn limits(&self) -> Option<&Limits> {
         match self {
             Isolation::LocalLimited(l) => Some(l),
-            Isolation::Container { limits, .. } => limits.as_deref(),
+            Isolation::Container { limits, .. } | Isolation::Host { limits, .. } => {
+                limits.as_deref()
+            }
             Isolation::Local => None,
         }
     }
@@ -132,31 +160,27 @@ impl Isolation {
 
     /// A command running `program` in `workdir`, leading its own process group (so a stage
     /// can signal everything it started) that dies with the thread that spawns it and is
-    /// recorded for the restart sweep (`procs::isolate`), wrapped in bubblewrap for a container. Every
-    /// process a run starts (command stages, the agent's shell tool, ACP agents) comes from
-    /// here.
+    /// recorded for the restart sweep (`procs::isolate`), started inside the run's holder
+    /// (`nsenter` into its namespaces) when the run has one. Every process a run starts
+    /// (command stages, the agent's shell tool, ACP agents, MCP servers) comes from here.
     pub fn command(&self, program: &str, workdir: &Path) -> Command {
         let mut cmd = match self {
-            Isolation::Local | Isolation::LocalLimited(_) => {
-                let mut c = Command::new(program);
-                c.current_dir(workdir);
-                c
-            }
-            Isolation::Container {
-                bwrap,
-                workspace,
-                network,
-                limits,
-            } => {
-                let mut c = Command::new(bwrap);
-                let tmp_size = limits.as_ref().and_then(|l| l.resources().disk);
-                c.args(bwrap_args(workspace, workdir, *network, tmp_size));
-                c.arg(program);
-                // bwrap itself needs a directory that exists outside; the child gets --chdir.
-                c.current_dir(workdir);
+            Isolation::Local | Isolation::LocalLimited(_) => Command::new(program),
+            // A program found nowhere cannot run in the holder either: started directly, it
+            // fails to start with the same error as without a holder.
+            Isolation::Host { holder, .. } => match on_host(program, workdir) {
+                true => holder.command(&program.into(), workdir),
+                false => Command::new(program),
+            },
+            Isolation::Container { holder, .. } => {
+                let mut c = holder.command(&program.into(), workdir);
+                // The server's home is not in the container: both point into its private /tmp.
+                c.env("HOME", "/tmp").env("TMPDIR", "/tmp");
                 c
             }
         };
+        // `nsenter` needs a directory that exists outside; the child gets `--wdns`.
+        cmd.current_dir(workdir);
         // Own process group, SIGKILL when the forking (stage) thread dies, and the group's
         // record for the next start's sweep (`procs`).
         crate::procs::isolate(&mut cmd);
@@ -165,6 +189,20 @@ impl Isolation {
         }
         cmd
     }
+}
+
+/// Whether `program` names an executable file on the host (through `PATH` for a bare name).
+fn on_host(program: &str, workdir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(&workdir.join(program));
+    }
+    std::env::var_os("PATH").is_some_and(|dirs| {
+        std::env::split_paths(&dirs).any(|d| executable(&workdir.join(d).join(program)))
+    })
 }
 
 /// The host's system directories a container sees, read-only: programs and their
@@ -328,13 +366,31 @@ pub fn start(plan: &SandboxPlan, workspace: &Path) -> Result<Started, StartError
     }
     let limits = limits_for(plan, workspace)?;
     let isolation = match plan.provider {
-        ProviderKind::Local => match limits {
-            Some(l) => Isolation::LocalLimited(l),
-            None => Isolation::Local,
+        ProviderKind::Local => match Holder::start(&plan.bwrap, &holder::local_args(workspace)) {
+            Ok(h) => Isolation::Host {
+                holder: Arc::new(h),
+                limits,
+            },
+            // Without bubblewrap a local run still works, its processes in process groups
+            // (`procs`): said once per run in the log, and in `sandbox.initialized`.
+            Err(e) => {
+                log::warn!(
+                    "local sandbox on {}: no pid namespace for the run ({}: {}); its background processes are stopped only by their process groups and the next start's sweep",
+                    workspace.display(),
+                    e.error,
+                    e.causes.join("; ")
+                );
+                match limits {
+                    Some(l) => Isolation::LocalLimited(l),
+                    None => Isolation::Local,
+                }
+            }
         },
         ProviderKind::Container => {
+            let tmp_size = limits.as_ref().and_then(|l| l.resources().disk);
+            let args = bwrap_args(workspace, workspace, plan.network, tmp_size);
             let iso = Isolation::Container {
-                bwrap: plan.bwrap.clone(),
+                holder: Arc::new(Holder::start(&plan.bwrap, &args)?),
                 workspace: workspace.to_path_buf(),
                 network: plan.network,
                 limits,
@@ -394,10 +450,10 @@ fn unsupported_plan(plan: &SandboxPlan) -> Result<(), StartError> {
 /// Runs `true` in the container: proves bubblewrap is installed and allowed to make
 /// namespaces here, so a broken setup fails the sandbox, not the first stage.
 fn probe(iso: &Isolation, workspace: &Path) -> Result<(), StartError> {
-    let bwrap = match iso {
-        Isolation::Container { bwrap, .. } => bwrap.display().to_string(),
-        Isolation::Local | Isolation::LocalLimited(_) => return Ok(()),
-    };
+    if !matches!(iso, Isolation::Container { .. }) {
+        return Ok(());
+    }
+    let bwrap = "nsenter";
     let out = iso
         .command("true", workspace)
         .stdin(Stdio::null())
@@ -406,10 +462,10 @@ fn probe(iso: &Isolation, workspace: &Path) -> Result<(), StartError> {
         .output()
         .map_err(|e| {
             StartError::new(
-                format!("cannot start bubblewrap (`{bwrap}`)"),
+                format!("cannot enter the container (`{bwrap}`)"),
                 vec![
                     e.to_string(),
-                    "install the `bubblewrap` package or set run.sandbox.bwrap".into(),
+                    "install the `util-linux` package (it has nsenter)".into(),
                 ],
             )
         })?;
@@ -418,7 +474,7 @@ fn probe(iso: &Isolation, workspace: &Path) -> Result<(), StartError> {
     }
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
     Err(StartError::new(
-        "bubblewrap cannot create the container",
+        "the bubblewrap container cannot run a process",
         vec![format!("{bwrap} exited with {}: {stderr}", out.status)],
     ))
 }
@@ -449,7 +505,8 @@ mod tests {
         assert!(e.error.contains("image `debian:12`"), "{e:?}");
         assert!(!e.causes.is_empty());
         let ok = start(&plan(ProviderKind::Local), dir.path()).unwrap();
-        assert_eq!(ok.isolation, Isolation::Local);
+        assert_eq!(ok.isolation.provider(), ProviderKind::Local);
+        assert!(ok.isolation.on_host());
     }
 
     #[test]

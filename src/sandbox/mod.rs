@@ -7,6 +7,7 @@
 //! [`Sandbox::resolve`]; processes by the [`Isolation`] the sandbox carries (a `local`
 //! one reaches anything the user can).
 
+pub mod holder;
 pub mod inventory;
 pub mod isolation;
 pub mod lifecycle;

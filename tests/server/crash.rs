@@ -7,8 +7,9 @@
 //! its events, and `integrity_check` passes. After the last trial the server is started once
 //! more and nobody touches the runs: every started run must finish `succeeded` by itself,
 //! including each one the kills interrupted. Every stage takes a non-blocking `flock` on a
-//! lock file in the run's directory for its whole life (a background child inherits it, and
-//! outlives the killed server until the next start sweeps it): a stage that finds the lock
+//! lock file in the run's directory for its whole life (a background child inherits it; it
+//! dies with the killed server's run namespace, or without bubblewrap at the next start's
+//! sweep): a stage that finds the lock
 //! taken records an overlap, so "no stage ran twice concurrently" is checked by the stages
 //! themselves.
 

@@ -21,6 +21,8 @@ mod run_semantics;
 mod llm;
 // Workspaces (git) and sandboxes (bubblewrap) for runs.
 mod workspace;
+// Nothing a run starts outlives it: every ending, both providers, checked through /proc.
+mod processes;
 // The threat model: server secrets never reach workflow code or what users read; previews,
 // redirects and tokens that cannot be turned against a signed-in user.
 mod security;

@@ -546,6 +546,28 @@ pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T
     }
 }
 
+/// Every process on the machine whose command line contains `marker`, as `pid: cmdline`
+/// (read from `/proc`; a process that ends while it is read is left out).
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
 /// A package body for a single-file workflow.
 pub fn package(dot: &str) -> Value {
     serde_json::json!({"entrypoint": "main.dot", "files": {"main.dot": dot}})

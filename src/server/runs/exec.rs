@@ -248,6 +248,8 @@ impl Executor for EngineExecutor {
         services.redactor = redactor;
         services.interviewer = Arc::new(HttpInterviewer(Arc::clone(&job.handle)));
         services.cancel = job.handle.cancel.clone();
+        // The run's processes live in its holder until the run ends, whatever the ending.
+        let processes = ready.isolation.clone();
         services.isolation = ready.isolation;
         services.stage_env = Some(stage_env);
         if let Some(i) = &self.integrations {
@@ -261,6 +263,7 @@ impl Executor for EngineExecutor {
             ready.git, ready.base,
         ));
         let outcome = Engine::resume(&loaded.workflow, &options, &services);
+        processes.end();
         log::info!(
             "run {} ended: {} ({})",
             outcome.run_id,
