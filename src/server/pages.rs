@@ -81,6 +81,12 @@ pub fn automation(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     page(app, Page::Automation)
 }
 
+/// `/settings`: admins' settings, providers, integrations and secrets (the API says 403 to
+/// anyone else, and the page says so).
+pub fn settings(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    page(app, Page::Settings)
+}
+
 pub fn asset(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     enabled(app)?;
     let name = ctx.param("name");

@@ -308,6 +308,7 @@ pub fn page_routes() -> Vec<Route> {
         public("GET", "/runs/{id}", pages::run),
         public("GET", "/automations", pages::automations),
         public("GET", "/automations/{id}", pages::automation),
+        public("GET", "/settings", pages::settings),
         public("GET", "/assets/{name}", pages::asset),
     ]
 }

@@ -64,6 +64,11 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("assets/automation.js"),
     },
     Asset {
+        name: "settings.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/settings.js"),
+    },
+    Asset {
         name: "signin.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("assets/signin.js"),
@@ -87,10 +92,11 @@ pub enum Page {
     SignOut,
     Automations,
     Automation,
+    Settings,
 }
 
 impl Page {
-    pub const ALL: [Page; 7] = [
+    pub const ALL: [Page; 8] = [
         Page::Board,
         Page::NewRun,
         Page::Run,
@@ -98,6 +104,7 @@ impl Page {
         Page::SignOut,
         Page::Automations,
         Page::Automation,
+        Page::Settings,
     ];
 
     fn name(self) -> &'static str {
@@ -109,6 +116,7 @@ impl Page {
             Page::SignOut => "sign-out",
             Page::Automations => "automations",
             Page::Automation => "automation",
+            Page::Settings => "settings",
         }
     }
 
@@ -121,6 +129,7 @@ impl Page {
             Page::SignOut => "Sign out",
             Page::Automations => "Automations",
             Page::Automation => "Automation",
+            Page::Settings => "Settings",
         }
     }
 
@@ -132,6 +141,7 @@ impl Page {
             Page::SignIn | Page::SignOut => "signin.js",
             Page::Automations => "automations.js",
             Page::Automation => "automation.js",
+            Page::Settings => "settings.js",
         }
     }
 }

@@ -88,3 +88,20 @@ fn page_loads_in_fresh_browser_contexts_never_stall() {
         "a page load stalled (see the output above)"
     );
 }
+
+/// The settings page (`tests/browser/test_settings.py`, issue 29): keys stored through its
+/// form, "Test providers" against two scripted local providers (one works, one refuses the
+/// key and the page says so in the provider's words), a key removed, integrations and run
+/// defaults shown; the board shows today's spend against the daily cap.
+#[test]
+#[cfg_attr(
+    not(has_browser),
+    ignore = "needs Chromium, chromedriver and Python's selenium: apt-get install chromium chromium-driver && pip install selenium"
+)]
+fn settings_page_tests_providers_and_manages_secrets_in_chromium() {
+    require(Tool::Browser);
+    assert!(
+        browser_script("test_settings.py", &[]),
+        "the settings browser test failed (see its output above)"
+    );
+}
