@@ -1,5 +1,7 @@
 //! Workspace benchmark (not a test), on a 10,000-file repository cloned by `file://`:
-//! sandbox ready time for `local` and `container` (clone on the run branch + provider start),
+//! sandbox ready time for `local` and `container` (clone on the run branch + provider start,
+//! the run's holder included), how long a run's processes outlive its end (a background
+//! job, issue 32's target: at most 1 s),
 //! a per-stage checkpoint with 10 changed files (commit + the stage's and run's diff
 //! figures, as the engine takes it), and `/files` work for a 1,000-file diff (the change
 //! list plus the contents of one 100-file page, and of all 1,000).
@@ -112,6 +114,51 @@ fn ready_time(
     Ok((total, total - cloned))
 }
 
+/// A sandbox whose stage left a background job (in a session of its own) behind: how long
+/// from the run's end (`Isolation::end`, as the executor calls it) until no process of the
+/// run runs, the job included (checked through `/proc`).
+fn run_end(root: &Path, provider: ProviderKind) -> Res<Duration> {
+    let started = isolation::start(&plan(provider), root)?;
+    let iso = started.isolation;
+    let out = iso
+        .command("sh", root)
+        .args([
+            "-c",
+            "setsid sleep 600 >/dev/null 2>&1 </dev/null & echo $!",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Err(format!("the stage failed: {out:?}").into());
+    }
+    let ns = std::fs::read_link(format!(
+        "/proc/{}/ns/pid",
+        iso.holder().ok_or("no holder")?.init_pid()
+    ))?;
+    let in_run = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::read_link(e.path().join("ns/pid")).is_ok_and(|n| n == ns)
+                    && std::fs::read(e.path().join("cmdline")).is_ok_and(|c| !c.is_empty())
+            })
+    };
+    if !in_run() {
+        return Err("the background job is not running".into());
+    }
+    let began = Instant::now();
+    iso.end();
+    while in_run() {
+        if began.elapsed() > Duration::from_secs(10) {
+            return Err("the run's processes outlived it by 10 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(began.elapsed())
+}
+
 fn main() -> Res<()> {
     let files = env_or("WS_BENCH_FILES", 10_000);
     let rounds = env_or("WS_BENCH_ROUNDS", 5);
@@ -157,6 +204,19 @@ fn main() -> Res<()> {
             ms(starts[1].saturating_sub(starts[0])),
             ms(medians[1].saturating_sub(medians[0]))
         );
+    }
+    if bwrap {
+        for p in [ProviderKind::Local, ProviderKind::Container] {
+            let mut gone = Vec::new();
+            for _ in 0..rounds * 4 {
+                gone.push(run_end(root, p)?);
+            }
+            println!(
+                "run end ({}): a background job started by a stage gone {} after the run's end (median; target <= 1 s)",
+                p.as_str(),
+                ms(median(&mut gone))
+            );
+        }
     }
 
     // Checkpoints: 10 files changed per stage.
