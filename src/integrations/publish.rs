@@ -499,6 +499,7 @@ impl Integrations {
             ));
         }
         self.config()?;
+        self.check_base(row)?;
         let now = crate::base::clock::now();
         let id = crate::base::clock::new_ulid();
         let record = json!({
@@ -523,6 +524,32 @@ impl Integrations {
         )?;
         self.enqueue(&row.id);
         Ok((job, true))
+    }
+
+    /// The base branch the run's pull request would target (`pull_request_options.base`,
+    /// `[run.pull_request] base`, else the branch it was cloned from) must exist on the host:
+    /// 400 `missing_base_branch` otherwise. The host not answering is left to the job (which
+    /// reports the host's words).
+    fn check_base(&self, row: &RunRow) -> Result<(), Error> {
+        let Some(base) = self
+            .options_of(row)
+            .base
+            .or_else(|| runtime_str(row, "clone_branch"))
+        else {
+            return Ok(());
+        };
+        let repo = self.repo_or_precondition(row)?;
+        match self.with_client(|c, _| c.branch_head(&repo, &base)) {
+            Ok(None) => Err(Error::precondition(
+                "missing_base_branch",
+                format!(
+                    "The base branch `{base}` of run {}'s pull request does not exist on {}.",
+                    row.id,
+                    repo.slug()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Queues every job a previous process left pending (startup).

@@ -708,6 +708,19 @@ fn creation_jobs_links_preconditions_and_close() {
         &s.post("/api/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/pull_request", "{}"),
         404,
     );
+    // A base branch the host does not have.
+    let mut body = repo_body(&host, &flow("echo later > greeting.txt"));
+    body["pull_request_options"] = json!({"base": "release"});
+    let elsewhere = run_to_end(&s, &body);
+    let b = assert_error(
+        &s.post(&format!("/api/v1/runs/{elsewhere}/pull_request"), "{}"),
+        400,
+    );
+    assert_eq!(b["errors"][0]["code"], "missing_base_branch", "{b}");
+    assert!(b["errors"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("`release`"));
 }
 
 #[test]

@@ -43,7 +43,7 @@ pub(super) fn operations() -> Vec<Op> {
             .body(r("CreatePullRequest"), false)
             .resp(vec![
                 ok("202", "The job (the pending one if there is one); `Location` is its creation resource, `Retry-After` when to look.", r("PullRequestCreation")),
-                err("400", "A precondition failed: code missing_repo_origin, missing_run_branch, empty_diff, run_not_finished or run_not_successful (send force)."),
+                err("400", "A precondition failed: code missing_repo_origin, missing_run_branch, empty_diff, missing_base_branch, run_not_finished or run_not_successful (send force)."),
                 err("404", "No such run."),
                 err("409", "The run already has a pull request (`pull_request_exists`), or the integration is unavailable (`integration_unavailable`)."),
             ]),
