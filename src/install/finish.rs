@@ -99,6 +99,7 @@ pub fn plan(w: &Wizard, a: &Answers) -> Result<Plan, ApiError> {
                 strategy: i.strategy,
                 app_id: i.app_id,
                 app_url: i.app_url.clone(),
+                ..Default::default()
             };
             for (name, value) in [
                 (ch::TOKEN_KEY, &i.token),

@@ -186,12 +186,19 @@ impl Integrations {
         locator: Arc<dyn WorkspaceLocator>,
     ) -> Arc<Integrations> {
         let vault = Vault::in_state_dir(&state_dir);
+        let timeout = settings
+            .get()
+            .server
+            .integrations
+            .codehost
+            .timeout_secs
+            .max(1);
         let chat = chat::Chat::new(settings.clone(), vault.clone(), Arc::clone(&store));
         Arc::new_cyclic(|me| Integrations {
             settings,
             state_dir,
             vault,
-            http: Http::default(),
+            http: Http::new(Duration::from_secs(timeout)),
             tokens: TokenCache::default(),
             table,
             store,

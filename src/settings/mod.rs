@@ -235,6 +235,9 @@ pub struct CodehostIntegrationSettings {
     /// The app's public page, shown as a hint to install it on a repository.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_url: Option<String>,
+    /// A REST call to the host that takes longer than this fails (502, or
+    /// `details_status: unavailable`); read at startup. Default 30, at least 1.
+    pub timeout_secs: u64,
 }
 
 impl Default for CodehostIntegrationSettings {
@@ -246,6 +249,7 @@ impl Default for CodehostIntegrationSettings {
             strategy: CodehostStrategy::Token,
             app_id: None,
             app_url: None,
+            timeout_secs: 30,
         }
     }
 }

@@ -1267,3 +1267,57 @@ fn auto_merge_without_webhooks_merges_after_a_restart_once_the_host_reports_gree
         "merged"
     );
 }
+
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_host_slower_than_the_timeout_gives_clear_errors_and_never_holds_a_request() {
+    require(Tool::Git);
+    let host = CodeHost::start(PAT, "acme", "app", &[("greeting.txt", "helo\n")]);
+    let s = server_for(
+        &host,
+        "timeout_secs = 1\n[run.pull_request]\nenabled = true\n",
+    );
+    let id = run_to_end(&s, &repo_body(&host, &flow("echo hello > greeting.txt")));
+    assert_eq!(status_kind(&s, &id), "succeeded");
+    let pr_path = format!("/api/v1/runs/{id}/pull_request");
+    // The host now answers its REST calls after 3 s: past svc's 1 s.
+    host.set_latency(Duration::from_secs(3));
+    let review = json!({"action": "submitted", "pull_request": {"number": 1},
+                        "repository": {"name": "app", "full_name": "acme/app", "owner": {"login": "acme"}}});
+    assert_eq!(
+        deliver(&s, "pull_request_review", "slow-1", &review).status,
+        200
+    );
+    let v = s.get(&pr_path);
+    assert_eq!(v.status, 200, "{}", v.text());
+    let v = v.json();
+    assert_eq!(v["meta"]["details_status"], "unavailable", "{v}");
+    assert_eq!(v["meta"]["details_unavailable_reason"], "fetch_failed");
+    let why = v["meta"]["details_error"].as_str().unwrap().to_lowercase();
+    assert!(why.contains("time"), "{why}");
+    // What is kept is still served: the link and the board.
+    assert_eq!(v["data"]["link"]["number"], 1);
+    let merge = s.post(&format!("{pr_path}/merge"), r#"{"method":"merge"}"#);
+    let b = assert_error(&merge, 502);
+    assert_eq!(b["errors"][0]["code"], "codehost_error", "{b}");
+    assert!(!host.pull(1).unwrap().merged);
+    let st = s.get("/api/v1/system/integrations").json();
+    assert_eq!(st["data"][0]["status"], "error", "{st}");
+    // A run publishing now fails with the reason, and keeps its work.
+    let id = run_to_end(&s, &repo_body(&host, &flow("echo hi > greeting.txt")));
+    let run = run_json(&s, &id);
+    assert_eq!(
+        run["lifecycle"]["status"],
+        json!({"kind": "failed", "reason": "publish_failed"}),
+        "{run}"
+    );
+    assert_eq!(run["diff"]["files_changed"], 1);
+    // The host back to speed: the same server works again.
+    host.set_latency(Duration::ZERO);
+    let merged = s.post(&format!("{pr_path}/merge"), r#"{"method":"merge"}"#);
+    let b = assert_error(&merged, 502);
+    assert!(
+        b["errors"][0]["detail"].as_str().unwrap().contains("draft"),
+        "the host's own reason now: {b}"
+    );
+}
