@@ -12,12 +12,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::stage::{StageBackend, StageMode, StageRequest};
+use super::stage::StageBackend;
 use super::{AgentEvent, Steering};
 use crate::base::cancel::CancelToken;
 use crate::base::event_kind;
 use crate::engine::services::{
-    LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage,
+    LlmBackend, LlmError, LlmEvents, LlmRequest, LlmResponse, LlmStop, LlmUsage,
 };
 use crate::llm::{Credentials, LlmClient, Provider};
 use crate::settings::vault::Vault;
@@ -186,28 +186,10 @@ impl LlmBackend for ProviderBackend {
             ),
             _ => (req.model.clone(), req.provider.clone()),
         };
-        let stage_req = StageRequest {
-            node_id: req.node_id.clone(),
-            mode: match req.mode {
-                LlmMode::Agent => StageMode::Agent,
-                LlmMode::Prompt => StageMode::Prompt,
-            },
-            prompt: req.prompt.clone(),
+        let stage_req = LlmRequest {
             model,
             provider,
-            reasoning_effort: req.reasoning_effort.clone(),
-            max_tokens: req.max_tokens,
-            max_turns: req.max_turns,
-            workdir: req.workdir.clone(),
-            isolation: req.isolation.clone(),
-            env: req.env.clone(),
-            feedback: req.feedback.clone(),
-            project_memory: req.project_memory,
-            preamble: req.preamble.clone(),
-            thread: req.thread.clone(),
-            tool_hooks: req.tool_hooks.clone(),
-            mcp_servers: req.mcp_servers.clone(),
-            usd_budget: req.budget_left_usd_micros,
+            ..req.clone()
         };
         let mut deltas = Deltas::default();
         let result = self.stage.complete(&stage_req, cancel, &mut |ev| {

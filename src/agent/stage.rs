@@ -8,7 +8,6 @@
 //! fidelity or thread keys (the engine does), validate structured output, route, or record
 //! events itself (events go to the caller).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use super::threads::{Thread, Threads};
 use super::{AgentConfig, AgentError, AgentEvent, Session, Steering};
 use crate::base::cancel::CancelToken;
 use crate::base::redact::{NoRedaction, Redact};
+use crate::engine::{LlmMode, LlmRequest};
 use crate::llm::prompt::{PromptCall, PromptSession};
 use crate::llm::provider::{default_provider, infer_provider, wire_model_id};
 use crate::llm::structured::repair_message;
@@ -26,51 +26,6 @@ use crate::llm::{
     StreamEvent, Usage,
 };
 use crate::sandbox::Sandbox;
-
-/// Agent session (tools) or prompt (one call, no tools).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StageMode {
-    Agent,
-    Prompt,
-}
-
-/// One LLM stage call.
-#[derive(Debug, Clone)]
-pub struct StageRequest {
-    /// Identifies the stage's conversation across repair calls.
-    pub node_id: String,
-    pub mode: StageMode,
-    pub prompt: String,
-    pub model: Option<String>,
-    pub provider: Option<String>,
-    pub reasoning_effort: Option<String>,
-    pub max_tokens: Option<i64>,
-    /// Model calls the agent may make; `Some(0)` = unlimited, `None` = the defaults'.
-    pub max_turns: Option<u32>,
-    pub workdir: PathBuf,
-    /// How the shell tool starts processes (host or the run's container).
-    pub isolation: crate::sandbox::Isolation,
-    /// The environment they start from (`None`: the clean allowlist, `procs::env`).
-    pub env: Option<std::sync::Arc<crate::procs::EnvSnapshot>>,
-    /// Validation errors of earlier replies in this stage, oldest first; empty on the
-    /// first call. A call with one more entry than the last continues that conversation.
-    pub feedback: Vec<String>,
-    /// Project memory in a prompt's system message (agents always get it).
-    pub project_memory: bool,
-    /// Put before the prompt (blank line between), unless `thread` continues a kept
-    /// conversation.
-    pub preamble: Option<String>,
-    /// Fidelity `full`: the key of the conversation to continue and keep.
-    pub thread: Option<String>,
-    /// Shell commands run before/after every tool call (agent mode only).
-    pub tool_hooks: crate::engine::services::ToolHooks,
-    /// The stage's MCP servers (agent mode only): started with the session, their tools
-    /// offered, stopped when the stage finishes.
-    pub mcp_servers: Vec<crate::mcp::ServerDef>,
-    /// What an agent session may spend (micro-USD) before it stops between turns
-    /// ([`super::AgentStop::UsdBudget`]); `None`: no limit.
-    pub usd_budget: Option<i64>,
-}
 
 /// The reply to one stage call.
 #[derive(Debug, Clone, PartialEq)]
@@ -255,7 +210,7 @@ impl StageBackend {
     /// Runs (or continues) a stage's conversation.
     pub fn complete(
         &self,
-        req: &StageRequest,
+        req: &LlmRequest,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
     ) -> Result<StageReply, StageError> {
@@ -328,7 +283,7 @@ impl StageBackend {
     /// One call of a stage: a new or continued agent session or prompt conversation.
     fn converse(
         &self,
-        req: &StageRequest,
+        req: &LlmRequest,
         call: Call,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
@@ -344,7 +299,7 @@ impl StageBackend {
         let (model_name, input) = (model_name.as_str(), input.as_str());
 
         match req.mode {
-            StageMode::Agent => {
+            LlmMode::Agent => {
                 let (repair, continued) = match from {
                     Origin::Repair(c) => (Some(c), None),
                     Origin::Thread(t) => (None, Some(t)),
@@ -386,7 +341,7 @@ impl StageBackend {
                         }
                     }
                 };
-                session.set_usd_budget(req.usd_budget);
+                session.set_usd_budget(req.budget_left_usd_micros);
                 let out = session.run(self.model.as_ref(), input, cancel, on_event);
                 if let Some(summary) = session.mcp_summary() {
                     on_event(summary);
@@ -411,7 +366,7 @@ impl StageBackend {
                     tool_time: out.tool_time,
                 })
             }
-            StageMode::Prompt => {
+            LlmMode::Prompt => {
                 let call = PromptCall {
                     model: model_name.to_string(),
                     provider: Some(provider),
@@ -462,7 +417,7 @@ impl StageBackend {
     /// stage before any model call.
     fn start_mcp(
         &self,
-        req: &StageRequest,
+        req: &LlmRequest,
         workdir: &std::path::Path,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
@@ -506,7 +461,7 @@ impl StageBackend {
     /// After a successful call: the conversation becomes the thread's (fidelity `full`).
     fn keep_thread(
         &self,
-        req: &StageRequest,
+        req: &LlmRequest,
         provider: Provider,
         model: &str,
         messages: &[crate::llm::Message],

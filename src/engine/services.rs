@@ -226,15 +226,18 @@ impl ToolHooks {
 }
 
 /// Agent (tool-using session) or prompt (one call, no tools).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LlmMode {
     Agent,
+    #[default]
     Prompt,
 }
 
-/// One LLM stage's request.
-#[derive(Debug, Clone)]
+/// One LLM stage's request: what the engine asks its `LlmBackend`, and what the agent's
+/// `StageBackend` runs (one type from the engine to the provider call).
+#[derive(Debug, Clone, Default)]
 pub struct LlmRequest {
+    /// The stage's node id; it also identifies the stage's conversation across repair calls.
     pub node_id: String,
     pub mode: LlmMode,
     /// The prompt after variable expansion.

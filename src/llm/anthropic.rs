@@ -6,47 +6,60 @@
 use serde_json::{json, Map, Value};
 
 use super::error::LlmError;
-use super::http::{sse_json, stream_error};
+use super::http::{sse_json, stream_error, SseEvent};
 use super::provider::Provider;
 use super::types::{
     Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
 };
-use super::wire::{self, args_object, parse_args, u, Call, Sink};
+use super::wire::{
+    self, args_object, parse_args, u, Call, Sink, StreamDecoder, WireFormat, WireRequest,
+};
 
 const VERSION: &str = "2023-06-01";
 const FALLBACK_MAX_TOKENS: u64 = 65_536;
 
-pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
-    let body = build_body(c.req, c.model, c.stream);
-    let url = format!("{}/v1/messages", c.config.base_url);
-    let headers = [
-        ("x-api-key", c.config.api_key.as_str()),
-        ("anthropic-version", VERSION),
-    ];
-    let resp = c
-        .http
-        .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream || !resp.is_event_stream() {
-        let v = resp.json()?;
-        let r = parse_response(&v, c.model)?;
-        wire::emit_whole(&r, c.stream, sink);
-        return Ok(r);
-    }
-    let mut sse = resp.sse();
-    let mut st = StreamState::new(c.model);
-    while let Some(ev) = sse.next_event()? {
-        if c.cancel.is_cancelled() {
-            return Err(LlmError::Cancelled);
-        }
-        if let Some(done) = st.on_event(&ev.data, sink)? {
-            sink(StreamEvent::Done(done.clone()));
-            return Ok(done);
+/// The Messages API, for [`wire::drive`].
+pub struct Messages;
+
+impl WireFormat for Messages {
+    type Decoder = StreamState;
+
+    fn request(c: &Call<'_>) -> WireRequest {
+        WireRequest {
+            url: format!("{}/v1/messages", c.config.base_url),
+            headers: vec![
+                ("x-api-key", c.config.api_key.clone()),
+                ("anthropic-version", VERSION.to_string()),
+            ],
+            body: build_body(c.req, c.model, c.stream),
         }
     }
-    Err(LlmError::Stream {
-        provider: Provider::Anthropic,
-        message: "the stream ended before message_stop".into(),
-    })
+
+    fn whole(c: &Call<'_>, answer: &Value) -> Result<Response, LlmError> {
+        parse_response(answer, c.model)
+    }
+
+    fn decoder(c: &Call<'_>) -> StreamState {
+        StreamState::new(c.model)
+    }
+}
+
+impl StreamDecoder for StreamState {
+    fn event(
+        &mut self,
+        _: &Call<'_>,
+        ev: &SseEvent,
+        sink: Sink<'_>,
+    ) -> Result<Option<Response>, LlmError> {
+        self.on_event(&ev.data, sink)
+    }
+
+    fn end(self, _: &Call<'_>) -> Result<Response, LlmError> {
+        Err(LlmError::Stream {
+            provider: Provider::Anthropic,
+            message: "the stream ended before message_stop".into(),
+        })
+    }
 }
 
 /// The request body.
@@ -284,7 +297,7 @@ enum Block {
 }
 
 /// Accumulates a streamed message.
-struct StreamState {
+pub struct StreamState {
     model: String,
     blocks: Vec<(usize, Block)>,
     usage: Value,

@@ -6,68 +6,87 @@
 use serde_json::{json, Map, Value};
 
 use super::error::LlmError;
-use super::http::{sse_json, stream_error};
+use super::http::{sse_json, stream_error, SseEvent};
 use super::types::{
     Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
 };
-use super::wire::{self, args_to_string, parse_args, u, Call, Sink};
+use super::wire::{
+    self, args_to_string, parse_args, u, Call, Sink, StreamDecoder, WireFormat, WireRequest,
+};
 
 const FALLBACK_MAX_TOKENS: u64 = 16_384;
 
-pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
-    let body = build_body(c.req, c.model, c.stream);
-    let url = format!("{}/chat/completions", c.config.base_url);
-    let auth = format!("Bearer {}", c.config.api_key);
-    let headers = [("authorization", auth.as_str())];
-    let resp = c
-        .http
-        .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream || !resp.is_event_stream() {
-        let v = resp.json()?;
-        let r = parse_response(c, &v)?;
-        wire::emit_whole(&r, c.stream, sink);
-        return Ok(r);
+/// Chat Completions, for [`wire::drive`].
+pub struct ChatCompletions;
+
+impl WireFormat for ChatCompletions {
+    type Decoder = Stream;
+
+    fn request(c: &Call<'_>) -> WireRequest {
+        WireRequest {
+            url: format!("{}/chat/completions", c.config.base_url),
+            headers: vec![("authorization", format!("Bearer {}", c.config.api_key))],
+            body: build_body(c.req, c.model, c.stream),
+        }
     }
-    let mut sse = resp.sse();
-    let mut st = Stream {
-        model: c.model.to_string(),
-        text: String::new(),
-        calls: Vec::new(),
-        finish: None,
-        usage: Value::Null,
-    };
-    while let Some(ev) = sse.next_event()? {
-        if c.cancel.is_cancelled() {
-            return Err(LlmError::Cancelled);
+
+    fn whole(c: &Call<'_>, answer: &Value) -> Result<Response, LlmError> {
+        parse_response(c, answer)
+    }
+
+    fn decoder(c: &Call<'_>) -> Stream {
+        Stream {
+            model: c.model.to_string(),
+            text: String::new(),
+            calls: Vec::new(),
+            finish: None,
+            usage: Value::Null,
         }
-        if ev.data.trim() == "[DONE]" {
-            break;
-        }
+    }
+}
+
+/// Deltas gathered until `[DONE]`; the answer is whole once a `finish_reason` came.
+impl StreamDecoder for Stream {
+    fn event(
+        &mut self,
+        c: &Call<'_>,
+        ev: &SseEvent,
+        sink: Sink<'_>,
+    ) -> Result<Option<Response>, LlmError> {
         let v = sse_json(c.provider, &ev.data)?;
         if v.get("error").is_some() {
             return Err(stream_error(c.provider, &v));
         }
-        st.chunk(&v, sink);
+        self.chunk(&v, sink);
+        Ok(None)
     }
-    let Some(finish) = st.finish.clone() else {
-        return Err(LlmError::Stream {
-            provider: c.provider,
-            message: "the stream ended without a finish_reason".into(),
-        });
-    };
-    let calls: Vec<ToolCall> = st
-        .calls
-        .into_iter()
-        .map(|(_, id, name, args)| ToolCall {
-            id,
-            name,
-            arguments: parse_args(&args),
-            signature: None,
-        })
-        .collect();
-    let r = finish_response(c, st.model, st.text, calls, &finish, &st.usage);
-    sink(StreamEvent::Done(r.clone()));
-    Ok(r)
+
+    fn end(self, c: &Call<'_>) -> Result<Response, LlmError> {
+        let Some(finish) = self.finish.clone() else {
+            return Err(LlmError::Stream {
+                provider: c.provider,
+                message: "the stream ended without a finish_reason".into(),
+            });
+        };
+        let calls: Vec<ToolCall> = self
+            .calls
+            .into_iter()
+            .map(|(_, id, name, args)| ToolCall {
+                id,
+                name,
+                arguments: parse_args(&args),
+                signature: None,
+            })
+            .collect();
+        Ok(finish_response(
+            c,
+            self.model,
+            self.text,
+            calls,
+            &finish,
+            &self.usage,
+        ))
+    }
 }
 
 /// The request body.
@@ -158,7 +177,8 @@ fn convert(m: &Message, out: &mut Vec<Value>) {
     }
 }
 
-struct Stream {
+/// A streamed answer gathered from its deltas.
+pub struct Stream {
     model: String,
     text: String,
     /// (index, id, name, argument text), by first appearance.

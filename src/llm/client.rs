@@ -12,7 +12,7 @@ use super::error::LlmError;
 use super::http::{Http, HttpOptions};
 use super::provider::{infer_provider, wire_model_id, Credentials, Provider, ProviderConfig, Wire};
 use super::types::{Request, Response, StreamEvent};
-use super::wire::Call;
+use super::wire::{drive, Call};
 use super::{anthropic, chat, gemini, openai};
 use crate::base::cancel::CancelToken;
 
@@ -187,10 +187,10 @@ impl LlmClient {
             cancel,
         };
         match provider.wire() {
-            Wire::AnthropicMessages => anthropic::call(&c, on_event),
-            Wire::OpenAiResponses => openai::call(&c, on_event),
-            Wire::GeminiGenerateContent => gemini::call(&c, on_event),
-            Wire::ChatCompletions => chat::call(&c, on_event),
+            Wire::AnthropicMessages => drive::<anthropic::Messages>(&c, on_event),
+            Wire::OpenAiResponses => drive::<openai::Responses>(&c, on_event),
+            Wire::GeminiGenerateContent => drive::<gemini::GenerateContent>(&c, on_event),
+            Wire::ChatCompletions => drive::<chat::ChatCompletions>(&c, on_event),
         }
     }
 

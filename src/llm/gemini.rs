@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{json, Map, Value};
 
 use super::error::LlmError;
-use super::http::{sse_json, stream_error};
+use super::http::{sse_json, stream_error, SseEvent};
 use super::provider::Provider;
 use super::types::{
     Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
 };
-use super::wire::{self, args_object, u, Call, Sink};
+use super::wire::{self, args_object, u, Call, Sink, StreamDecoder, WireFormat, WireRequest};
 
 const FALLBACK_MAX_TOKENS: u64 = 65_536;
 
@@ -30,43 +30,51 @@ fn synthetic_id() -> String {
     format!("call_{:x}_{n}", t & 0xffff_ffff)
 }
 
-pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
-    let body = build_body(c.req);
-    let url = if c.stream {
-        format!(
-            "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
-            c.config.base_url, c.model
-        )
-    } else {
-        format!(
-            "{}/v1beta/models/{}:generateContent",
-            c.config.base_url, c.model
-        )
-    };
-    let headers = [("x-goog-api-key", c.config.api_key.as_str())];
-    let resp = c
-        .http
-        .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream || !resp.is_event_stream() {
-        let v = resp.json()?;
-        let mut acc = Acc::new(c.model);
-        acc.chunk(&v, &mut |_| {})?;
-        let r = acc.finish()?;
-        wire::emit_whole(&r, c.stream, sink);
-        return Ok(r);
-    }
-    let mut sse = resp.sse();
-    let mut acc = Acc::new(c.model);
-    while let Some(ev) = sse.next_event()? {
-        if c.cancel.is_cancelled() {
-            return Err(LlmError::Cancelled);
+/// generateContent, for [`wire::drive`] (streaming is `streamGenerateContent`).
+pub struct GenerateContent;
+
+impl WireFormat for GenerateContent {
+    type Decoder = Acc;
+
+    fn request(c: &Call<'_>) -> WireRequest {
+        let method = if c.stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        WireRequest {
+            url: format!("{}/v1beta/models/{}:{method}", c.config.base_url, c.model),
+            headers: vec![("x-goog-api-key", c.config.api_key.clone())],
+            body: build_body(c.req),
         }
-        let v = sse_json(Provider::Gemini, &ev.data)?;
-        acc.chunk(&v, sink)?;
     }
-    let r = acc.finish()?;
-    sink(StreamEvent::Done(r.clone()));
-    Ok(r)
+
+    fn whole(c: &Call<'_>, answer: &Value) -> Result<Response, LlmError> {
+        let mut acc = Acc::new(c.model);
+        acc.chunk(answer, &mut |_| {})?;
+        acc.finish()
+    }
+
+    fn decoder(c: &Call<'_>) -> Acc {
+        Acc::new(c.model)
+    }
+}
+
+/// A Gemini stream is a series of whole-shaped chunks, gathered until the body ends.
+impl StreamDecoder for Acc {
+    fn event(
+        &mut self,
+        _: &Call<'_>,
+        ev: &SseEvent,
+        sink: Sink<'_>,
+    ) -> Result<Option<Response>, LlmError> {
+        self.chunk(&sse_json(Provider::Gemini, &ev.data)?, sink)?;
+        Ok(None)
+    }
+
+    fn end(self, _: &Call<'_>) -> Result<Response, LlmError> {
+        self.finish()
+    }
 }
 
 /// The request body (the model is in the URL).
@@ -183,7 +191,7 @@ fn convert_contents(msgs: &[Message]) -> Vec<Value> {
 }
 
 /// Accumulates chunks (a non-streaming body is one chunk).
-struct Acc {
+pub struct Acc {
     model: String,
     parts: Vec<Part>,
     text: String,

@@ -6,37 +6,50 @@
 use serde_json::{json, Map, Value};
 
 use super::error::LlmError;
-use super::http::{sse_json, stream_error};
+use super::http::{sse_json, stream_error, SseEvent};
 use super::provider::Provider;
 use super::types::{
     Message, Part, Request, Response, Role, StopReason, StreamEvent, ToolCall, Usage,
 };
-use super::wire::{self, args_to_string, parse_args, u, Call, Sink};
+use super::wire::{
+    self, args_to_string, parse_args, u, Call, Sink, StreamDecoder, WireFormat, WireRequest,
+};
 
 const FALLBACK_MAX_TOKENS: u64 = 32_768;
 
-pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
-    let body = build_body(c.req, c.model, c.stream);
-    let url = format!("{}/v1/responses", c.config.base_url);
-    let auth = format!("Bearer {}", c.config.api_key);
-    let headers = [("authorization", auth.as_str())];
-    let resp = c
-        .http
-        .post_json(c.provider, &url, &headers, &body, &c.config.api_key)?;
-    if !c.stream || !resp.is_event_stream() {
-        let v = resp.json()?;
-        let r = parse_response(&v, c.model)?;
-        wire::emit_whole(&r, c.stream, sink);
-        return Ok(r);
+/// The Responses API, for [`wire::drive`].
+pub struct Responses;
+
+impl WireFormat for Responses {
+    type Decoder = ResponsesStream;
+
+    fn request(c: &Call<'_>) -> WireRequest {
+        WireRequest {
+            url: format!("{}/v1/responses", c.config.base_url),
+            headers: vec![("authorization", format!("Bearer {}", c.config.api_key))],
+            body: build_body(c.req, c.model, c.stream),
+        }
     }
-    let mut sse = resp.sse();
-    while let Some(ev) = sse.next_event()? {
-        if c.cancel.is_cancelled() {
-            return Err(LlmError::Cancelled);
-        }
-        if ev.data.trim() == "[DONE]" {
-            break;
-        }
+
+    fn whole(c: &Call<'_>, answer: &Value) -> Result<Response, LlmError> {
+        parse_response(answer, c.model)
+    }
+
+    fn decoder(_: &Call<'_>) -> ResponsesStream {
+        ResponsesStream
+    }
+}
+
+/// The Responses stream carries the whole answer in its last event: nothing to gather.
+pub struct ResponsesStream;
+
+impl StreamDecoder for ResponsesStream {
+    fn event(
+        &mut self,
+        c: &Call<'_>,
+        ev: &SseEvent,
+        sink: Sink<'_>,
+    ) -> Result<Option<Response>, LlmError> {
         let v = sse_json(Provider::OpenAi, &ev.data)?;
         let typ = v
             .get("type")
@@ -60,8 +73,7 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
             }
             "response.completed" | "response.incomplete" => {
                 let r = parse_response(v.get("response").unwrap_or(&Value::Null), c.model)?;
-                sink(StreamEvent::Done(r.clone()));
-                return Ok(r);
+                return Ok(Some(r));
             }
             "response.failed" => {
                 let r = v.get("response").unwrap_or(&Value::Null);
@@ -76,11 +88,15 @@ pub fn call(c: &Call<'_>, sink: Sink<'_>) -> Result<Response, LlmError> {
             "error" => return Err(stream_error(Provider::OpenAi, &v)),
             _ => {}
         }
+        Ok(None)
     }
-    Err(LlmError::Stream {
-        provider: Provider::OpenAi,
-        message: "the stream ended before response.completed".into(),
-    })
+
+    fn end(self, _: &Call<'_>) -> Result<Response, LlmError> {
+        Err(LlmError::Stream {
+            provider: Provider::OpenAi,
+            message: "the stream ended before response.completed".into(),
+        })
+    }
 }
 
 /// The request body.

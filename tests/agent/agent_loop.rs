@@ -697,7 +697,8 @@ fn tree_tools_and_shell_stay_in_the_working_directory() {
 #[test]
 fn the_stage_backend_continues_a_conversation_for_repair_calls() {
     use std::sync::Arc;
-    use svc::agent::stage::{StageBackend, StageMode, StageRequest};
+    use svc::agent::stage::StageBackend;
+    use svc::engine::{LlmMode, LlmRequest};
     let dir = tempfile::tempdir().expect("tempdir");
     let server = ScriptedServer::start(vec![
         reply(P, &text("not json"), u(), true),
@@ -720,25 +721,14 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         Arc::new(svc::llm::StaticCredentials::new().with("ANTHROPIC_API_KEY", &test_key(P)));
     let backend = StageBackend::new(Arc::new(c), creds);
     assert_eq!(backend.default_model(), "claude-sonnet-4-6");
-    let mut req = StageRequest {
+    let mut req = LlmRequest {
         node_id: "review".into(),
-        mode: StageMode::Prompt,
+        mode: LlmMode::Prompt,
         prompt: "Review.".into(),
-        model: None,
-        provider: None,
-        reasoning_effort: None,
         max_tokens: Some(1000),
-        max_turns: None,
         workdir: dir.path().to_path_buf(),
-        isolation: Default::default(),
-        env: None,
-        feedback: vec![],
         project_memory: true,
-        preamble: None,
-        thread: None,
-        tool_hooks: Default::default(),
-        mcp_servers: Vec::new(),
-        usd_budget: None,
+        ..LlmRequest::default()
     };
     let r = backend
         .complete(&req, &CancelToken::new(), &mut |_| {})
@@ -760,9 +750,9 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
     assert!(reqs[1].body.get("tools").is_none());
 
     // An agent stage: tools, then a repair call in the same session.
-    let mut req = StageRequest {
+    let mut req = LlmRequest {
         node_id: "build".into(),
-        mode: StageMode::Agent,
+        mode: LlmMode::Agent,
         prompt: "Build.".into(),
         model: Some("sonnet".into()),
         provider: Some("anthropic".into()),

@@ -11,8 +11,9 @@ use std::time::Duration;
 use crate::support::llm::*;
 use crate::support::mcp::*;
 use serde_json::{json, Value};
-use svc::agent::stage::{StageBackend, StageMode, StageRequest};
+use svc::agent::stage::StageBackend;
 use svc::base::cancel::CancelToken;
+use svc::engine::{LlmMode, LlmRequest};
 use svc::llm::{Provider, StaticCredentials};
 use svc::mcp::{ServerDef, Transport};
 use svc::test_tools::{require, Tool};
@@ -34,26 +35,15 @@ fn stdio_def(id: &str, argv: &[&str]) -> ServerDef {
     }
 }
 
-fn request(dir: &std::path::Path, servers: Vec<ServerDef>) -> StageRequest {
-    StageRequest {
+fn request(dir: &std::path::Path, servers: Vec<ServerDef>) -> LlmRequest {
+    LlmRequest {
         node_id: "work".into(),
-        mode: StageMode::Agent,
+        mode: LlmMode::Agent,
         prompt: "Use the tools.".into(),
-        model: None,
-        provider: None,
-        reasoning_effort: None,
-        max_tokens: None,
-        max_turns: None,
         workdir: dir.to_path_buf(),
-        isolation: Default::default(),
-        env: None,
-        feedback: vec![],
         project_memory: false,
-        preamble: None,
-        thread: None,
-        tool_hooks: Default::default(),
         mcp_servers: servers,
-        usd_budget: None,
+        ..LlmRequest::default()
     }
 }
 
@@ -65,7 +55,7 @@ fn backend(server: &ScriptedServer, creds: StaticCredentials) -> StageBackend {
 /// Runs the stage, collecting `(kind, properties)` of its events.
 fn run(
     b: &StageBackend,
-    req: &StageRequest,
+    req: &LlmRequest,
 ) -> (
     Result<svc::agent::stage::StageReply, svc::agent::stage::StageError>,
     Vec<(String, Value)>,
