@@ -69,6 +69,9 @@ pub use store::Event;
 pub mod agent;
 #[cfg(feature = "server")]
 #[doc(hidden)]
+pub mod artifacts;
+#[cfg(feature = "server")]
+#[doc(hidden)]
 pub mod ask;
 #[cfg(feature = "server")]
 #[doc(hidden)]

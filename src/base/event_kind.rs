@@ -46,6 +46,8 @@ pub const STAGE_RETRYING: &str = "stage.retrying";
 pub const STAGE_COMPLETED: &str = "stage.completed";
 pub const STAGE_FAILED: &str = "stage.failed";
 pub const STAGE_CHILD_CREATED: &str = "stage.child.created";
+pub const ARTIFACT_CAPTURED: &str = "artifact.captured";
+pub const ARTIFACT_FAILED: &str = "artifact.failed";
 pub const COMMAND_STARTED: &str = "command.started";
 pub const COMMAND_COMPLETED: &str = "command.completed";
 pub const EDGE_SELECTED: &str = "edge.selected";
@@ -119,6 +121,8 @@ pub const ALL: &[&str] = &[
     STAGE_COMPLETED,
     STAGE_FAILED,
     STAGE_CHILD_CREATED,
+    ARTIFACT_CAPTURED,
+    ARTIFACT_FAILED,
     COMMAND_STARTED,
     COMMAND_COMPLETED,
     EDGE_SELECTED,

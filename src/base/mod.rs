@@ -1,7 +1,7 @@
 //! Shared primitives below every other module: the cancel token a run, a stage and a process
 //! share ([`cancel`]), the secret redactor every recorded event passes through
 //! ([`redact`]), timestamps and ULIDs ([`clock`]), private files and directories ([`perms`]),
-//! random bytes from the kernel ([`random`]), [`hex`], per-thread reusable byte buffers
+//! random bytes from the kernel ([`random`]), path globs ([`glob`]), [`hex`], per-thread reusable byte buffers
 //! for the command path ([`scratch`]), and the vault names the server keeps for itself
 //! ([`SERVER_OWNED_SECRETS`]); under the `test-support` feature, the hooks an
 //! end-to-end test sets through the binary's environment (`test_hooks`: a pause point, a
@@ -13,6 +13,7 @@
 pub mod cancel;
 pub mod clock;
 pub mod event_kind;
+pub mod glob;
 pub mod perms;
 pub mod random;
 pub mod redact;

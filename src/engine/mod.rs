@@ -38,10 +38,11 @@ pub mod watchdog;
 pub use options::{ChildApproval, ModelChoice, RunOptions};
 pub use run::{EndReason, Engine, RunOutcome, RunResult};
 pub use services::{
-    CheckReport, ChecksVerdict, Clock, DryRunBackend, InterviewError, Interviewer, LlmBackend,
-    LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse, LlmStop, LlmUsage, NoInterviewer,
-    NoPublisher, NoWorkspace, Publisher, PullRequestReport, PullRequestStage, Reply, Services,
-    SystemClock, UnconfiguredBackend, Workspace, WorkspaceCheckpoint,
+    ArtifactSink, Capture, CapturedArtifact, CheckReport, ChecksVerdict, Clock, DryRunBackend,
+    InterviewError, Interviewer, LlmBackend, LlmError, LlmEvents, LlmMode, LlmRequest, LlmResponse,
+    LlmStop, LlmUsage, NoArtifacts, NoInterviewer, NoPublisher, NoWorkspace, Publisher,
+    PullRequestReport, PullRequestStage, Reply, Services, SystemClock, UnconfiguredBackend,
+    Workspace, WorkspaceCheckpoint,
 };
 pub use walker::FailureReason;
 

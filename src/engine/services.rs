@@ -38,6 +38,9 @@ pub struct Services {
     pub stage_env: Option<Arc<crate::procs::EnvSnapshot>>,
     /// Where the run publishes its work: its pull request ([`NoPublisher`] by default).
     pub publisher: Arc<dyn Publisher>,
+    /// Where the files a stage leaves behind are kept (`[run] artifacts`; [`NoArtifacts`]
+    /// by default: none are).
+    pub artifacts: Arc<dyn ArtifactSink>,
 }
 
 impl Services {
@@ -55,6 +58,7 @@ impl Services {
             workspace: Arc::new(NoWorkspace),
             stage_env: None,
             publisher: Arc::new(NoPublisher),
+            artifacts: Arc::new(NoArtifacts),
         }
     }
 }
@@ -156,6 +160,53 @@ impl Publisher for NoPublisher {
              (run it on a server with [server.integrations.codehost] configured)",
             stage.node_id
         ))
+    }
+}
+
+/// A file a stage left in the workspace that the run kept (an `artifact.captured` event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedArtifact {
+    /// The artifact's id (a ULID), unique in the run.
+    pub id: String,
+    /// Its path relative to the workspace, `/`-separated.
+    pub path: String,
+    /// Where the object store keeps it.
+    pub key: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// What keeping one matching file came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capture {
+    Kept(CapturedArtifact),
+    /// The file matched but was not kept (too large, unreadable, the store refused it).
+    Failed {
+        path: String,
+        error: String,
+    },
+}
+
+/// Keeps the files matching a run's artifact patterns at the end of each stage (the
+/// server's `artifacts::RunArtifacts`). A failure to keep one never fails the stage.
+pub trait ArtifactSink: Send + Sync {
+    /// Whether there is anything to do (false: the engine skips the call).
+    fn wanted(&self) -> bool;
+    /// Copies the files under `workdir` matching the patterns (and changed since they were
+    /// last kept) after a visit of `node_id`; what was kept or refused, in path order.
+    fn capture(&self, node_id: &str, workdir: &std::path::Path) -> Vec<Capture>;
+}
+
+/// No artifacts are kept.
+pub struct NoArtifacts;
+
+impl ArtifactSink for NoArtifacts {
+    fn wanted(&self) -> bool {
+        false
+    }
+
+    fn capture(&self, _: &str, _: &std::path::Path) -> Vec<Capture> {
+        Vec::new()
     }
 }
 

@@ -145,6 +145,39 @@ impl ObjectStore {
         }
     }
 
+    /// The object `key` as a reader, and its length (S3: read whole first).
+    pub fn open(&self, key: &str) -> Result<(Box<dyn std::io::Read + Send>, u64), ObjectError> {
+        check_key(key)?;
+        match self {
+            ObjectStore::Local { root } => {
+                let path = root.join(key);
+                let f = std::fs::File::open(&path)
+                    .map_err(|e| err(format!("cannot read {key} from {}: {e}", root.display())))?;
+                let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                Ok((Box::new(f), len))
+            }
+            ObjectStore::S3(s) => {
+                let body = s.request("GET", key, &[], Vec::new())?;
+                let len = body.len() as u64;
+                Ok((Box::new(std::io::Cursor::new(body)), len))
+            }
+        }
+    }
+
+    /// Removes every object under the folder `prefix` (`artifacts/<run>/`), and a local
+    /// store's then empty folder; how many were removed.
+    pub fn delete_prefix(&self, prefix: &str) -> Result<usize, ObjectError> {
+        let all = self.list(prefix)?;
+        for o in &all {
+            self.delete(&o.key)?;
+        }
+        if let ObjectStore::Local { root } = self {
+            self.sweep_partials(prefix, Duration::ZERO);
+            let _ = std::fs::remove_dir(root.join(prefix.trim_end_matches('/')));
+        }
+        Ok(all.len())
+    }
+
     /// Objects whose key starts with `prefix` (a folder such as `backups/`), by key.
     pub fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, ObjectError> {
         let mut out = match self {

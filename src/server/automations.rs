@@ -117,6 +117,8 @@ impl Launcher for RunLauncher {
             // The automation's environment, else `[run] environment` as for any run that
             // names none (unless `sandbox` is set).
             environment: a.environment.clone(),
+            // `[run] artifacts`, as for any run that names none.
+            artifacts: None,
         };
         if let Err(e) = self.runs.create(&version, spec) {
             // Another launch of the same fire got there first: fine, start it below.

@@ -473,6 +473,17 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
                 {"old_file": {"name": "README.md", "contents": "# api\n"}, "new_file": {"name": "README.md", "contents": "# api\n\nRate limited.\n"}}
             ], "meta": {"has_more": false}}))
         }
+        ("GET", "/api/v1/runs/{id}/artifacts") => {
+            find(ctx)?;
+            j(json!({"data": [], "meta": {"has_more": false, "total": 0}}))
+        }
+        ("GET", "/api/v1/runs/{id}/artifacts/{artifact_id}") => {
+            let run = find(ctx)?;
+            Err(ApiError::not_found(format!(
+                "Demo run {} kept no artifacts.",
+                run.id
+            )))
+        }
         ("POST", "/api/v1/runs/{id}/steer") | ("POST", "/runs/{id}/steer") => {
             find(ctx)?;
             super::runs::steer::parse_body(ctx.inc.body()?)?;

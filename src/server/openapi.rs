@@ -8,6 +8,7 @@
 use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
 
+mod artifacts;
 mod automations;
 mod backups;
 mod environments;
@@ -530,6 +531,7 @@ fn schemas() -> Value {
                 "in_place": {"type": "boolean", "default": false, "description": "Work in source_directory itself (explicit opt-in)."},
                 "mcp_servers": r("RunMcpServers"),
                 "budget_usd": {"type": "number", "exclusiveMinimum": 0, "description": "The run's LLM budget in US dollars ([run] max_usd when absent)."},
+                "artifacts": {"type": "array", "maxItems": 64, "items": {"type": "string", "minLength": 1}, "description": "Workspace files kept at the end of each stage: globs relative to the workspace (`**/*.xml`, `report.html`; no leading `/`, no `..`), listed at /runs/{id}/artifacts ([run] artifacts when absent, [] for none)."},
                 "pull_request_options": {"type": "object", "additionalProperties": false, "description": "This run's [run.pull_request] (not the Run's pull_request link).", "properties": {
                     "enabled": {"type": "boolean"}, "draft": {"type": "boolean"}, "base": {"type": "string"},
                     "auto_merge": {"type": "boolean"}, "merge_strategy": {"enum": ["merge", "squash", "rebase"]}
@@ -874,6 +876,7 @@ fn build() -> Value {
         .chain(operator::operations())
         .chain(sessions::operations())
         .chain(backups::operations())
+        .chain(artifacts::operations())
         .chain(integrations::operations())
         .chain(environments::operations())
         .chain(workflows::operations())
@@ -948,7 +951,10 @@ fn build() -> Value {
                 ),
                 merged(
                     merged(integrations::schemas(), environments::schemas()),
-                    merged(workflows::schemas(), insights::schemas()),
+                    merged(
+                        merged(workflows::schemas(), insights::schemas()),
+                        artifacts::schemas(),
+                    ),
                 ),
             ),
             "securitySchemes": {

@@ -128,6 +128,12 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/models", models::list),
         user("POST", "/api/v1/providers/test", models::test_providers),
         user("GET", "/api/v1/runs/{id}/files", runs::files::list),
+        user("GET", "/api/v1/runs/{id}/artifacts", runs::artifacts::list),
+        user(
+            "GET",
+            "/api/v1/runs/{id}/artifacts/{artifact_id}",
+            runs::artifacts::download,
+        ),
         user("GET", "/runs/{id}/files", runs::files::list),
         user("GET", "/api/v1/sandboxes", sandboxes::list),
         user("GET", "/api/v1/sandboxes/{id}", sandboxes::get),

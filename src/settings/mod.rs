@@ -535,6 +535,11 @@ pub struct RunDefaults {
     /// Whether and how a run that succeeds opens a pull request from its branch.
     pub pull_request: PullRequestDefaults,
     pub notifications: NotificationDefaults,
+    /// Workspace files kept at the end of each stage (globs relative to the workspace,
+    /// `**/*.xml`), for runs whose create body names none: copied into the object store,
+    /// listed at `GET /api/v1/runs/{id}/artifacts`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
 }
 
 /// `[run.agent]`: defaults of agent stages.
@@ -1019,6 +1024,9 @@ impl Settings {
                     ));
                 }
             }
+        }
+        if let Err(e) = crate::base::glob::check_relative_patterns(&self.run.artifacts) {
+            return bad(format!("run.artifacts: {e}"));
         }
         let ch = &self.server.integrations.codehost;
         if ch.enabled && ch.strategy == CodehostStrategy::App && ch.app_id.is_none() {

@@ -115,7 +115,8 @@ impl RunRow {
 }
 
 /// `run.created` properties the row keeps as they are, for views (see `RunRow::created_meta`).
-const CREATED_META: [&str; 13] = [
+const CREATED_META: [&str; 14] = [
+    "artifacts",
     "automation",
     "budget",
     "created_by",

@@ -59,3 +59,5 @@ mod operator;
 mod backup;
 // Issue 29: the workflow catalog (names across versions, their runs and automations).
 mod workflows;
+// Stage artifacts kept in the object store (issue 32).
+mod artifacts;

@@ -27,7 +27,7 @@ use super::preamble::{self, History};
 use super::prng::Prng;
 use super::routing::{self, Route, RoutingInput};
 use super::scope::{Mirror, Scope, ScopeKind};
-use super::services::Services;
+use super::services::{Capture, Services};
 use super::timing::{describe_duration, millis, start_timer, TIMED_OUT};
 use crate::base::event_kind;
 use crate::store::{EventDraft, StoreError};

@@ -130,6 +130,7 @@ impl<'w> Walker<'w> {
             max_attempts,
             duration_ms,
         };
+        self.capture_artifacts(node, kind, &end)?;
         self.emit_stage_end(node, &end, &outcome, signature.as_deref())?;
         if let Some(message) = &outcome.budget_spent {
             // The stage's turns are recorded (and billed) above; the run goes no further.
@@ -143,6 +144,40 @@ impl<'w> Walker<'w> {
             attempts: attempt,
             signature,
         })
+    }
+
+    /// `artifact.captured` (or `artifact.failed`) for each file the stage left that matches
+    /// the run's artifact patterns, committed with the stage's end. Stages that do no work
+    /// (start, exit, conditional) keep nothing.
+    pub(super) fn capture_artifacts(
+        &self,
+        node: usize,
+        kind: HandlerKind,
+        end: &StageEnd,
+    ) -> Result<(), Stop> {
+        let sink = &self.services().artifacts;
+        if !sink.wanted() || !writes_last_stage(Some(kind)) {
+            return Ok(());
+        }
+        let node_id = self.scoped_id(node);
+        for c in sink.capture(&node_id, &self.options().workdir) {
+            match c {
+                Capture::Kept(a) => self.hold(
+                    event_kind::ARTIFACT_CAPTURED,
+                    Some(node),
+                    json!({"index": end.index, "attempt": end.attempt, "artifact_id": a.id,
+                           "path": a.path, "key": a.key, "bytes": a.bytes,
+                           "content_sha256": a.sha256}),
+                )?,
+                Capture::Failed { path, error } => self.hold(
+                    event_kind::ARTIFACT_FAILED,
+                    Some(node),
+                    json!({"index": end.index, "attempt": end.attempt, "path": path,
+                           "error": error}),
+                )?,
+            }
+        }
+        Ok(())
     }
 
     /// `stage.failed` (final) or `stage.completed`.

@@ -93,6 +93,10 @@ struct CreateRun {
     /// This run's `[run.notifications]` (chat).
     #[serde(default)]
     notifications: Option<crate::integrations::chat::NotificationOptions>,
+    /// Workspace files kept at the end of each stage (globs; `[run] artifacts` when absent,
+    /// `[]` for none).
+    #[serde(default)]
+    artifacts: Option<Vec<String>>,
 }
 
 /// What a caller asks of a new run besides its workflow version; every `None` or empty
@@ -142,6 +146,8 @@ pub struct RunSpec {
     /// The environment: an id or `{id, ...override}`; `None`: `[run] environment`, else
     /// `sandbox` / `[run.sandbox]`.
     pub environment: Option<Value>,
+    /// Artifact patterns; `None`: `[run] artifacts`.
+    pub artifacts: Option<Vec<String>>,
 }
 
 impl RunSpec {
@@ -332,6 +338,7 @@ pub fn create(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
         mcp_servers: body.mcp_servers,
         budget_usd: body.budget_usd,
         environment: body.environment,
+        artifacts: body.artifacts,
     };
     let row = app.runs.create(&version, spec)?;
     Ok(app.runs.run_reply(201, &row))
@@ -471,6 +478,11 @@ impl Runs {
         }
         if let Some(b) = budget(spec.budget_usd, defaults.max_usd)? {
             extra["budget"] = b;
+        }
+        let artifacts = spec.artifacts.unwrap_or_else(|| defaults.artifacts.clone());
+        crate::artifacts::check_patterns(&artifacts).map_err(ApiError::bad_request)?;
+        if !artifacts.is_empty() {
+            extra["artifacts"] = json!(artifacts);
         }
         if let Some((views, blob)) = mcp {
             extra["mcp_servers"] = views;

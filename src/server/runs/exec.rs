@@ -123,6 +123,39 @@ fn fail_launch(job: &Job, error: String) {
     let _ = job.store.append(&job.row.id, draft);
 }
 
+impl EngineExecutor {
+    /// The run's artifact sink when its `run.created` names patterns (those of the create
+    /// body or `[run] artifacts`, frozen then); files it already kept are known, so a
+    /// resumed run does not keep them again.
+    fn artifact_sink(
+        &self,
+        job: &Job,
+        settings: &crate::settings::Settings,
+    ) -> Option<Arc<dyn crate::engine::ArtifactSink>> {
+        let patterns: Vec<String> = job
+            .row
+            .created_meta
+            .get("artifacts")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .filter(|p: &Vec<String>| !p.is_empty())?;
+        let store = match crate::artifacts::store_for(settings, &self.state_dir) {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("run {}: artifacts are not kept: {e}", job.row.id);
+                return None;
+            }
+        };
+        let kept = super::artifacts::kept(job.store.as_ref(), &job.row.id).unwrap_or_default();
+        Some(Arc::new(crate::artifacts::RunArtifacts::new(
+            &job.row.id,
+            &patterns,
+            store,
+            &self.state_dir,
+            &kept,
+        )))
+    }
+}
+
 impl Executor for EngineExecutor {
     fn execute(&self, job: &Job) {
         let files: Arc<dyn crate::workflow::FileSource + Send + Sync> = match &job.version {
@@ -258,6 +291,9 @@ impl Executor for EngineExecutor {
                 run_id: job.row.id.clone(),
                 git: ready.git.clone(),
             });
+        }
+        if let Some(sink) = self.artifact_sink(job, &settings) {
+            services.artifacts = sink;
         }
         services.workspace = Arc::new(crate::workspace::EngineWorkspace::new(
             ready.git, ready.base,

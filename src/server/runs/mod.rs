@@ -31,6 +31,7 @@
 //! workflow parsing beyond `workflow::load`, engine internals.
 
 pub mod answers;
+pub mod artifacts;
 mod control;
 mod create;
 pub mod exec;

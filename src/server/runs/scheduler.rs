@@ -235,7 +235,7 @@ impl Runs {
         self.wake();
     }
 
-    /// Removes a deleted run's sandbox and workspace: at once when no engine runs it, else
+    /// Removes a deleted run's sandbox, workspace and artifacts: at once when no engine runs it, else
     /// once its worker lets go of it (a cancelled stage is killed within seconds).
     pub(super) fn remove_sandbox_when_idle(&self, run_id: &str) {
         let Some(me) = self.me.upgrade() else { return };
@@ -251,6 +251,13 @@ impl Runs {
                 }
                 if let Err(e) = sandbox::remove(&me.state_dir, &id) {
                     log::warn!("run {id}: cannot remove its sandbox: {e}");
+                }
+                // Its artifacts go with it, once no stage can keep another.
+                let removed = crate::artifacts::store_for(&me.settings.get(), &me.state_dir)
+                    .map_err(|e| e.0)
+                    .and_then(|store| crate::artifacts::delete_run(&store, &id));
+                if let Err(e) = removed {
+                    log::warn!("run {id}: cannot remove its artifacts: {e}");
                 }
             });
         if let Err(e) = spawned {

@@ -617,6 +617,7 @@
         break;
       default: break;
     }
+    if (ev.event === 'artifact.captured') loadArtifactsSoon();
     if (ev.event.startsWith('pull_request.')) {
       loadPrSoon();
       if (ev.event === 'pull_request.created' || ev.event === 'pull_request.linked' || ev.event === 'pull_request.unlinked') refreshRunSoon();
@@ -720,6 +721,42 @@
         el('tbody', {}, (u.by_model || []).map((m) => row(modelName(m.model), '', m.usage, null, m.stages)))));
   }
 
+  // ---- artifacts ----
+  let artifactsTimer = null;
+  function loadArtifactsSoon() {
+    if (artifactsTimer) return;
+    artifactsTimer = setTimeout(() => { artifactsTimer = null; loadArtifacts(); }, 300);
+  }
+
+  function fmtBytes(n) {
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+    return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  }
+
+  async function loadArtifacts() {
+    let page;
+    try { page = await api('GET', base + '/artifacts?page[limit]=100'); } catch (e) {
+      svc.fill(ui.artifacts, errorBox(e, 'Artifacts are unavailable'));
+      return;
+    }
+    const items = page.data || [];
+    if (items.length === 0) {
+      svc.fill(ui.artifacts, el('p', {class: 'muted'}, 'No artifacts kept (set [run] artifacts or the run\'s artifacts patterns).'));
+      return;
+    }
+    const more = page.meta && page.meta.has_more ? el('p', {class: 'muted'}, `First 100 of ${page.meta.total}.`) : null;
+    svc.fill(ui.artifacts,
+      el('table', {class: 'usage-table', id: 'artifacts-table'},
+        el('thead', {}, el('tr', {}, el('th', {}, 'File'), el('th', {}, 'Stage'), el('th', {}, 'Size'), el('th', {}, 'Kept'))),
+        el('tbody', {}, items.map((a) => el('tr', {'data-artifact': a.id},
+          el('td', {}, el('a', {href: a.download_url, download: a.path.split('/').pop()}, a.path)),
+          el('td', {}, a.node_id || '–'),
+          el('td', {class: 'num'}, fmtBytes(a.bytes)),
+          el('td', {}, fmtTime(a.captured_at)))))),
+      more);
+  }
+
   // ---- diffs ----
   // Line diff by longest common subsequence (bounded; huge files show as replaced).
   function diffLines(a, b) {
@@ -812,6 +849,7 @@
     ui.log = el('ol', {class: 'log', id: 'events', 'aria-live': 'off'});
     ui.usage = el('div', {id: 'usage-body'}, el('p', {class: 'muted'}, 'Loading usage…'));
     ui.files = el('div', {id: 'files-body'}, el('p', {class: 'muted'}, 'Loading changes…'));
+    ui.artifacts = el('div', {id: 'artifacts-body'}, el('p', {class: 'muted'}, 'Loading artifacts…'));
     ui.prBody = el('div', {id: 'pr-body'}, el('p', {class: 'muted'}, 'Loading the pull request…'));
     ui.pr = section('Pull request', 'pull-request', ui.prBody);
     ui.pr.hidden = true;
@@ -828,7 +866,8 @@
       ui.ask,
       section('Event log', 'log-panel', ui.log),
       section('Usage and cost', 'usage', ui.usage),
-      section('Files changed', 'files', ui.files));
+      section('Files changed', 'files', ui.files),
+      section('Artifacts', 'artifacts', ui.artifacts));
     renderHead();
     renderDetails();
     renderAsk();
@@ -840,6 +879,7 @@
     follow();
     loadUsage();
     loadFiles();
+    loadArtifacts();
   }
   start();
 })();
