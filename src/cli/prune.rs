@@ -5,7 +5,7 @@
 //! It works on the state directory itself, so it refuses while a server holds it (prune
 //! through the server's route then). Each run goes through the store's tombstone path
 //! (`delete_run`), re-read just before so a run resumed meanwhile is kept, and its sandbox
-//! and workspace are removed after.
+//! and workspace (and its artifacts) are removed after.
 //!
 //! Owns: the command's arguments and output. Must not touch: which runs match
 //! (`system::PruneFilter`) or the walk (`server::housekeeping::prune_runs`).
@@ -121,6 +121,9 @@ pub fn prune(args: PruneArgs) -> i32 {
         if let Err(e) = crate::sandbox::lifecycle::remove(&dir, id) {
             eprintln!("svc prune: run {id}: its sandbox could not be removed: {e}");
         }
+        if let Err(e) = remove_artifacts(&dir, id) {
+            eprintln!("svc prune: run {id}: its artifacts could not be removed: {e}");
+        }
         Ok(true)
     };
     let answer = match prune_runs(&store, &store, &dir, &filter, &mut delete) {
@@ -170,6 +173,15 @@ fn print_text(a: &Value) {
             println!("{advice}");
         }
     }
+}
+
+/// Removes run `id`'s artifacts from the object store the state directory's settings name
+/// (`<state-dir>/objects` when none).
+fn remove_artifacts(dir: &std::path::Path, id: &str) -> Result<usize, String> {
+    let settings = crate::settings::Settings::load(&dir.join(crate::settings::SETTINGS_FILE))
+        .map_err(|e| format!("cannot read the settings: {e}"))?;
+    let store = crate::artifacts::store_for(&settings, dir).map_err(|e| e.0)?;
+    crate::artifacts::delete_run(&store, id)
 }
 
 #[cfg(test)]

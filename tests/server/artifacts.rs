@@ -2,7 +2,7 @@
 //! at the end of each stage into the object store (`<state-dir>/objects` when none is
 //! configured, a configured local root otherwise), listed and downloaded over HTTP, a
 //! symbolic link out of the workspace never followed, bad patterns refused, `[run]
-//! artifacts` as the default, and the objects removed with the run.
+//! artifacts` as the default, and the objects removed with the run (`DELETE`, `svc prune`).
 
 use crate::support::server::*;
 use serde_json::{json, Value};
@@ -116,6 +116,22 @@ fn settings_name_the_default_patterns_and_the_object_store() {
     none["artifacts"] = json!([]);
     let quiet = run_to_end(&s, &none);
     assert!(artifacts(&s, &quiet).is_empty());
+    // `svc prune` (the server stopped) removes the pruned runs' artifacts too.
+    let state = s.kill();
+    let out = crate::support::cli::svc(&[
+        "prune",
+        "--state-dir",
+        state.path().to_str().unwrap_or(""),
+        "--older-than",
+        "0s",
+        "--yes",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!objects.path().join("artifacts").join(&id).exists());
 }
 
 #[test]
