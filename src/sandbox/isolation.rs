@@ -331,13 +331,16 @@ pub fn bwrap_args(
     }
     push("--die-with-parent");
     a.extend(system.iter().cloned());
+    for s in ["--dev", "/dev", "--proc", "/proc"] {
+        a.push(s.into());
+    }
+    // bubblewrap takes `--size` only right before the `--tmpfs` it sizes.
     if let Some(n) = tmp_size {
         a.push("--size".into());
         a.push(n.to_string().into());
     }
     for s in [
-        "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--setenv", "HOME", "/tmp",
-        "--setenv", "TMPDIR", "/tmp",
+        "--tmpfs", "/tmp", "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
     ] {
         a.push(s.into());
     }
@@ -526,5 +529,16 @@ mod tests {
         assert!(pos("--tmpfs") < pos("--bind"));
         assert!(!a.iter().any(|x| x == "--share-net"));
         assert!(a.iter().any(|x| x == "--die-with-parent"));
+    }
+
+    #[test]
+    fn a_disk_limit_sizes_the_private_tmp() {
+        // bubblewrap refuses `--size` anywhere but right before `--tmpfs` ("--size must be
+        // followed by --tmpfs"): an environment with `disk` could not start a container.
+        let a = bwrap_args(Path::new("/w"), Path::new("/w"), true, Some(1 << 20));
+        let at = a.iter().position(|x| x == "--size").unwrap();
+        assert_eq!(a[at + 1], "1048576");
+        assert_eq!(a[at + 2], "--tmpfs");
+        assert_eq!(a[at + 3], "/tmp");
     }
 }
