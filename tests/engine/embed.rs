@@ -204,6 +204,37 @@ fn a_cancel_from_another_thread_stops_a_running_command() {
     assert!(started.elapsed() < Duration::from_secs(20));
 }
 
+/// Runs `wf` on the SQLite file `db` with nobody to answer its gate: the run stops there,
+/// failed, resumable.
+fn stopped_at_its_gate(
+    wf: &Workflow,
+    db: &std::path::Path,
+    dir: &std::path::Path,
+) -> svc::RunOutcome {
+    let first = Engine::builder()
+        .store(Store::open(db).unwrap())
+        .workdir(dir)
+        .build()
+        .unwrap()
+        .run(wf, Map::new())
+        .unwrap();
+    assert_eq!(first.status, RunResult::Failed, "{first:?}");
+    first
+}
+
+/// An engine on the same file whose interviewer answers `Y`.
+fn answering_yes(db: &std::path::Path, dir: &std::path::Path) -> Engine {
+    Engine::builder()
+        .store(Store::open(db).unwrap())
+        .workdir(dir)
+        .interviewer(Answer {
+            key: "Y",
+            asked: Arc::default(),
+        })
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn a_run_resumes_from_its_file_without_repeating_finished_stages() {
     let dir = tempfile::tempdir().unwrap();
@@ -222,24 +253,8 @@ fn a_run_resumes_from_its_file_without_repeating_finished_stages() {
         }"#,
     )
     .unwrap();
-    let first = Engine::builder()
-        .store(Store::open(&db).unwrap())
-        .workdir(dir.path())
-        .build()
-        .unwrap()
-        .run(&wf, Map::new())
-        .unwrap();
-    assert_eq!(first.status, RunResult::Failed, "{first:?}");
-
-    let engine = Engine::builder()
-        .store(Store::open(&db).unwrap())
-        .workdir(dir.path())
-        .interviewer(Answer {
-            key: "Y",
-            asked: Arc::default(),
-        })
-        .build()
-        .unwrap();
+    let first = stopped_at_its_gate(&wf, &db, dir.path());
+    let engine = answering_yes(&db, dir.path());
     let resumed = engine.resume(&wf, &first.run_id).unwrap();
     assert_eq!(resumed.status, RunResult::Succeeded, "{resumed:?}");
     let count = std::fs::read_to_string(dir.path().join("count.txt")).unwrap();
@@ -269,24 +284,8 @@ fn a_resumed_run_can_be_cancelled_from_another_thread() {
         }"#,
     )
     .unwrap();
-    let first = Engine::builder()
-        .store(Store::open(&db).unwrap())
-        .workdir(dir.path())
-        .build()
-        .unwrap()
-        .run(&wf, Map::new())
-        .unwrap();
-    assert_eq!(first.status, RunResult::Failed, "{first:?}");
-
-    let engine = Engine::builder()
-        .store(Store::open(&db).unwrap())
-        .workdir(dir.path())
-        .interviewer(Answer {
-            key: "Y",
-            asked: Arc::default(),
-        })
-        .build()
-        .unwrap();
+    let first = stopped_at_its_gate(&wf, &db, dir.path());
+    let engine = answering_yes(&db, dir.path());
     let cancel = CancelToken::new();
     let canceller = {
         let cancel = cancel.clone();
