@@ -22,6 +22,10 @@ pub mod llm;
 #[path = "../../tests/support/codehost.rs"]
 pub mod codehost;
 
+/// The server benches' in-process server and clients (`support/server.rs`).
+#[cfg(feature = "cli")]
+pub mod server;
+
 /// The number in environment variable `name`, or `default` when it is unset or not a number.
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

@@ -1,0 +1,526 @@
+//! The single-node capacity table (issue 32; harness = false; `cargo bench --bench
+//! capacity_bench`): how much one svc server holds on this machine. Prints one line per
+//! figure, then the table in Markdown; with `SVC_CAPACITY_README=1` it also writes the table
+//! into README.md between `<!-- capacity:start -->` and `<!-- capacity:end -->`.
+//!
+//! Figures (sections picked with `SVC_CAPACITY=create,events,sse,wait,blocked,cold,trivial`):
+//! - create+start: runs/s, each a `POST /api/v1/runs` then `POST …/start` on 4 keep-alive
+//!   connections, runs waiting on a human (so the figure is the request path);
+//! - events appended/s through the store API (one writer, durable commits);
+//! - SSE commit-to-client latency p50/p99 with 1,000 and 10,000 subscribers on one run, read
+//!   by one epoll thread (`SVC_CAPACITY_SSE_BIG`, default 10000);
+//! - runs held at once in a `wait` stage and blocked on a human question
+//!   (`SVC_CAPACITY_HELD`, default 1000, with `max_concurrent_runs` raised to it): time until
+//!   all are in, and the process's RSS and threads per held run;
+//! - cold start of the real binary with 100,000 finished runs in the store
+//!   (`SVC_CAPACITY_RUNS`), and `GET /api/v1/runs` (the board's first page) p50/p99 there;
+//! - a trivial run (start → exit) alone on a quiet server: its sandbox set-up and its whole
+//!   run, from its events.
+//!
+//! Must not: assert timings (the machine is shared); it reports them.
+
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::server::{latencies, run_id, sse_epoll};
+use support::{env_or, percentile, Client};
+use svc::server::{self, http::Listen, ServerOptions};
+use svc::store::{EventDraft, RunQuery, RunStore, SqliteStore, DB_FILE};
+
+mod support;
+
+const GATED: &str = "digraph gated { start [shape=Mdiamond]; exit [shape=Msquare]; ask [shape=hexagon, label=\"Go?\"]; start -> ask; ask -> exit [label=\"Yes\"] }";
+const WAITING: &str = "digraph waiting { start [shape=Mdiamond]; exit [shape=Msquare]; nap [shape=box, type=\"wait\", duration=\"30m\"]; start -> nap -> exit }";
+const HELLO: &str = "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }";
+
+/// The table: (figure, value, target or note).
+type Table = Vec<(String, String, String)>;
+
+fn main() {
+    let _ = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("error,tiny_http=off"),
+    )
+    .try_init();
+    raise_nofile(65_536);
+    let only = std::env::var("SVC_CAPACITY").unwrap_or_default();
+    let want = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
+    let mut table: Table = Vec::new();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "capacity: {} cores, load average {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if want("create") {
+        create_start(&mut table);
+    }
+    if want("events") {
+        events(&mut table);
+    }
+    if want("sse") {
+        sse(&mut table);
+    }
+    if want("wait") {
+        held(&mut table, "wait", WAITING, "running");
+    }
+    if want("blocked") {
+        held(&mut table, "blocked", GATED, "blocked");
+    }
+    if want("cold") {
+        cold(&mut table);
+    }
+    if want("trivial") {
+        trivial(&mut table);
+    }
+    let md = markdown(&table, &load);
+    println!("\n{md}");
+    if std::env::var("SVC_CAPACITY_README").as_deref() == Ok("1") {
+        write_readme(&md);
+    }
+}
+
+/// Lifts this process's descriptor limit (soft and hard, as far as the kernel allows): the
+/// 10,000-subscriber figure holds both ends of every stream here.
+fn raise_nofile(n: u64) {
+    let lim = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: setrlimit with a valid struct; failure leaves the limit as it was.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: as above.
+        unsafe {
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut cur);
+            cur.rlim_cur = cur.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &cur);
+        }
+    }
+}
+
+/// An in-process server on a fresh state directory with `settings` (TOML).
+fn boot(settings: &str) -> (tempfile::TempDir, server::RunningServer, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("settings.toml"), settings).expect("settings");
+    let running = server::start(ServerOptions {
+        state_dir: dir.path().to_path_buf(),
+        settings_path: None,
+        listen: Some(Listen::Tcp("127.0.0.1:0".into())),
+        dev: true,
+    })
+    .expect("server");
+    let addr = running.http.local_addr().to_string();
+    let token = running.dev_token.clone().map(|t| t.0).unwrap_or_default();
+    (dir, running, addr, token)
+}
+
+fn body_of(dot: &str) -> String {
+    json!({"workflow": {"entrypoint": "w.dot", "files": {"w.dot": dot}}}).to_string()
+}
+
+/// Creates and starts `n` runs of `dot` over `conns` connections (each run created, then
+/// started); the seconds it took.
+fn create_and_start(addr: &str, token: &str, dot: &str, n: usize, conns: usize) -> f64 {
+    let body = body_of(dot);
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..conns)
+        .map(|k| {
+            let (addr, token, body) = (addr.to_string(), token.to_string(), body.clone());
+            let mine = n / conns + usize::from(k < n % conns);
+            std::thread::spawn(move || {
+                let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
+                for _ in 0..mine {
+                    let created = c.call("POST", "/api/v1/runs", &body);
+                    assert_eq!(created.status, 201);
+                    let id = run_id(&created.body);
+                    let st = c
+                        .call("POST", &format!("/api/v1/runs/{id}/start"), "")
+                        .status;
+                    assert_eq!(st, 200);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+    t0.elapsed().as_secs_f64()
+}
+
+fn create_start(table: &mut Table) {
+    let (_dir, running, addr, token) = boot("");
+    let n = env_or("SVC_CAPACITY_CREATES", 4000);
+    let secs = create_and_start(&addr, &token, GATED, n, 4);
+    let per_sec = n as f64 / secs;
+    println!("create+start: {n} runs in {secs:.2} s = {per_sec:.0} runs/s (4 connections; runs wait on a human, 5 hold the slots, the rest queue)");
+    table.push((
+        "create+start (POST /runs + POST /start)".into(),
+        format!("{per_sec:.0} runs/s"),
+        "4 keep-alive connections".into(),
+    ));
+    std::mem::forget(running);
+}
+
+fn events(table: &mut Table) {
+    let (_dir, running, _addr, _token) = boot("");
+    let store = Arc::clone(&running.app.runs.store);
+    let row = store
+        .create_run(svc::store::NewRun {
+            title: "events".into(),
+            ..Default::default()
+        })
+        .expect("create");
+    let n = env_or("SVC_CAPACITY_EVENTS", 20_000);
+    let t0 = Instant::now();
+    for i in 0..n {
+        store
+            .append(
+                &row.id,
+                EventDraft::new(
+                    "stage.started",
+                    json!({"index": i, "handler_type": "command"}),
+                )
+                .node("n1"),
+            )
+            .expect("append");
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let rate = n as f64 / secs;
+    println!("events: {n} appends (one writer, each its own durable commit) in {secs:.2} s = {rate:.0} events/s");
+    table.push((
+        "events appended (one writer, a commit each)".into(),
+        format!("{rate:.0} events/s"),
+        "store API, WAL, synchronous=NORMAL".into(),
+    ));
+    std::mem::forget(running);
+}
+
+fn sse(table: &mut Table) {
+    for subs in [1000, env_or("SVC_CAPACITY_SSE_BIG", 10_000)] {
+        let (_dir, running, addr, token) = boot("");
+        let store = Arc::clone(&running.app.runs.store);
+        let events = if subs > 1000 { 20 } else { 40 };
+        let t0 = Instant::now();
+        let lat = sse_epoll(&addr, &token, &*store, subs, events);
+        let (p50, p99) = (percentile(&lat, 0.5), percentile(&lat, 0.99));
+        println!(
+            "sse: {subs} subscribers × {events} events: {} deliveries, commit-to-client p50 {p50:.2} ms, p99 {p99:.2} ms, max {:.2} ms ({:.1} s)",
+            lat.len(),
+            lat.last().copied().unwrap_or(0.0),
+            t0.elapsed().as_secs_f64()
+        );
+        table.push((
+            format!("SSE, {subs} subscribers on one run: commit-to-client"),
+            format!("p50 {p50:.1} ms, p99 {p99:.1} ms"),
+            format!(
+                "{} of {} deliveries; target p99 ≤ 10 ms at 1,000",
+                lat.len(),
+                subs * events as usize
+            ),
+        ));
+        std::mem::forget(running);
+    }
+    let _ = latencies;
+}
+
+/// VmRSS and Threads of this process.
+fn self_stats() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        s.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("Threads:"))
+}
+
+fn count(store: &dyn RunStore, status: &str) -> usize {
+    store
+        .count_runs(&RunQuery {
+            statuses: vec![status.into()],
+            ..Default::default()
+        })
+        .unwrap_or(0)
+}
+
+/// `n` runs of `dot` held at once in `status` (`running` in a wait stage, `blocked` on a
+/// question): how long until all are, and RSS and threads per held run.
+fn held(table: &mut Table, name: &str, dot: &str, status: &str) {
+    let n = env_or("SVC_CAPACITY_HELD", 1000);
+    let (_dir, running, addr, token) =
+        boot(&format!("[server.scheduler]\nmax_concurrent_runs = {n}\n"));
+    let store = Arc::clone(&running.app.runs.store);
+    std::thread::sleep(Duration::from_millis(500));
+    let (rss0, threads0) = self_stats();
+    let t0 = Instant::now();
+    create_and_start(&addr, &token, dot, n, 4);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut got = 0;
+    while Instant::now() < deadline {
+        got = count(&*store, status);
+        if got >= n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_secs(1));
+    let (rss1, threads1) = self_stats();
+    let per_run_kb = rss1.saturating_sub(rss0) as f64 / got.max(1) as f64;
+    let per_run_threads = threads1.saturating_sub(threads0) as f64 / got.max(1) as f64;
+    println!(
+        "{name}: {got} of {n} runs {status} at once after {secs:.1} s; RSS {} → {} MiB ({per_run_kb:.0} KiB per run), threads {threads0} → {threads1} ({per_run_threads:.2} per run)",
+        rss0 / 1024,
+        rss1 / 1024
+    );
+    let what = if status == "blocked" {
+        "runs blocked on a human question, at once"
+    } else {
+        "runs waiting in a `wait` stage, at once"
+    };
+    table.push((
+        what.into(),
+        format!("{got} (all of {n} tried) in {secs:.1} s"),
+        format!("max_concurrent_runs = {n}; {per_run_kb:.0} KiB RSS and {per_run_threads:.2} threads per run"),
+    ));
+    // Left as they are (idle until the bench exits); the next section measures its own delta.
+    std::mem::forget(running);
+}
+
+/// Fills `state_dir` with `runs` finished runs of 8 events each.
+fn fill(state_dir: &Path, runs: usize) {
+    let store = SqliteStore::open(&state_dir.join(DB_FILE)).expect("store");
+    let t = Instant::now();
+    for r in 0..runs {
+        let run_id = svc::base::clock::new_ulid();
+        let ts = "2026-11-21T20:05:46.123Z";
+        let mut lines = vec![format!(
+            r#"{{"seq":1,"id":"{}","ts":"{ts}","run_id":"{run_id}","event":"run.created","properties":{{"title":"run {r}","goal":"bench","labels":{{}},"workflow":{{"name":"w","source":"digraph w {{ start -> exit }}","node_count":2,"edge_count":1}},"inputs":{{}}}}}}"#,
+            svc::base::clock::new_ulid()
+        )];
+        for (seq, kind) in [
+            "run.queued",
+            "run.starting",
+            "run.running",
+            "stage.started",
+            "stage.completed",
+            "checkpoint.completed",
+            "run.completed",
+        ]
+        .iter()
+        .enumerate()
+        {
+            lines.push(format!(
+                r#"{{"seq":{},"id":"{}","ts":"{ts}","run_id":"{run_id}","event":"{kind}","properties":{{"index":0}},"node_id":"n1"}}"#,
+                seq + 2,
+                svc::base::clock::new_ulid()
+            ));
+        }
+        store.import_run(&run_id, &lines).expect("import");
+        if (r + 1) % 20_000 == 0 {
+            println!(
+                "  filled {} runs in {:.1} s",
+                r + 1,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Starts the real binary on `state_dir`; (the child, its address, seconds to "listening").
+fn start_binary(state_dir: &Path) -> (std::process::Child, String, f64) {
+    let t0 = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args([
+            "server",
+            "start",
+            "--dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+        ])
+        .arg(state_dir)
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let mut addr = String::new();
+    while out.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+        if let Some(a) = line.trim().strip_prefix("svc: listening on http://") {
+            addr = a.to_string();
+            break;
+        }
+        line.clear();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while out.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+            sink.clear();
+        }
+    });
+    (child, addr, secs)
+}
+
+fn stop(mut child: std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+}
+
+fn cold(table: &mut Table) {
+    let runs = env_or("SVC_CAPACITY_RUNS", 100_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = Instant::now();
+    fill(dir.path(), runs);
+    println!(
+        "cold: {runs} runs filled in {:.1} s ({:.0} MiB database)",
+        t.elapsed().as_secs_f64(),
+        std::fs::metadata(dir.path().join(DB_FILE))
+            .map(|m| m.len())
+            .unwrap_or(0) as f64
+            / 1048576.0
+    );
+    // The first start creates the dev token and settings; the next ones are what an
+    // operator's restart costs.
+    let (child, _, first) = start_binary(dir.path());
+    stop(child);
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let (child, _, secs) = start_binary(dir.path());
+        times.push(secs);
+        stop(child);
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let median = times[times.len() / 2];
+    println!(
+        "cold: start to listening with {runs} runs: first {first:.3} s, then median {median:.3} s, max {:.3} s",
+        times[times.len() - 1]
+    );
+    table.push((
+        format!("cold start with {runs} runs in the store"),
+        format!("{:.0} ms (median of 3 restarts)", median * 1e3),
+        "to `listening`; target ≤ 1 s".into(),
+    ));
+    let (child, addr, _) = start_binary(dir.path());
+    let token = std::fs::read_to_string(dir.path().join("dev-token"))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    for (what, path) in [
+        (
+            "GET /api/v1/runs (the board's first page, 20)",
+            "/api/v1/runs",
+        ),
+        (
+            "GET /api/v1/runs?page[limit]=100",
+            "/api/v1/runs?page[limit]=100",
+        ),
+        (
+            "GET /api/v1/runs, page at offset 50,000",
+            "/api/v1/runs?page[offset]=50000",
+        ),
+    ] {
+        let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
+        let mut lat = Vec::new();
+        for _ in 0..300 {
+            let t = Instant::now();
+            let st = c.call("GET", path, "").status;
+            lat.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(st, 200);
+        }
+        lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let (p50, p99) = (percentile(&lat, 0.5), percentile(&lat, 0.99));
+        println!("cold: {what} with {runs} runs: p50 {p50:.2} ms, p99 {p99:.2} ms (300 requests, one connection)");
+        table.push((
+            format!("{what} at {runs} runs"),
+            format!("p50 {p50:.1} ms, p99 {p99:.1} ms"),
+            "target p99 ≤ 50 ms".into(),
+        ));
+    }
+    stop(child);
+}
+
+fn trivial(table: &mut Table) {
+    let (_dir, running, addr, token) = boot("");
+    let store = Arc::clone(&running.app.runs.store);
+    let mut init = Vec::new();
+    let mut whole = Vec::new();
+    for _ in 0..20 {
+        create_and_start(&addr, &token, HELLO, 1, 1);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while count(&*store, "succeeded") < init.len() + 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let rows = store
+            .query_runs(&RunQuery {
+                statuses: vec!["succeeded".into()],
+                limit: 1,
+                ..Default::default()
+            })
+            .unwrap_or_default();
+        let Some(row) = rows.first() else { continue };
+        let evs = store.events(&row.id, 0, 100).unwrap_or_default();
+        let at = |kind: &str| {
+            evs.iter()
+                .find(|e| e.event == kind)
+                .and_then(|e| svc::base::clock::parse_ts(&e.ts))
+        };
+        if let (Some(a), Some(b)) = (at("sandbox.initializing"), at("sandbox.initialized")) {
+            init.push((b - a) as f64);
+        }
+        if let (Some(a), Some(b)) = (at("run.starting"), at("run.completed")) {
+            whole.push((b - a) as f64);
+        }
+    }
+    init.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    whole.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let (i50, w50) = (percentile(&init, 0.5), percentile(&whole, 0.5));
+    println!("trivial: sandbox set-up median {i50:.0} ms, run.starting → run.completed median {w50:.0} ms (20 runs one after another)");
+    table.push((
+        "a trivial run (start → exit), alone".into(),
+        format!("{w50:.0} ms, of which {i50:.0} ms sandbox set-up"),
+        "run.starting → run.completed, median of 20".into(),
+    ));
+    std::mem::forget(running);
+}
+
+fn markdown(table: &Table, load: &str) -> String {
+    let mut s = String::from("| figure | measured | conditions |\n|---|---|---|\n");
+    for (a, b, c) in table {
+        s.push_str(&format!("| {a} | {b} | {c} |\n"));
+    }
+    s.push_str(&format!(
+        "\n`cargo bench --bench capacity_bench` on a {}-core machine, load average {} when it ran.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    ));
+    s
+}
+
+fn write_readme(md: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let text = std::fs::read_to_string(&path).expect("README");
+    let (start, end) = ("<!-- capacity:start -->", "<!-- capacity:end -->");
+    let (Some(a), Some(b)) = (text.find(start), text.find(end)) else {
+        eprintln!("README.md has no {start} … {end} markers");
+        return;
+    };
+    let new = format!("{}{start}\n{md}{}", &text[..a], &text[b..]);
+    std::fs::write(&path, new).expect("write README");
+    println!("README.md: capacity table written");
+}
