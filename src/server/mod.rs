@@ -19,6 +19,7 @@
 pub mod auth;
 pub mod automations;
 pub mod catalog;
+pub mod completions;
 pub mod demo;
 pub mod environments;
 pub mod error;

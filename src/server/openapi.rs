@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 mod artifacts;
 mod automations;
 mod backups;
+mod completions;
 mod environments;
 mod insights;
 mod integrations;
@@ -881,6 +882,7 @@ fn build() -> Value {
         .chain(environments::operations())
         .chain(workflows::operations())
         .chain(insights::operations())
+        .chain(completions::operations())
     {
         let mut responses = Map::new();
         for (code, v) in o.responses {
@@ -934,7 +936,7 @@ fn build() -> Value {
             {"name": "Runs"}, {"name": "Human-in-the-Loop"}, {"name": "Run Internals"},
             {"name": "Run Outputs"}, {"name": "Billing"}, {"name": "Sandboxes"}, {"name": "Models"},
             {"name": "Automations"}, {"name": "MCP Servers"}, {"name": "Settings"}, {"name": "Sessions"}, {"name": "Integrations"},
-            {"name": "Insights"}
+            {"name": "Insights"}, {"name": "Completions"}
         ],
         "paths": paths,
         "components": {
@@ -953,7 +955,7 @@ fn build() -> Value {
                     merged(integrations::schemas(), environments::schemas()),
                     merged(
                         merged(workflows::schemas(), insights::schemas()),
-                        artifacts::schemas(),
+                        merged(artifacts::schemas(), completions::schemas()),
                     ),
                 ),
             ),

@@ -7,6 +7,7 @@
 use super::auth;
 use super::automations;
 use super::catalog;
+use super::completions;
 use super::environments;
 use super::housekeeping;
 use super::insights;
@@ -205,6 +206,8 @@ pub fn routes() -> Vec<Route> {
         user("GET", "/api/v1/workflows", workflows::list),
         user("GET", "/api/v1/workflows/{name}", workflows::get),
         user("GET", "/api/v1/workflows/{name}/runs", workflows::runs),
+        // One model call through the server's providers (it spends: signed-in users only).
+        user("POST", "/api/v1/completions", completions::create),
         // Insights (issue 29): read-only SQL over the store's views, admins only.
         admin("POST", "/api/v1/insights/query", insights::query),
         admin("GET", "/api/v1/insights/schema", insights::schema),

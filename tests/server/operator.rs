@@ -905,3 +905,132 @@ fn a_budget_stops_an_agent_between_turns_on_the_server_and_in_svc_run() {
     let text = format!("{}{}", done.json, done.stderr);
     assert!(text.contains("budget"), "{text}");
 }
+
+/// A completion through the server's provider and vault key: answered as JSON, streamed
+/// as SSE, structured against a schema, recorded in the usage ledger (so `/usage` and
+/// insights see it), refused with bad input, and refused once the daily cap is reached.
+#[test]
+fn completions_use_the_servers_provider_and_count_in_spending() {
+    let usage = svc::llm::Usage {
+        input: 100_000,
+        output: 10_000,
+        reasoning: 0,
+        cache_read: 0,
+        cache_write: 0,
+    };
+    let llm = ScriptedServer::turns(
+        Provider::Anthropic,
+        vec![
+            text("Hello from the team's provider"),
+            text("streamed answer"),
+            text("{\"n\": 3}"),
+        ],
+        usage,
+    );
+    let s = served_anthropic(&llm.base, "");
+    let ask = |body: Value| s.post("/api/v1/completions", &body.to_string());
+
+    let r =
+        ask(json!({"messages": [{"role": "user", "content": "Say hello"}], "system": "Be brief."}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let c = r.json();
+    assert_eq!(c["message"]["content"], "Hello from the team's provider");
+    assert_eq!(c["provider"], "anthropic");
+    assert_eq!(c["usage"]["input_tokens"], 100_000);
+    let cost = c["cost_usd_micros"].as_i64().unwrap();
+    assert!(cost > 0, "{c}");
+    assert_eq!(c["cost_source"], "catalog");
+    let sent = &llm.requests()[0];
+    assert_eq!(
+        sent.header("x-api-key"),
+        Some("served-key"),
+        "the vault's key"
+    );
+    assert_eq!(sent.body["messages"][0]["content"][0]["text"], "Say hello");
+    assert_eq!(sent.body["max_tokens"], 4096);
+
+    // Streamed: stream_start, the text, finish with the completion.
+    let auth = s.auth();
+    let r = s.raw(
+        "POST",
+        "/api/v1/completions",
+        &[("Authorization", auth.as_str())],
+        Some(
+            json!({"messages": [{"role": "user", "content": "Stream it"}], "stream": true})
+                .to_string()
+                .as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let frames: Vec<Value> = r
+        .text()
+        .split("\n\n")
+        .filter_map(|f| f.strip_prefix("event: stream_event\ndata: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(frames.first().unwrap()["type"], "stream_start");
+    let streamed: String = frames
+        .iter()
+        .filter(|f| f["type"] == "text_delta")
+        .map(|f| f["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, "streamed answer");
+    let last = frames.last().unwrap();
+    assert_eq!(last["type"], "finish", "{last}");
+    assert_eq!(last["completion"]["message"]["content"], "streamed answer");
+
+    // Structured output, checked against the schema.
+    let schema =
+        json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}});
+    let r = ask(json!({"messages": [{"role": "user", "content": "n?"}], "schema": schema}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["output"], json!({"n": 3}));
+
+    // Bad input never reaches the provider.
+    for bad in [
+        json!({"messages": []}),
+        json!({"messages": [{"role": "system", "content": "x"}]}),
+        json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1_000_000}),
+        json!({"messages": [{"role": "user", "content": "x"}], "provider": "nope"}),
+        json!({"messages": [{"role": "user", "content": "x"}], "temperature_typo": 1}),
+    ] {
+        assert_error(&ask(bad), 400);
+    }
+    assert_eq!(llm.count(), 3);
+
+    // Counted in spending and visible to insights.
+    let u = s.get("/api/v1/usage").json();
+    assert_eq!(u["totals"]["records"], 3, "{u}");
+    assert_eq!(u["totals"]["usd_micros"], cost * 3);
+    let q = s.post(
+        "/api/v1/insights/query",
+        &json!({"sql": "SELECT origin, count(*), sum(usd_micros) FROM insights_usage GROUP BY origin"})
+            .to_string(),
+    );
+    assert_eq!(
+        q.json()["rows"],
+        json!([["completion", 3, cost * 3]]),
+        "{}",
+        q.text()
+    );
+
+    // The daily cap, once reached, refuses completions before any provider call.
+    let rev = revision(&s);
+    let cap = cost as f64 / 1e6;
+    assert_eq!(
+        patch(&s, Some(&rev), &json!({"server": {"max_usd_per_day": cap}})).status,
+        200
+    );
+    let r = ask(json!({"messages": [{"role": "user", "content": "more"}]}));
+    let e = assert_error(&r, 429);
+    assert_eq!(e["errors"][0]["code"], "daily_cap_reached");
+    assert!(e["errors"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("max_usd_per_day"));
+    assert_eq!(llm.count(), 3);
+}
