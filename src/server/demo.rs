@@ -511,6 +511,10 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
             let creds = crate::llm::StaticCredentials::new().with("ANTHROPIC_API_KEY", "demo");
             j(super::models::page_of_models(ctx, &creds)?)
         }
+        ("POST", "/api/v1/completions") => Err(ApiError::bad_request(
+            "Completions do not run in demo mode: they need a configured provider.",
+        )
+        .with_code("provider_not_configured")),
         ("POST", "/api/v1/providers/test") => j(json!({"data": [
             {"provider": "anthropic", "model_id": "claude-haiku-4-5", "status": "ok", "error_message": null, "latency_ms": 412},
             {"provider": "openai", "model_id": "gpt-5.4-mini", "status": "skip", "error_message": null, "latency_ms": 0}
