@@ -16,10 +16,15 @@ fn session_id(op: Op) -> Op {
     )
 }
 
+/// A stream of server-sent events; the schema describes one event (`id`, `event`, `data`
+/// lines), which is how schemathesis checks each event it reads.
 fn sse(desc: &str) -> (String, Value) {
     (
         "200".to_string(),
-        json!({"description": desc, "content": {"text/event-stream": {"schema": {"type": "string"}}}}),
+        json!({"description": desc, "content": {"text/event-stream": {"schema": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "event": {"type": "string"}, "data": {"type": "string"}}
+        }}}}),
     )
 }
 
