@@ -56,6 +56,14 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
+    // Held runs first: their RSS and thread deltas need a process no earlier section has
+    // grown (the SSE sections' thousands of threads and buffers are freed only later).
+    if want("wait") {
+        held(&mut table, "wait", WAITING, "running");
+    }
+    if want("blocked") {
+        held(&mut table, "blocked", GATED, "blocked");
+    }
     if want("create") {
         create_start(&mut table);
     }
@@ -64,12 +72,6 @@ fn main() {
     }
     if want("sse") {
         sse(&mut table);
-    }
-    if want("wait") {
-        held(&mut table, "wait", WAITING, "running");
-    }
-    if want("blocked") {
-        held(&mut table, "blocked", GATED, "blocked");
     }
     if want("cold") {
         cold(&mut table);
