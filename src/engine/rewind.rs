@@ -259,6 +259,8 @@ fn copy_of(old: &RunRow, actor: &Value, to: &str, workspace: Option<Value>) -> N
             "workspace": workspace,
             "mcp_servers": meta("mcp_servers"),
             "mcp_definitions": meta("mcp_definitions"),
+            // The environment's variables (unexpanded references), as a retry copies them.
+            "sandbox_env": meta("sandbox_env"),
             "rewound_from": {"run_id": old.id, "to_node": to},
             // As a retry copies them: the same pull request and chat notification choices.
             "pull_request_options": meta("pull_request_options"),

@@ -312,6 +312,19 @@ fn env_reaches_the_process_and_its_secret_nothing_else() {
         json!(["EXTRA", "GREETING", "TOKEN"]),
         "{plan}"
     );
+    // A rewind to the stage runs it again with the same variables, the secret expanded.
+    let r = s.post(&format!("/api/v1/runs/{id}/rewind"), r#"{"to": "work"}"#);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let again = r.json()["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        wait_kind(&s, &again, &["succeeded", "failed", "dead"]),
+        "succeeded",
+        "{:#?}",
+        run_events(&s, &again)
+    );
+    let out = stdout(&s, &again);
+    assert!(out.contains("greeting=hello from the environment"), "{out}");
+    assert!(out.contains(&format!("length={len}")), "{out}");
 
     // A secret the vault lacks fails the run before anything starts, naming the variable.
     let run = create_run_json(
