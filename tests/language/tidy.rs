@@ -585,13 +585,34 @@ fn every_src_directory_has_a_code_map_entry() {
         !map.is_empty(),
         "ARCHITECTURE.md has no \"## Code map\" section"
     );
-    let offenders = top_level_dirs()
-        .into_iter()
-        .filter(|d| !map.contains(&format!("`src/{d}/`")))
-        .map(|d| format!("src/{d}/: no `src/{d}/` entry in ARCHITECTURE.md's code map"))
+    // One `### `src/<dir>/`` heading per directory (a heading may name several paths), with
+    // a "**Must not:**" line before the next heading.
+    let entries: Vec<&str> = map
+        .split("\n### ")
+        .skip(1)
+        .filter(|e| e.starts_with('`'))
         .collect();
+    let mut offenders: Vec<String> = top_level_dirs()
+        .into_iter()
+        .filter(|d| {
+            let path = format!("`src/{d}/`");
+            !entries
+                .iter()
+                .any(|e| e.lines().next().is_some_and(|h| h.contains(&path)))
+        })
+        .map(|d| format!("src/{d}/: no `### `src/{d}/`` heading in ARCHITECTURE.md's code map"))
+        .collect();
+    for e in &entries {
+        if !e.contains("**Must not:**") {
+            let heading = e.lines().next().unwrap_or_default();
+            offenders.push(format!(
+                "ARCHITECTURE.md: `### {heading}` has no \"**Must not:**\" line"
+            ));
+        }
+    }
     report(
-        "Every src/* directory has its entry in ARCHITECTURE.md's \"Code map\".",
+        "Every src/* directory has its heading in ARCHITECTURE.md's \"Code map\", saying what \
+         the module owns and what it must not touch.",
         offenders,
     );
 }
