@@ -94,6 +94,27 @@ impl Op {
         }));
         self
     }
+    /// A catalog entry's `{id}` path parameter (a slug, opgroups 0.3); `what` says whose id
+    /// it is.
+    fn slug_id(self, what: &str) -> Op {
+        self.param(
+            "id",
+            "path",
+            json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}),
+            &format!("{what}. Anything else is answered 400."),
+        )
+    }
+    /// A catalog write's `If-Match` header; `whose` names the entry ("The automation's").
+    fn if_match_revision(self, whose: &str) -> Op {
+        self.param(
+            "If-Match",
+            "header",
+            json!({"type": "string"}),
+            &format!(
+                "{whose} current revision (quotes optional). Missing: 428; not a revision: 400; not current: 409."
+            ),
+        )
+    }
     fn id(mut self) -> Op {
         self.run_id = true;
         self.param(

@@ -7,21 +7,11 @@ use serde_json::{json, Value};
 
 /// An automation id in a path.
 fn slug_param(op: Op) -> Op {
-    op.param(
-        "id",
-        "path",
-        json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}),
-        "Automation id (a slug). Anything else is answered 400.",
-    )
+    op.slug_id("Automation id (a slug)")
 }
 
 fn if_match(op: Op) -> Op {
-    op.param(
-        "If-Match",
-        "header",
-        json!({"type": "string"}),
-        "The automation's current revision (quotes optional). Missing: 428; not a revision: 400; not current: 409.",
-    )
+    op.if_match_revision("The automation's")
 }
 
 pub(super) fn operations() -> Vec<Op> {

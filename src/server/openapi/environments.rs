@@ -9,21 +9,11 @@ use serde_json::{json, Value};
 const TAG: &str = "Environments";
 
 fn slug_param(op: Op) -> Op {
-    op.param(
-        "id",
-        "path",
-        json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}),
-        "Environment id (a slug; `local` is reserved). Anything else is answered 400.",
-    )
+    op.slug_id("Environment id (a slug; `local` is reserved)")
 }
 
 fn if_match(op: Op) -> Op {
-    op.param(
-        "If-Match",
-        "header",
-        json!({"type": "string"}),
-        "The environment's current revision (quotes optional). Missing: 428; not a revision: 400; not current: 409.",
-    )
+    op.if_match_revision("The environment's")
 }
 
 pub(super) fn operations() -> Vec<Op> {

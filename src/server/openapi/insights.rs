@@ -10,21 +10,11 @@ const TAG: &str = "Insights";
 const ADMIN: &str = "Admins only (the dev token's user and the logins of [server.auth] admins).";
 
 fn slug_param(op: Op) -> Op {
-    op.param(
-        "id",
-        "path",
-        json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}),
-        "Saved query id (a slug). Anything else is answered 400.",
-    )
+    op.slug_id("Saved query id (a slug)")
 }
 
 fn if_match(op: Op) -> Op {
-    op.param(
-        "If-Match",
-        "header",
-        json!({"type": "string"}),
-        "The saved query's current revision (quotes optional). Missing: 428; not a revision: 400; not current: 409.",
-    )
+    op.if_match_revision("The saved query's")
 }
 
 pub(super) fn operations() -> Vec<Op> {

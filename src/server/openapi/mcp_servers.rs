@@ -7,21 +7,11 @@ use super::{err, no_content, ok, op, r, Op};
 use serde_json::{json, Value};
 
 fn slug_param(op: Op) -> Op {
-    op.param(
-        "id",
-        "path",
-        json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}),
-        "MCP server id (a slug; also the server's name in tool names mcp__<id>__<tool>). Anything else is answered 400.",
-    )
+    op.slug_id("MCP server id (a slug; also the server's name in tool names mcp__<id>__<tool>)")
 }
 
 fn if_match(op: Op) -> Op {
-    op.param(
-        "If-Match",
-        "header",
-        json!({"type": "string"}),
-        "The server's current revision (quotes optional). Missing: 428; not a revision: 400; not current: 409.",
-    )
+    op.if_match_revision("The server's")
 }
 
 pub(super) fn operations() -> Vec<Op> {
