@@ -530,25 +530,14 @@ const FOUR_PROMPTS: &str = r#"digraph spend {
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_budget_stops_a_run_before_the_call_that_would_pass_it() {
     require(Tool::Git);
-    let usage = svc::llm::Usage {
-        input: 100_000,
-        output: 10_000,
-        reasoning: 0,
-        cache_read: 0,
-        cache_write: 0,
-    };
+    let usage = PRICED_CALL;
     let llm = ScriptedServer::turns(
         Provider::Anthropic,
         (0..8).map(|i| text(&format!("answer {i}"))).collect(),
         usage,
     );
     let s = served_anthropic(&llm.base, "");
-    // One call's cost, as the server prices it.
-    let one = run_to_end(&s, &run_body("digraph one { start [shape=Mdiamond]; exit [shape=Msquare]; a [shape=tab, prompt=\"x\"]; start -> a -> exit }"));
-    let per_call = run_json(&s, &one)["billing"]["total_usd_micros"]
-        .as_i64()
-        .unwrap();
-    assert!(per_call > 0);
+    let per_call = price_of_one_call(&s, ONE_PROMPT);
     let calls_before = llm.count();
 
     let budget_usd = (per_call as f64 * 2.5) / 1e6;
@@ -603,29 +592,39 @@ fn a_budget_stops_a_run_before_the_call_that_would_pass_it() {
 
 const ONE_PROMPT: &str = "digraph priced { start [shape=Mdiamond]; exit [shape=Msquare]; a [shape=tab, prompt=\"x\"]; start -> a -> exit }";
 
+/// What each scripted answer reports using: enough that one call has a visible price.
+const PRICED_CALL: svc::llm::Usage = svc::llm::Usage {
+    input: 100_000,
+    output: 10_000,
+    reasoning: 0,
+    cache_read: 0,
+    cache_write: 0,
+};
+
+/// One call's cost as the server prices it: a run of `dot` (one prompt stage) to its end.
+fn price_of_one_call(s: &Server, dot: &str) -> i64 {
+    let id = run_to_end(s, &run_body(dot));
+    let micros = run_json(s, &id)["billing"]["total_usd_micros"]
+        .as_i64()
+        .unwrap();
+    assert!(micros > 0, "a priced call costs something");
+    micros
+}
+
 /// Spending across runs comes from the store (it survives a restart), and the daily cap
 /// holds back runs with LLM stages (others still run) and says why on the board.
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn usage_across_runs_and_the_daily_cap() {
     require(Tool::Git);
-    let usage = svc::llm::Usage {
-        input: 100_000,
-        output: 10_000,
-        reasoning: 0,
-        cache_read: 0,
-        cache_write: 0,
-    };
+    let usage = PRICED_CALL;
     let llm = ScriptedServer::turns(
         Provider::Anthropic,
         (0..8).map(|i| text(&format!("answer {i}"))).collect(),
         usage,
     );
     let s = served_anthropic(&llm.base, "");
-    let first = run_to_end(&s, &run_body(ONE_PROMPT));
-    let per_call = run_json(&s, &first)["billing"]["total_usd_micros"]
-        .as_i64()
-        .unwrap();
+    let per_call = price_of_one_call(&s, ONE_PROMPT);
     let u = s.get("/api/v1/usage");
     assert_eq!(u.status, 200, "{}", u.text());
     let u = u.json();
@@ -810,13 +809,7 @@ fn a_budget_stops_an_agent_between_turns_on_the_server_and_in_svc_run() {
     use crate::support::cli::Sandbox;
     use crate::support::llm::tools;
     require(Tool::Git);
-    let usage = svc::llm::Usage {
-        input: 100_000,
-        output: 10_000,
-        reasoning: 0,
-        cache_read: 0,
-        cache_write: 0,
-    };
+    let usage = PRICED_CALL;
     let turn = |i: usize| {
         tools(&[(
             &format!("t{i}"),
@@ -827,11 +820,7 @@ fn a_budget_stops_an_agent_between_turns_on_the_server_and_in_svc_run() {
     let llm = ScriptedServer::turns(Provider::Anthropic, (0..40).map(turn).collect(), usage);
     let s = served_anthropic(&llm.base, "");
     // One turn's cost, as the server prices it.
-    let one = run_to_end(&s, &run_body(ONE_PROMPT));
-    let per_turn = run_json(&s, &one)["billing"]["total_usd_micros"]
-        .as_i64()
-        .unwrap();
-    assert!(per_turn > 0);
+    let per_turn = price_of_one_call(&s, ONE_PROMPT);
     let before = llm.count();
     let budget_usd = (per_turn as f64 * 2.5) / 1e6;
     let id = create_run(
@@ -911,13 +900,7 @@ fn a_budget_stops_an_agent_between_turns_on_the_server_and_in_svc_run() {
 /// insights see it), refused with bad input, and refused once the daily cap is reached.
 #[test]
 fn completions_use_the_servers_provider_and_count_in_spending() {
-    let usage = svc::llm::Usage {
-        input: 100_000,
-        output: 10_000,
-        reasoning: 0,
-        cache_read: 0,
-        cache_write: 0,
-    };
+    let usage = PRICED_CALL;
     let llm = ScriptedServer::turns(
         Provider::Anthropic,
         vec![
