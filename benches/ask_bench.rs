@@ -15,12 +15,13 @@
 
 mod support;
 
-use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use serde_json::json;
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::binary::{bin, state_dir, Svc};
 use support::llm::{reply, streamed, text, ScriptedServer, SMALL_USAGE};
 use svc::llm::Provider;
 use svc::store::{EventDraft, RunStore, SqliteStore};
@@ -79,81 +80,16 @@ fn snapshot() {
 /// token), unless `ASK_PROVIDER_MS` says otherwise.
 const PROVIDER_MS: u64 = 100;
 
-/// The real server, its state directory and dev token.
-struct Svc {
-    child: std::process::Child,
-    addr: String,
-    token: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Svc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The real server with the scripted provider as Anthropic's endpoint.
+fn start_svc(provider_base: &str) -> Svc {
+    let settings = format!(
+        "[server.auth]\nmethods = [\"dev-token\"]\n[llm.providers.anthropic]\nbase_url = \"{provider_base}\"\n"
+    );
+    let dir = state_dir(&settings, &[("ANTHROPIC_API_KEY", "bench-key")]);
+    Svc::start(Command::new(bin()), dir)
 }
 
 impl Svc {
-    fn start(provider_base: &str) -> Svc {
-        let bin = env!("CARGO_BIN_EXE_svc");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let settings = format!(
-            "[server.auth]\nmethods = [\"dev-token\"]\n[llm.providers.anthropic]\nbase_url = \"{provider_base}\"\n"
-        );
-        std::fs::write(dir.path().join("settings.toml"), settings).expect("settings");
-        let ok = Command::new(bin)
-            .args([
-                "secrets",
-                "set",
-                "ANTHROPIC_API_KEY",
-                "bench-key",
-                "--state-dir",
-            ])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "svc secrets set");
-        let mut child = Command::new(bin)
-            .args(["server", "start", "--dev", "--state-dir"])
-            .arg(dir.path())
-            .args(["--listen", "127.0.0.1:0"])
-            .env("RUST_LOG", "warn,tiny_http=off")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn svc");
-        let out = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(out).lines();
-        let addr = loop {
-            let l = lines.next().expect("svc output").expect("line");
-            if let Some(a) = l.strip_prefix("svc: listening on http://") {
-                break a.to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        let token = std::fs::read_to_string(dir.path().join("dev-token"))
-            .expect("dev token")
-            .trim()
-            .to_string();
-        Svc {
-            child,
-            addr,
-            token,
-            _dir: dir,
-        }
-    }
-
-    fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let r = support::Client::new(&self.addr, &format!("Authorization: Bearer {}", self.token))
-            .call(method, path, body);
-        (
-            r.status,
-            serde_json::from_slice(&r.body).unwrap_or(Value::Null),
-        )
-    }
-
     /// Posts a turn and reads its SSE stream as it comes: when the first
     /// `run.session.assistant_delta` frame arrived, measured from just before the request
     /// was written.
@@ -216,7 +152,7 @@ fn time_to_first_token() {
         recorded.lock().expect("lock").push(r.at.elapsed());
         reply
     });
-    let svc = Svc::start(&llm.base);
+    let svc = start_svc(&llm.base);
     let flow = r#"digraph notes { start [shape=Mdiamond]; exit [shape=Msquare]
         work [shape=parallelogram, script="echo plan-42 > notes.txt"]
         start -> work -> exit }"#;

@@ -15,9 +15,9 @@
 //!   50 times: REST calls the host received meanwhile (target: none) and the median page time.
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use support::binary::{bin, state_dir, Svc};
 use support::codehost::{signed_headers, CodeHost};
 use support::{env_or, median, Client};
 
@@ -26,97 +26,32 @@ mod support;
 const PAT: &str = "ghp_benchToken0123456789";
 const SECRET: &str = "bench-webhook-secret";
 
-struct Svc {
-    child: std::process::Child,
-    addr: String,
-    token: String,
-    // Kept for the server's lifetime: the state directory.
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Svc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_svc")
-}
-
 /// The server with the code host configured, pinned to CPU 0 when `taskset` exists.
 fn start(host: &CodeHost, extra: &str) -> (Svc, bool) {
-    let dir = tempfile::tempdir().expect("tempdir");
     let settings = format!(
         "[server.auth]\nmethods = [\"dev-token\"]\n[server.integrations.codehost]\nenabled = true\n\
          api_url = \"{}\"\nweb_url = \"{}\"\n{extra}",
         host.api_url, host.url
     );
-    std::fs::write(dir.path().join("settings.toml"), settings).expect("settings");
-    for (k, v) in [("CODEHOST_TOKEN", PAT), ("CODEHOST_WEBHOOK_SECRET", SECRET)] {
-        let ok = Command::new(bin())
-            .args(["secrets", "set", k, v, "--state-dir"])
-            .arg(dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "svc secrets set");
-    }
+    let dir = state_dir(
+        &settings,
+        &[("CODEHOST_TOKEN", PAT), ("CODEHOST_WEBHOOK_SECRET", SECRET)],
+    );
     let pinned = Command::new("taskset")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    let mut cmd = if pinned {
+    let cmd = if pinned {
         let mut c = Command::new("taskset");
         c.args(["-c", "0", bin()]);
         c
     } else {
         Command::new(bin())
     };
-    cmd.args(["server", "start", "--dev", "--state-dir"])
-        .arg(dir.path())
-        .args(["--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn,tiny_http=off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("spawn svc");
-    let out = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(out).lines();
-    let addr = loop {
-        let l = lines.next().expect("svc output").expect("line");
-        if let Some(a) = l.strip_prefix("svc: listening on http://") {
-            break a.to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let token = std::fs::read_to_string(dir.path().join("dev-token"))
-        .expect("dev token")
-        .trim()
-        .to_string();
-    (
-        Svc {
-            child,
-            addr,
-            token,
-            _dir: dir,
-        },
-        pinned,
-    )
+    (Svc::start(cmd, dir), pinned)
 }
 
 impl Svc {
-    fn client(&self) -> Client {
-        Client::new(&self.addr, &format!("Authorization: Bearer {}", self.token))
-    }
-
-    fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let r = self.client().call(method, path, body);
-        (
-            r.status,
-            serde_json::from_slice(&r.body).unwrap_or(Value::Null),
-        )
-    }
-
     /// CPU time the server process used so far (user + system, from /proc).
     fn cpu(&self) -> Duration {
         let stat =

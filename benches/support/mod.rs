@@ -22,6 +22,10 @@ pub mod llm;
 #[path = "../../tests/support/codehost.rs"]
 pub mod codehost;
 
+/// The real `svc` binary started as a server (`support/binary.rs`).
+#[cfg(feature = "cli")]
+pub mod binary;
+
 /// The server benches' in-process server and clients (`support/server.rs`).
 #[cfg(feature = "cli")]
 pub mod server;
