@@ -105,11 +105,14 @@ for line in sys.stdin:
         if mode == "silent-call":
             continue
         if name == "echo":
-            send({"jsonrpc": "2.0", "id": mid, "result": {
-                "content": [{"type": "text", "text": "echo: " + args.get("text", "")}]}})
+            # The call changes the list: say so before answering, so the client has read the
+            # notification by the time it has the answer (sent after, it may still be in the
+            # pipe when the agent asks the model again, and the test would race it).
             if mode == "pages" and not extra_tool_listed:
                 extra_tool_listed = True
                 send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "echo: " + args.get("text", "")}]}})
         elif name == "fail":
             send({"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [{"type": "text", "text": "the thing is broken"}], "isError": True}})
