@@ -87,6 +87,12 @@ pub fn settings(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     page(app, Page::Settings)
 }
 
+/// `/insights`: admins' read-only SQL over the store's views, saved queries and a chart (the
+/// API says 403 to anyone else, and the page says so).
+pub fn insights(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    page(app, Page::Insights)
+}
+
 pub fn asset(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     enabled(app)?;
     let name = ctx.param("name");

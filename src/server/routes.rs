@@ -318,6 +318,7 @@ pub fn page_routes() -> Vec<Route> {
         public("GET", "/automations", pages::automations),
         public("GET", "/automations/{id}", pages::automation),
         public("GET", "/settings", pages::settings),
+        public("GET", "/insights", pages::insights),
         public("GET", "/assets/{name}", pages::asset),
     ]
 }

@@ -69,6 +69,11 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("assets/settings.js"),
     },
     Asset {
+        name: "insights.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/insights.js"),
+    },
+    Asset {
         name: "signin.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("assets/signin.js"),
@@ -93,10 +98,11 @@ pub enum Page {
     Automations,
     Automation,
     Settings,
+    Insights,
 }
 
 impl Page {
-    pub const ALL: [Page; 8] = [
+    pub const ALL: [Page; 9] = [
         Page::Board,
         Page::NewRun,
         Page::Run,
@@ -105,6 +111,7 @@ impl Page {
         Page::Automations,
         Page::Automation,
         Page::Settings,
+        Page::Insights,
     ];
 
     fn name(self) -> &'static str {
@@ -117,6 +124,7 @@ impl Page {
             Page::Automations => "automations",
             Page::Automation => "automation",
             Page::Settings => "settings",
+            Page::Insights => "insights",
         }
     }
 
@@ -130,6 +138,7 @@ impl Page {
             Page::Automations => "Automations",
             Page::Automation => "Automation",
             Page::Settings => "Settings",
+            Page::Insights => "Insights",
         }
     }
 
@@ -142,6 +151,7 @@ impl Page {
             Page::Automations => "automations.js",
             Page::Automation => "automation.js",
             Page::Settings => "settings.js",
+            Page::Insights => "insights.js",
         }
     }
 }

@@ -18,8 +18,9 @@ fn now() -> i64 {
         .unwrap_or(0)
 }
 
-/// A bearer JWT for `login` on github.com, signed by `key`.
-fn bearer(key: &SigningKey, login: &str) -> String {
+/// A bearer JWT for `login` on github.com, signed by `key` (also the browser tests' user
+/// without admin rights, `web_browser`).
+pub(crate) fn bearer(key: &SigningKey, login: &str) -> String {
     let t = now();
     let h = URL_SAFE_NO_PAD.encode(json!({"alg": "EdDSA", "typ": "JWT"}).to_string());
     let p = URL_SAFE_NO_PAD.encode(

@@ -2,7 +2,9 @@
 //! Debian's chromium and chromedriver) against the real `svc` binary. Screenshots of the
 //! board and a run page go to `target/web-screenshots/`; `tests/browser/test_security.py`
 //! attacks the signed-in user from a preview, a hostile `next` and a framed install page;
-//! `tests/browser/test_page_loads.py` loads pages in fresh browser contexts and counts stalls.
+//! `tests/browser/test_page_loads.py` loads pages in fresh browser contexts and counts stalls;
+//! `tests/browser/test_insights.py` drives the insights page as an admin and as a user who
+//! is not one.
 //!
 //! Needs Chromium, chromedriver and Python's selenium: where the build did not find them
 //! the test is reported as ignored with the install command; under `SVC_REQUIRE_BROWSER=1`
@@ -16,6 +18,11 @@ use svc::test_tools::{chromedriver, chromium, require, Tool};
 /// Runs `tests/browser/<script>` with Python against the real binary, in the Chromium and
 /// chromedriver the build found; answers whether it exited 0 (its checks print as it goes).
 fn browser_script(script: &str, args: &[&str]) -> bool {
+    browser_script_with_env(script, args, &[])
+}
+
+/// [`browser_script`] with more environment for the script and the server it starts.
+fn browser_script_with_env(script: &str, args: &[&str], env: &[(&str, String)]) -> bool {
     let (chromium, driver) = (
         chromium().unwrap_or_default(),
         chromedriver().unwrap_or_default(),
@@ -27,6 +34,7 @@ fn browser_script(script: &str, args: &[&str]) -> bool {
         .args(args)
         .env("SVC_CHROMIUM", &chromium)
         .env("SVC_CHROMEDRIVER", &driver)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .status()
         .expect("run python3")
         .success()
@@ -104,4 +112,46 @@ fn settings_page_tests_providers_and_manages_secrets_in_chromium() {
         browser_script("test_settings.py", &[]),
         "the settings browser test failed (see its output above)"
     );
+}
+
+/// The insights page (`tests/browser/test_insights.py`, issue 29): the documented example
+/// (runs per day by status) over real runs in one click, its table equal to the API's answer
+/// and an SVG chart with one bar, then one point, per row; `DELETE FROM runs` refused in the
+/// server's words; a query saved, found after a reload, loaded back, replaced and deleted
+/// (If-Match); the layout at 1280 px and phone width (screenshots); and `bob`, signed in
+/// with a JWT but no admin rights, told that insights are for admins.
+#[test]
+#[cfg_attr(
+    not(has_browser),
+    ignore = "needs Chromium, chromedriver and Python's selenium: apt-get install chromium chromium-driver && pip install selenium"
+)]
+fn insights_page_runs_charts_and_saves_queries_in_chromium() {
+    use ed25519_dalek::pkcs8::EncodePublicKey;
+    require(Tool::Browser);
+    let key = ed25519_dalek::SigningKey::from_bytes(&[29u8; 32]);
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .expect("pem");
+    let bob = crate::operator::bearer(&key, "bob");
+    let bob = bob.trim_start_matches("Bearer ");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join("web-screenshots");
+    let out_arg = out.to_string_lossy();
+    assert!(
+        browser_script_with_env(
+            "test_insights.py",
+            &["--out", &out_arg, "--bob-bearer", bob],
+            &[("SVC_JWT_PUBLIC_KEY", pem)],
+        ),
+        "the insights browser test failed (see its output above)"
+    );
+    for shot in [
+        "insights-1280.png",
+        "insights-phone.png",
+        "insights-not-admin.png",
+    ] {
+        assert!(out.join(shot).exists(), "screenshot {shot} missing");
+    }
 }

@@ -28,6 +28,8 @@ fn pages_and_assets_carry_a_strict_csp_and_stay_small() {
         "/logout",
         "/runs/new",
         "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        "/settings",
+        "/insights",
     ] {
         let r = page(&s, path);
         assert_eq!(r.status, 200, "{path}: {}", r.text());

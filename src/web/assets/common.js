@@ -42,8 +42,9 @@ const svc = (() => {
     location.assign('/login?next=' + encodeURIComponent(location.pathname + location.search));
   }
 
-  async function request(method, path, body, accept) {
-    const opts = {method, credentials: 'same-origin', headers: {Accept: accept}};
+  // `headers`: more request headers (e.g. a catalog's `If-Match`).
+  async function request(method, path, body, accept, headers) {
+    const opts = {method, credentials: 'same-origin', headers: {...headers, Accept: accept}};
     if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
       opts.body = JSON.stringify(body);
@@ -67,8 +68,8 @@ const svc = (() => {
     throw err;
   }
 
-  async function api(method, path, body) {
-    const raw = await request(method, path, body, 'application/json');
+  async function api(method, path, body, headers) {
+    const raw = await request(method, path, body, 'application/json', headers);
     return raw ? JSON.parse(raw) : null;
   }
 
@@ -188,7 +189,7 @@ const svc = (() => {
   }
   document.addEventListener('DOMContentLoaded', setupChrome);
 
-  return {demo, el, fill, api, text, ApiError, errorBox, show, main, signIn, fmtSecs, fmtMs, fmtUsd,
+  return {demo, el, fill, api, request, text, ApiError, errorBox, show, main, signIn, fmtSecs, fmtMs, fmtUsd,
     fmtInt, fmtTime, column, statusWords, isTerminal, probes, probe, checkClass, checkChip};
 })();
 window.svc = svc;
