@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use svc::agent::{AgentConfig, Session};
-use svc::base::cancel::CancelToken;
-use svc::llm::{
+use svc::internal::agent::{AgentConfig, Session};
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::llm::{
     ChatModel, LlmError, Message, Part, Provider, Request, Response, Role, StopReason, StreamEvent,
     ToolCall, Usage,
 };
-use svc::sandbox::Sandbox;
+use svc::internal::sandbox::Sandbox;
 
 struct Counting;
 
@@ -210,8 +210,9 @@ fn shell_call(dir: &std::path::Path, script: &str) -> Duration {
     let cancel = CancelToken::new();
     let call = || {
         let started = Instant::now();
-        let out = svc::agent::tools::shell::run(&sb, script, Duration::from_secs(10), &cancel)
-            .expect("shell tool");
+        let out =
+            svc::internal::agent::tools::shell::run(&sb, script, Duration::from_secs(10), &cancel)
+                .expect("shell tool");
         assert!(!out.is_error(), "{out:?}");
         started.elapsed()
     };

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::binary::{bin, state_dir, Svc};
 use support::llm::{reply, streamed, text, ScriptedServer, SMALL_USAGE};
-use svc::llm::Provider;
-use svc::store::{EventDraft, RunStore, SqliteStore};
+use svc::internal::llm::Provider;
+use svc::internal::store::{EventDraft, RunStore, SqliteStore};
 
 fn main() {
     snapshot();
@@ -36,7 +36,7 @@ fn snapshot() {
     let reps: usize = support::env_or("ASK_REPS", 30);
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SqliteStore::open(&dir.path().join("svc.db")).expect("store");
-    let row = svc::store::test_support::new_run(&store, "ask bench");
+    let row = svc::internal::store::test_support::new_run(&store, "ask bench");
     for i in 0..stages {
         let node = format!("n{i}");
         let mut drafts = Vec::new();
@@ -64,8 +64,8 @@ fn snapshot() {
     for _ in 0..reps {
         let t = Instant::now();
         let row = store.get_run(&row.id).expect("row").expect("run");
-        let events = svc::stages::run_events(&store, &row.id).expect("events");
-        let text = svc::ask::snapshot::text(&row, &events);
+        let events = svc::internal::stages::run_events(&store, &row.id).expect("events");
+        let text = svc::internal::ask::snapshot::text(&row, &events);
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
         len = text.len();
     }

@@ -12,7 +12,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::Client;
-use svc::server::{self, http::Listen, ServerOptions};
+use svc::internal::server::{self, http::Listen, ServerOptions};
 
 mod support;
 

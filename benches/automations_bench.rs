@@ -16,7 +16,7 @@
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{env_or, percentile, rusage, Client};
-use svc::server::{self, http::Listen, ServerOptions};
+use svc::internal::server::{self, http::Listen, ServerOptions};
 
 mod support;
 
@@ -24,7 +24,7 @@ const HELLO: &str = "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare
 const EVERY_MINUTE: usize = 200;
 
 fn ms(ts: &str) -> i64 {
-    svc::base::clock::parse_ts(ts).unwrap_or(0)
+    svc::internal::base::clock::parse_ts(ts).unwrap_or(0)
 }
 
 fn main() {
@@ -141,13 +141,13 @@ fn main() {
             .create(body.to_string().as_bytes())
             .expect("create automation");
     }
-    let now = svc::base::clock::SystemClock;
+    let now = svc::internal::base::clock::SystemClock;
     let boundary = {
-        use svc::base::clock::Clock;
+        use svc::internal::base::clock::Clock;
         (now.now_ms() / 60_000 + 1) * 60_000
     };
     let wait = boundary - {
-        use svc::base::clock::Clock;
+        use svc::internal::base::clock::Clock;
         now.now_ms()
     };
     println!(
@@ -218,6 +218,6 @@ fn get_all(addr: &str, token: &str, path: &str) -> (String, usize) {
 
 /// The current UTC hour.
 fn chrono_hour() -> usize {
-    use svc::base::clock::Clock;
-    ((svc::base::clock::SystemClock.now_ms() / 3_600_000) % 24) as usize
+    use svc::internal::base::clock::Clock;
+    ((svc::internal::base::clock::SystemClock.now_ms() / 3_600_000) % 24) as usize
 }

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::server::{latencies, run_id, sse_epoll};
 use support::{env_or, percentile, Client};
-use svc::server::{self, http::Listen, ServerOptions};
-use svc::store::{EventDraft, RunQuery, RunStore, SqliteStore, DB_FILE};
+use svc::internal::server::{self, http::Listen, ServerOptions};
+use svc::internal::store::{EventDraft, RunQuery, RunStore, SqliteStore, DB_FILE};
 
 mod support;
 
@@ -175,7 +175,7 @@ fn events(table: &mut Table) {
     let (_dir, running, _addr, _token) = boot("");
     let store = Arc::clone(&running.app.runs.store);
     let row = store
-        .create_run(svc::store::NewRun {
+        .create_run(svc::internal::store::NewRun {
             title: "events".into(),
             ..Default::default()
         })
@@ -304,11 +304,11 @@ fn fill(state_dir: &Path, runs: usize) {
     let store = SqliteStore::open(&state_dir.join(DB_FILE)).expect("store");
     let t = Instant::now();
     for r in 0..runs {
-        let run_id = svc::base::clock::new_ulid();
+        let run_id = svc::internal::base::clock::new_ulid();
         let ts = "2026-11-21T20:05:46.123Z";
         let mut lines = vec![format!(
             r#"{{"seq":1,"id":"{}","ts":"{ts}","run_id":"{run_id}","event":"run.created","properties":{{"title":"run {r}","goal":"bench","labels":{{}},"workflow":{{"name":"w","source":"digraph w {{ start -> exit }}","node_count":2,"edge_count":1}},"inputs":{{}}}}}}"#,
-            svc::base::clock::new_ulid()
+            svc::internal::base::clock::new_ulid()
         )];
         for (seq, kind) in [
             "run.queued",
@@ -325,7 +325,7 @@ fn fill(state_dir: &Path, runs: usize) {
             lines.push(format!(
                 r#"{{"seq":{},"id":"{}","ts":"{ts}","run_id":"{run_id}","event":"{kind}","properties":{{"index":0}},"node_id":"n1"}}"#,
                 seq + 2,
-                svc::base::clock::new_ulid()
+                svc::internal::base::clock::new_ulid()
             ));
         }
         store.import_run(&run_id, &lines).expect("import");
@@ -480,7 +480,7 @@ fn trivial(table: &mut Table) {
         let at = |kind: &str| {
             evs.iter()
                 .find(|e| e.event == kind)
-                .and_then(|e| svc::base::clock::parse_ts(&e.ts))
+                .and_then(|e| svc::internal::base::clock::parse_ts(&e.ts))
         };
         if let (Some(a), Some(b)) = (at("sandbox.initializing"), at("sandbox.initialized")) {
             init.push((b - a) as f64);

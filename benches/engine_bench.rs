@@ -27,9 +27,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{env_or, rusage};
-use svc::engine::{Engine, RunOptions, RunResult, Services};
-use svc::store::{MemoryStore, NewRun, RunStore, SqliteStore};
-use svc::workflow::{self, NoFiles, Workflow};
+use svc::internal::engine::{Engine, RunOptions, RunResult, Services};
+use svc::internal::store::{MemoryStore, NewRun, RunStore, SqliteStore};
+use svc::internal::workflow::{self, NoFiles, Workflow};
 
 mod support;
 

@@ -12,8 +12,8 @@
 
 use std::time::{Duration, Instant};
 use support::{env_or, median};
-use svc::sandbox::limits::{Resources, Runtime};
-use svc::sandbox::{isolation, ProviderKind, SandboxPlan};
+use svc::internal::sandbox::limits::{Resources, Runtime};
+use svc::internal::sandbox::{isolation, ProviderKind, SandboxPlan};
 
 mod support;
 

@@ -98,7 +98,7 @@ fn run_to_end(s: &Svc, body: &Value) -> String {
 
 fn ts_of(events: &[Value], pred: impl Fn(&Value) -> bool) -> i64 {
     let e = events.iter().find(|e| pred(e)).expect("event");
-    svc::base::clock::parse_ts(e["ts"].as_str().unwrap_or("")).expect("ts")
+    svc::internal::base::clock::parse_ts(e["ts"].as_str().unwrap_or("")).expect("ts")
 }
 
 fn publish(runs: usize) {

@@ -1,6 +1,6 @@
 //! MCP client benchmarks (harness = false), each beside its floor, the same exchange done by
 //! a bare client (pipes or one HTTP request, no threads, no channels):
-//! - handshake + tool listing of a stdio server through `svc::mcp` vs the server's own
+//! - handshake + tool listing of a stdio server through `svc::internal::mcp` vs the server's own
 //!   start-up time (bare: spawn, write initialize/initialized/tools/list at once, read the
 //!   listing): target at most 20 ms above;
 //! - a `tools/call` round trip through svc vs the bare exchange: target at most 1 ms above
@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::{env_or, median};
-use svc::base::cancel::CancelToken;
-use svc::mcp::{self, Client};
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::mcp::{self, Client};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -31,7 +31,7 @@ fn root() -> PathBuf {
 }
 
 fn everything() -> Option<PathBuf> {
-    let p = svc::test_tools::mcp_servers_dir()
+    let p = svc::internal::test_tools::mcp_servers_dir()
         .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     p.is_file().then_some(p)
 }
@@ -99,7 +99,7 @@ fn bare_startup(argv: &[String]) -> Duration {
 fn svc_stdio(argv: &[String]) -> Client {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    svc::procs::isolate(&mut cmd);
+    svc::internal::procs::isolate(&mut cmd);
     mcp::spawn_stdio(cmd).expect("spawn")
 }
 
@@ -287,12 +287,12 @@ fn wait_port(port: u16) {
 }
 
 fn bench_concurrent_start(runs: usize) {
-    use svc::agent::mcp::{McpTools, StartContext};
+    use svc::internal::agent::mcp::{McpTools, StartContext};
     let script = root()
         .join("tests/mcp/stdio_server.py")
         .display()
         .to_string();
-    let defs: Vec<svc::mcp::ServerDef> = (0..5)
+    let defs: Vec<svc::internal::mcp::ServerDef> = (0..5)
         .map(|i| {
             serde_json::from_value(json!({
                 "id": format!("s{i}"),
@@ -303,7 +303,7 @@ fn bench_concurrent_start(runs: usize) {
         })
         .collect();
     let dir = std::env::temp_dir();
-    let isolation = svc::sandbox::Isolation::Local;
+    let isolation = svc::internal::sandbox::Isolation::Local;
     let lookup = |_: &str| None;
     let cx = StartContext {
         isolation: &isolation,

@@ -1,4 +1,4 @@
-//! Parse + validate (`svc::workflow::load`) on generated workflows of 1,000, 10,000 and
+//! Parse + validate (`svc::internal::workflow::load`) on generated workflows of 1,000, 10,000 and
 //! 100,000 nodes, generated at bench time by `benches/gen_big.py` (a copy of the shared generator) (python3).
 //!
 //!     cargo bench --bench parse_bench
@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::median;
-use svc::workflow::{self, NoFiles};
+use svc::internal::workflow::{self, NoFiles};
 
 mod support;
 
@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         println!("parse_bench: run with `cargo bench --bench parse_bench`");
         return Ok(());
     }
-    println!("parse + validate (svc::workflow::load), gen_big.py workflows");
+    println!("parse + validate (svc::internal::workflow::load), gen_big.py workflows");
     println!(
         "{:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>10}",
         "nodes", "edges", "MiB", "median", "min", "max", "MiB/s", "us/node", "peak RSS"
@@ -142,7 +142,7 @@ fn lint_rules(n: usize) -> Result<(), Box<dyn Error>> {
         ),
     );
     println!("\nlint rules at {n} nodes (median of 3 runs)");
-    let graph = svc::dot::parse(&src)?;
+    let graph = svc::internal::dot::parse(&src)?;
     let wf = workflow::Workflow::from_graph(graph.clone(), &NoFiles);
     let mut total = Duration::ZERO;
     let mut rows = Vec::new();
@@ -171,7 +171,7 @@ fn lint_rules(n: usize) -> Result<(), Box<dyn Error>> {
         .ok_or("no_path_to_exit is not a rule")?;
     for (label, graph) in [
         ("gen_big", graph),
-        ("trapped loop", svc::dot::parse(&trapped)?),
+        ("trapped loop", svc::internal::dot::parse(&trapped)?),
     ] {
         let mut times = Vec::with_capacity(3);
         let mut found = 0;

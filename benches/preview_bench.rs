@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
-use svc::server::{self, http::Listen, ServerOptions};
+use svc::internal::server::{self, http::Listen, ServerOptions};
 
 mod support;
 

@@ -16,7 +16,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 use support::server::{append_ticks, boot, create_start, health_rps, latencies, run_id, sse_epoll};
 use support::{env_or, percentile, Client};
-use svc::store::{EventDraft, NewRun};
+use svc::internal::store::{EventDraft, NewRun};
 
 mod support;
 
@@ -83,7 +83,7 @@ fn main() {
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
             let done = store
-                .query_runs(&svc::store::RunQuery {
+                .query_runs(&svc::internal::store::RunQuery {
                     statuses: vec!["succeeded".into()],
                     limit: 1_000_000,
                     ..Default::default()

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use support::{env_or, median};
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-use svc::store::{
+use svc::internal::store::{
     ActivationOptions, EventDraft, IntegrityMode, NewRun, RunStore, SqliteStore, DB_FILE,
 };
 
@@ -183,11 +183,11 @@ fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize, max_bytes: u6
     let store = SqliteStore::open(&db)?;
     let t = Instant::now();
     for r in 0..runs {
-        let run_id = svc::base::clock::new_ulid();
+        let run_id = svc::internal::base::clock::new_ulid();
         let mut lines = Vec::with_capacity(per_run);
         lines.push(format!(
             r#"{{"seq":1,"id":"{}","ts":"2026-11-21T20:05:46.123Z","run_id":"{run_id}","event":"run.created","properties":{{"title":"run {r}","goal":"bench","labels":{{}},"workflow":{{"name":"w","source":"digraph w {{ start -> exit }}","node_count":2,"edge_count":1}},"inputs":{{}}}}}}"#,
-            svc::base::clock::new_ulid()
+            svc::internal::base::clock::new_ulid()
         ));
         for seq in 2..=per_run {
             let kind = match seq {
@@ -200,7 +200,7 @@ fn build_startup_db(state_dir: &Path, runs: usize, per_run: usize, max_bytes: u6
             let p = props(seq);
             lines.push(format!(
                 r#"{{"seq":{seq},"id":"{}","ts":"2026-11-21T20:05:46.123Z","run_id":"{run_id}","event":"{kind}","properties":{p},"node_id":"n1"}}"#,
-                svc::base::clock::new_ulid()
+                svc::internal::base::clock::new_ulid()
             ));
         }
         store.import_run(&run_id, &lines)?;
@@ -341,7 +341,7 @@ fn main() -> Res<()> {
         &small,
         usize::MAX,
         per_run,
-        svc::store::QUICK_CHECK_MAX_BYTES * 80 / 100,
+        svc::internal::store::QUICK_CHECK_MAX_BYTES * 80 / 100,
     )?;
     drop(SqliteStore::open(&small.join(DB_FILE))?); // fold the WAL into the file
     let mut times = Vec::new();

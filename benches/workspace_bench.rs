@@ -23,9 +23,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{env_or, median, rusage};
-use svc::engine::Workspace as _;
-use svc::sandbox::{isolation, ProviderKind, SandboxPlan};
-use svc::workspace::{self, diff, Source};
+use svc::internal::engine::Workspace as _;
+use svc::internal::sandbox::{isolation, ProviderKind, SandboxPlan};
+use svc::internal::workspace::{self, diff, Source};
 
 mod support;
 

@@ -7,8 +7,8 @@
 //! Only the items at this crate's root are stable: [`Workflow`] (load, parse, validate),
 //! [`Engine`] with its [`EngineBuilder`], [`Store`] (SQLite file or memory), the
 //! [`Interviewer`] trait for human answers, the event callback and the types they use. The
-//! modules (hidden from these docs) are the service's internals: the `svc` binary, its tests
-//! and benchmarks use them, and they change without notice.
+//! one module, `internal` (hidden from these docs), holds the service's internals: the `svc`
+//! binary, its tests and benchmarks use them, and they change without notice.
 //!
 //! ```
 //! use svc::{CancelToken, Engine, InterviewError, Interviewer, Question, Reply, Workflow};
@@ -64,80 +64,56 @@ pub use embed::{
 };
 pub use store::Event;
 
+/// The service's internals: the `svc` binary, its tests and benchmarks use them, and they
+/// change without notice. Nothing in here is part of the stable API above.
+#[doc(hidden)]
+pub mod internal;
+
+// Inside the crate the internals keep their short paths (`crate::store`, `crate::engine`).
 #[cfg(feature = "agent")]
-#[doc(hidden)]
-pub mod agent;
+pub(crate) use internal::agent;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod artifacts;
+pub(crate) use internal::artifacts;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod ask;
+pub(crate) use internal::ask;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod auth;
+pub(crate) use internal::auth;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod automations;
+pub(crate) use internal::automations;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod backup;
-#[doc(hidden)]
-pub mod base;
-#[doc(hidden)]
-pub mod catalog;
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod cli;
-#[doc(hidden)]
-pub mod dot;
-#[doc(hidden)]
-pub mod engine;
-#[doc(hidden)]
-pub mod environments;
+pub(crate) use internal::backup;
+pub(crate) use internal::base;
+pub(crate) use internal::catalog;
+pub(crate) use internal::dot;
+pub(crate) use internal::engine;
+// The slim build reaches this module only through other internals, never by its short path.
+#[cfg_attr(not(feature = "server"), allow(unused_imports))]
+pub(crate) use internal::environments;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod insights;
+pub(crate) use internal::insights;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod install;
+pub(crate) use internal::install;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod integrations;
-#[doc(hidden)]
-pub mod llm;
-#[doc(hidden)]
-pub mod mcp;
+pub(crate) use internal::integrations;
+pub(crate) use internal::llm;
+pub(crate) use internal::mcp;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod objects;
-#[doc(hidden)]
-pub mod procs;
-#[doc(hidden)]
-pub mod sandbox;
+pub(crate) use internal::objects;
+pub(crate) use internal::procs;
+pub(crate) use internal::sandbox;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod server;
+pub(crate) use internal::server;
 #[cfg(feature = "agent")]
-#[doc(hidden)]
-pub mod settings;
-#[doc(hidden)]
-pub mod stages;
-#[doc(hidden)]
-pub mod store;
+pub(crate) use internal::settings;
+// The slim build reaches this module only through other internals, never by its short path.
+#[cfg_attr(not(feature = "server"), allow(unused_imports))]
+pub(crate) use internal::stages;
+pub(crate) use internal::store;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod system;
-/// The external tools some tests need (git, gvpr, bubblewrap, a browser): probes and the
-/// ignore reasons of tests that cannot run without them. Only in this crate's tests and
-/// under the `test-support` feature.
-#[cfg(any(test, feature = "test-support"))]
-#[doc(hidden)]
-pub mod test_tools;
+pub(crate) use internal::system;
+#[cfg(test)]
+pub(crate) use internal::test_tools;
 #[cfg(feature = "server")]
-#[doc(hidden)]
-pub mod web;
-#[doc(hidden)]
-pub mod workflow;
-#[doc(hidden)]
-pub mod workspace;
+pub(crate) use internal::web;
+pub(crate) use internal::workflow;
+pub(crate) use internal::workspace;

@@ -10,8 +10,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc::server::{self, http::Listen, ServerOptions};
-use svc::store::{EventDraft, NewRun};
+use svc::internal::server::{self, http::Listen, ServerOptions};
+use svc::internal::store::{EventDraft, NewRun};
 
 /// Requests/s of `GET /health` over `threads` keep-alive connections for `secs` seconds.
 pub fn health_rps(addr: &str, token: &str, threads: usize, secs: f64) -> f64 {
@@ -113,7 +113,7 @@ pub fn boot() -> (tempfile::TempDir, server::RunningServer, String, String) {
 pub fn sse_epoll(
     addr: &str,
     token: &str,
-    store: &dyn svc::store::RunStore,
+    store: &dyn svc::internal::store::RunStore,
     subs: usize,
     events: u64,
 ) -> Vec<f64> {
@@ -234,7 +234,7 @@ pub fn sse_epoll(
 /// Appends `events` ticks to `run_id`, 20 ms apart; returns each one's seq with the moment
 /// before its append call, and how long each call took (ms).
 pub fn append_ticks(
-    store: &dyn svc::store::RunStore,
+    store: &dyn svc::internal::store::RunStore,
     run_id: &str,
     events: u64,
 ) -> (Vec<(u64, Instant)>, Vec<f64>) {

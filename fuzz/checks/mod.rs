@@ -5,10 +5,10 @@
 #![allow(dead_code)] // each fuzz target uses one of these
 
 use serde_json::{json, Map, Value};
-use svc::dot;
-use svc::workflow::condition::{Condition, MapEnv};
-use svc::workflow::stylesheet::Stylesheet;
-use svc::workflow::{self, NoFiles};
+use svc::internal::dot;
+use svc::internal::workflow::condition::{Condition, MapEnv};
+use svc::internal::workflow::stylesheet::Stylesheet;
+use svc::internal::workflow::{self, NoFiles};
 
 /// `parse_dot` (fast): the DOT parser never panics, and a parsed graph printed with
 /// `to_dot` parses again to the same model. No lint: this target is the parser alone.

@@ -9,13 +9,13 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 use serde_json::Value;
-use svc::agent::acp::{run_acp, run_stage, AcpClient, AcpConfig, AcpError};
-use svc::agent::{AgentEvent, SteerLocation, Steering};
-use svc::base::cancel::CancelToken;
-use svc::sandbox::Sandbox;
+use svc::internal::agent::acp::{run_acp, run_stage, AcpClient, AcpConfig, AcpError};
+use svc::internal::agent::{AgentEvent, SteerLocation, Steering};
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::sandbox::Sandbox;
 
 const AGENT: &str = r#"
 import sys, json, os
@@ -717,11 +717,11 @@ fn mcp_server(
     transport: Value,
     required: bool,
     values: &[(&str, &str)],
-) -> svc::agent::acp::AcpMcpServer {
-    let mut def: svc::mcp::ServerDef =
+) -> svc::internal::agent::acp::AcpMcpServer {
+    let mut def: svc::internal::mcp::ServerDef =
         serde_json::from_value(serde_json::json!({"id": id, "transport": transport})).expect("def");
     def.required = required;
-    svc::agent::acp::AcpMcpServer {
+    svc::internal::agent::acp::AcpMcpServer {
         def,
         values: values
             .iter()

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use crate::support::llm::*;
 use serde_json::{json, Value};
-use svc::agent::{
+use svc::internal::agent::{
     AgentConfig, AgentError, AgentEvent, AgentStop, Session, SteerLocation, Steering, LOOP_WARNING,
 };
-use svc::base::cancel::CancelToken;
-use svc::engine::services::ToolHooks;
-use svc::llm::{Provider, Usage};
-use svc::sandbox::Sandbox;
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::engine::services::ToolHooks;
+use svc::internal::llm::{Provider, Usage};
+use svc::internal::sandbox::Sandbox;
 
 const P: Provider = Provider::Anthropic;
 
@@ -697,8 +697,8 @@ fn tree_tools_and_shell_stay_in_the_working_directory() {
 #[test]
 fn the_stage_backend_continues_a_conversation_for_repair_calls() {
     use std::sync::Arc;
-    use svc::agent::stage::StageBackend;
-    use svc::engine::{LlmMode, LlmRequest};
+    use svc::internal::agent::stage::StageBackend;
+    use svc::internal::engine::{LlmMode, LlmRequest};
     let dir = tempfile::tempdir().expect("tempdir");
     let server = ScriptedServer::start(vec![
         reply(P, &text("not json"), u(), true),
@@ -717,8 +717,9 @@ fn the_stage_backend_continues_a_conversation_for_repair_calls() {
         reply(P, &text("{\"preferred_next_label\": \"done\"}"), u(), true),
     ]);
     let c = client(P, &server);
-    let creds =
-        Arc::new(svc::llm::StaticCredentials::new().with("ANTHROPIC_API_KEY", &test_key(P)));
+    let creds = Arc::new(
+        svc::internal::llm::StaticCredentials::new().with("ANTHROPIC_API_KEY", &test_key(P)),
+    );
     let backend = StageBackend::new(Arc::new(c), creds);
     assert_eq!(backend.default_model(), "claude-sonnet-4-6");
     let mut req = LlmRequest {

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use crate::support::llm::*;
 use serde_json::json;
-use svc::agent::{AgentConfig, Session};
-use svc::base::cancel::CancelToken;
-use svc::llm::{
+use svc::internal::agent::{AgentConfig, Session};
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::llm::{
     ErrorKind, LlmClient, LlmError, Message, Provider, Request, StaticCredentials, StreamEvent,
     Usage,
 };
-use svc::sandbox::Sandbox;
+use svc::internal::sandbox::Sandbox;
 
 fn req(p: Provider) -> Request {
     Request {

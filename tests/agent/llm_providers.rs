@@ -4,11 +4,11 @@
 
 use crate::support::llm::*;
 use serde_json::{json, Value};
-use svc::agent::{AgentConfig, AgentEvent, Session};
-use svc::base::cancel::CancelToken;
-use svc::llm::prompt::PromptCall;
-use svc::llm::{cost_of, Message, Provider, Request, Speed, StreamEvent, Usage};
-use svc::sandbox::Sandbox;
+use svc::internal::agent::{AgentConfig, AgentEvent, Session};
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::llm::prompt::PromptCall;
+use svc::internal::llm::{cost_of, Message, Provider, Request, Speed, StreamEvent, Usage};
+use svc::internal::sandbox::Sandbox;
 
 fn raw_usage() -> Usage {
     // Raw provider terms: 1000 prompt tokens of which 200 cached; 300 output of which 100
@@ -248,7 +248,7 @@ fn agent_tool_use_over_several_turns_for_every_provider() {
         for stream in [false, true] {
             let dir = tempfile::tempdir().expect("tempdir");
             std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").expect("write");
-            let edit = if p.tool_profile() == svc::llm::ToolProfile::OpenAi {
+            let edit = if p.tool_profile() == svc::internal::llm::ToolProfile::OpenAi {
                 (
                     "c3",
                     "apply_patch",
@@ -415,9 +415,11 @@ fn project_memory_goes_into_the_system_message() {
         cwd: Some(dir.path().to_path_buf()),
         ..Default::default()
     };
-    svc::llm::prompt::run_prompt(&c, &call, &CancelToken::new(), &mut |_| {}).expect("call");
+    svc::internal::llm::prompt::run_prompt(&c, &call, &CancelToken::new(), &mut |_| {})
+        .expect("call");
     call.project_memory = false;
-    svc::llm::prompt::run_prompt(&c, &call, &CancelToken::new(), &mut |_| {}).expect("call");
+    svc::internal::llm::prompt::run_prompt(&c, &call, &CancelToken::new(), &mut |_| {})
+        .expect("call");
     let reqs = server.requests();
     let sys = reqs[0].body["systemInstruction"]["parts"][0]["text"]
         .as_str()
@@ -433,7 +435,7 @@ fn project_memory_goes_into_the_system_message() {
 
 #[test]
 fn provider_and_model_probes() {
-    use svc::llm::models::{test_model, test_providers, ProbeStatus, TestMode};
+    use svc::internal::llm::models::{test_model, test_providers, ProbeStatus, TestMode};
     let server = ScriptedServer::start_with(|_, r| {
         if r.url.starts_with("/v1/messages") {
             if r.body["tools"].is_array() {
@@ -453,10 +455,10 @@ fn provider_and_model_probes() {
             )
         }
     });
-    let creds = svc::llm::StaticCredentials::new()
+    let creds = svc::internal::llm::StaticCredentials::new()
         .with("ANTHROPIC_API_KEY", "ak-123456789")
         .with("GEMINI_API_KEY", "gk-123456789");
-    let c = svc::llm::LlmClient::new(std::sync::Arc::new(creds))
+    let c = svc::internal::llm::LlmClient::new(std::sync::Arc::new(creds))
         .with_base_url(Provider::Anthropic, &server.base)
         .with_base_url(Provider::Gemini, &server.base);
     let results = test_providers(&c, &CancelToken::new());

@@ -12,7 +12,7 @@ use crate::support::llm::{
     reply, streamed, text, tools, Recorded, ScriptedServer, Turn, PROVIDERS,
 };
 use serde_json::{json, Value};
-use svc::llm::{Provider, Usage};
+use svc::internal::llm::{Provider, Usage};
 
 fn svc(args: &[&str]) -> Output {
     // Keys must come from the vault only: a key in the environment must not be used.

@@ -11,12 +11,12 @@ use std::time::Duration;
 use crate::support::llm::*;
 use crate::support::mcp::*;
 use serde_json::{json, Value};
-use svc::agent::stage::StageBackend;
-use svc::base::cancel::CancelToken;
-use svc::engine::{LlmMode, LlmRequest};
-use svc::llm::{Provider, StaticCredentials};
-use svc::mcp::{ServerDef, Transport};
-use svc::test_tools::{require, Tool};
+use svc::internal::agent::stage::StageBackend;
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::engine::{LlmMode, LlmRequest};
+use svc::internal::llm::{Provider, StaticCredentials};
+use svc::internal::mcp::{ServerDef, Transport};
+use svc::internal::test_tools::{require, Tool};
 
 const P: Provider = Provider::Anthropic;
 
@@ -57,7 +57,7 @@ fn run(
     b: &StageBackend,
     req: &LlmRequest,
 ) -> (
-    Result<svc::agent::stage::StageReply, svc::agent::stage::StageError>,
+    Result<svc::internal::agent::stage::StageReply, svc::internal::agent::stage::StageError>,
     Vec<(String, Value)>,
 ) {
     let mut events = Vec::new();

@@ -1,4 +1,4 @@
-//! The MCP client (`svc::mcp`) against real servers from PyPI and npm (stdio, Streamable
+//! The MCP client (`svc::internal::mcp`) against real servers from PyPI and npm (stdio, Streamable
 //! HTTP, legacy SSE) and against scripted servers that misbehave in every way the issue
 //! names. Every test ends by checking that the client left no process and no thread.
 use std::process::Command;
@@ -6,16 +6,16 @@ use std::time::{Duration, Instant};
 
 use crate::support::mcp::*;
 use serde_json::{json, Value};
-use svc::base::cancel::CancelToken;
-use svc::mcp::{self, Client, McpError};
-use svc::test_tools::{require, Tool};
+use svc::internal::base::cancel::CancelToken;
+use svc::internal::mcp::{self, Client, McpError};
+use svc::internal::test_tools::{require, Tool};
 
 const T: Duration = Duration::from_secs(20);
 
 fn stdio(argv: &[&str]) -> Client {
     let mut cmd = Command::new(argv[0]);
     cmd.args(&argv[1..]);
-    svc::procs::isolate(&mut cmd);
+    svc::internal::procs::isolate(&mut cmd);
     mcp::spawn_stdio(cmd).expect("spawn")
 }
 

@@ -465,7 +465,7 @@ fn parse_json_applies_class_selectors_from_the_corpus() {
 // ---------------------------------------------------------------------------------------
 
 /// The engine's SplitMix64, so the inputs are the same on every run.
-struct Rng(svc::engine::prng::Prng);
+struct Rng(svc::internal::engine::prng::Prng);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -485,7 +485,7 @@ fn assert_no_panic(o: &Output, what: &str) {
 #[test]
 fn garbage_input_never_panics() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut rng = Rng(svc::engine::prng::Prng::new(0xbad_f00d));
+    let mut rng = Rng(svc::internal::engine::prng::Prng::new(0xbad_f00d));
     let mut files = Vec::new();
     // Random bytes (mostly not UTF-8) and random text from DOT's alphabet.
     const ALPHABET: &[u8] = b"digraph{}[]=;,->\"\\/*\n\t abc_019.:<>#!&|()";

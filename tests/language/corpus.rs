@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use svc::workflow::{self, DirFiles, Loaded, Severity};
+use svc::internal::workflow::{self, DirFiles, Loaded, Severity};
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus")
@@ -88,7 +88,7 @@ fn files_on_disk() -> BTreeSet<String> {
     out
 }
 
-fn load(rel: &str) -> Result<Loaded, svc::dot::ParseError> {
+fn load(rel: &str) -> Result<Loaded, svc::internal::dot::ParseError> {
     let path = corpus_dir().join(rel);
     let src = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));

@@ -5,11 +5,11 @@
 //!
 //! Both tests need Graphviz: where the build found no `gvpr` they are reported as ignored
 //! with the install command; under `SVC_REQUIRE_GVPR=1` (`.ci/run` sets it after installing
-//! `graphviz`) they run, and a missing `gvpr` fails them (`svc::test_tools`).
+//! `graphviz`) they run, and a missing `gvpr` fails them (`svc::internal::test_tools`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 const GVPR_PROG: &str = r#"BEG_G{printf("%d %d\n",nNodes($G),nEdges($G))}"#;
 const GRAPHS: usize = 300;
@@ -45,7 +45,7 @@ fn gvpr_counts(path: &Path) -> Result<(usize, usize), String> {
 }
 
 fn our_counts(src: &str) -> Result<(usize, usize), String> {
-    svc::dot::parse(src)
+    svc::internal::dot::parse(src)
         .map(|g| (g.nodes.len(), g.edges.len()))
         .map_err(|e| e.to_string())
 }
@@ -55,7 +55,7 @@ fn our_counts(src: &str) -> Result<(usize, usize), String> {
 // ---------------------------------------------------------------------------------------
 
 /// The engine's SplitMix64, so the inputs are the same on every run.
-struct Rng(svc::engine::prng::Prng);
+struct Rng(svc::internal::engine::prng::Prng);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -332,7 +332,7 @@ impl Gen {
 
     fn graph(seed: u64) -> String {
         let mut g = Gen {
-            rng: Rng(svc::engine::prng::Prng::new(seed)),
+            rng: Rng(svc::internal::engine::prng::Prng::new(seed)),
             out: String::new(),
             ids: Vec::new(),
             depth: 0,

@@ -30,12 +30,13 @@ struct Source {
 
 impl Source {
     /// The top-level module the file belongs to (`src/engine/walker/mod.rs` -> `engine`), or
-    /// `None` for the crate roots `lib.rs` and `main.rs`.
+    /// `None` for the crate roots `lib.rs` and `main.rs` and for `internal.rs`, which only
+    /// declares the top-level modules (`crate::internal::engine` is `engine`).
     fn top(&self) -> Option<&str> {
         let rest = self.path.strip_prefix("src/")?;
         match rest.split_once('/') {
             Some((dir, _)) => Some(dir),
-            None if rest == "lib.rs" || rest == "main.rs" => None,
+            None if rest == "lib.rs" || rest == "main.rs" || rest == "internal.rs" => None,
             None => rest.strip_suffix(".rs"),
         }
     }
@@ -425,7 +426,11 @@ fn imports(s: &Source) -> Vec<(usize, String)> {
         if s.test[line] {
             continue;
         }
-        let after = at + "crate::".len();
+        let mut after = at + "crate::".len();
+        // `crate::internal::x` is the long spelling of `crate::x`.
+        if flat[after..].starts_with("internal::") {
+            after += "internal::".len();
+        }
         if flat[after..].starts_with('{') {
             let mut depth = 0;
             let mut start = after + 1;

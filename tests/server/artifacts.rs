@@ -6,7 +6,7 @@
 
 use crate::support::server::*;
 use serde_json::{json, Value};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 /// Two command stages: the first writes a report, a JUnit file and a link to the state
 /// directory's vault; the second rewrites the report and leaves the XML as it was.

@@ -5,7 +5,7 @@
 
 use crate::support::server::*;
 use serde_json::{json, Value};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 const HELLO_FLOW: &str =
     "digraph hello { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }";
@@ -43,7 +43,7 @@ fn ask_readiness_follows_the_sandbox_and_the_provider_keys() {
     assert_eq!(a["unavailable_reason"], Value::Null);
     assert_eq!(
         a["default_model"].as_str(),
-        svc::llm::Provider::Anthropic.default_model()
+        svc::internal::llm::Provider::Anthropic.default_model()
     );
     // The create response and the start response carry it too (every Run response).
     let created = create_run_json(&s, &run_body(HELLO_FLOW));
@@ -55,7 +55,7 @@ fn ask_readiness_follows_the_sandbox_and_the_provider_keys() {
 
 use crate::support;
 use crate::support::llm::{reply, text, tool_results, tools, user_texts, ScriptedServer};
-use svc::llm::Provider;
+use svc::internal::llm::Provider;
 
 const NOTES_FLOW: &str = r#"digraph notes {
   start [shape=Mdiamond]; exit [shape=Msquare]
@@ -554,7 +554,7 @@ fn ask_on_a_run_whose_sandbox_was_removed_answers_from_the_record() {
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn a_turn_stops_at_its_token_budget_and_at_its_model_call_limit() {
     require(Tool::Git);
-    let huge = svc::llm::Usage {
+    let huge = svc::internal::llm::Usage {
         input: 450_000,
         ..support::llm::SMALL_USAGE
     };
@@ -593,6 +593,6 @@ fn a_turn_stops_at_its_token_budget_and_at_its_model_call_limit() {
     let (r, f) = ask(&s, &sid, "keep calling tools");
     assert_eq!(r.status, 200);
     assert_eq!(stop_of(&f), "turn_limit");
-    let limit = svc::ask::service::MAX_MODEL_CALLS as usize;
+    let limit = svc::internal::ask::service::MAX_MODEL_CALLS as usize;
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1 + limit);
 }

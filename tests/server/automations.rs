@@ -9,7 +9,7 @@ use crate::support::server::{
     assert_error, package, run_events, wait_for, wait_kind, wait_status, Opts, Resp, Server, HELLO,
 };
 use serde_json::{json, Value};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 fn version(s: &Server) -> String {
     let r = s.post("/api/v1/workflow-versions", &package(HELLO).to_string());
@@ -141,7 +141,7 @@ fn with_headers(s: &Server, path: &str, headers: &[(&str, &str)], body: &[u8]) -
 
 /// HMAC-SHA256 signature header of `body` (what a sender computes).
 fn sign(secret: &str, body: &[u8]) -> String {
-    svc::automations::fires::sign(secret, body)
+    svc::internal::automations::fires::sign(secret, body)
 }
 
 #[test]
@@ -428,8 +428,8 @@ fn a_repository_target_reads_the_workflow_at_fire_time() {
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn kill_9_between_a_fire_and_its_run_neither_loses_nor_doubles_it() {
-    use svc::base::test_hooks::{CLOCK_START_VAR, PAUSE_AT_VAR, PAUSE_MARK_VAR};
-    use svc::store::{AutomationTables, RunStore, SqliteStore, DB_FILE};
+    use svc::internal::base::test_hooks::{CLOCK_START_VAR, PAUSE_AT_VAR, PAUSE_MARK_VAR};
+    use svc::internal::store::{AutomationTables, RunStore, SqliteStore, DB_FILE};
     require(Tool::Git);
     for point in ["fire_recorded", "fire_launched"] {
         let dir = tempfile::tempdir().unwrap();
@@ -472,7 +472,7 @@ fn kill_9_between_a_fire_and_its_run_neither_loses_nor_doubles_it() {
             assert_eq!(run.is_some(), point == "fire_launched", "{point}: {run:?}");
             let sched = store.schedules_of("nightly").unwrap();
             assert_eq!(
-                svc::base::clock::format_millis(sched[0].next_due_ms),
+                svc::internal::base::clock::format_millis(sched[0].next_due_ms),
                 "2026-05-02T11:00:00.000Z"
             );
         }
@@ -525,7 +525,7 @@ fn kill_9_between_a_fire_and_its_run_neither_loses_nor_doubles_it() {
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn fires_missed_while_the_server_was_stopped_follow_the_misfire_policy() {
-    use svc::base::test_hooks::CLOCK_START_VAR;
+    use svc::internal::base::test_hooks::CLOCK_START_VAR;
     require(Tool::Git);
     let s = Server::with(Opts {
         env: vec![(CLOCK_START_VAR, "2026-05-01T10:58:00Z".to_string())],

@@ -9,8 +9,8 @@ use crate::support::server::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use svc::store::RunStore;
-use svc::test_tools::{require, Tool};
+use svc::internal::store::RunStore;
+use svc::internal::test_tools::{require, Tool};
 
 fn ok(o: &Output) -> String {
     assert!(
@@ -195,7 +195,7 @@ fn kill_9_during_a_backup_leaves_the_previous_snapshot_and_no_partial_object() {
     let (state, objects) = local_state(tmp.path(), 10);
     {
         // A database big enough for a backup to take a while: 48 MB of blobs.
-        let store = svc::store::SqliteStore::activate(&state).expect("activate");
+        let store = svc::internal::store::SqliteStore::activate(&state).expect("activate");
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..6 {
             let chunk: Vec<u8> = (0..8 << 20)
@@ -299,7 +299,7 @@ fn backups_go_to_an_s3_compatible_bucket_and_come_back() {
     cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
     let _moto = crate::support::mcp::start_http(cmd, port);
     let endpoint = format!("http://127.0.0.1:{port}");
-    let bucket = svc::objects::S3 {
+    let bucket = svc::internal::objects::S3 {
         bucket: "svc-backups".into(),
         region: "us-east-1".into(),
         endpoint: Some(endpoint.clone()),
@@ -340,8 +340,8 @@ fn backups_go_to_an_s3_compatible_bucket_and_come_back() {
         serde_json::json!([first["key"]]),
         "{third}"
     );
-    let store = svc::objects::ObjectStore::S3(bucket);
-    let listed = svc::backup::list(&store).expect("list");
+    let store = svc::internal::objects::ObjectStore::S3(bucket);
+    let listed = svc::internal::backup::list(&store).expect("list");
     assert_eq!(listed.len(), 2, "{listed:?}");
     assert_eq!(listed[1].key, third["key"].as_str().unwrap_or(""));
 

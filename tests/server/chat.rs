@@ -8,7 +8,7 @@
 use crate::support::server::*;
 use crate::support::slack::{self, Slack};
 use serde_json::{json, Value};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 const BOT: &str = "xoxb-test-bot-token-9c1e";
 const SIGNING: &str = "8f742231b10e8888abcd99yyyzzz85a5";

@@ -23,8 +23,8 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use svc::store::{RunStore, SqliteStore, DB_FILE};
-use svc::test_tools::{require, Tool};
+use svc::internal::store::{RunStore, SqliteStore, DB_FILE};
+use svc::internal::test_tools::{require, Tool};
 
 /// Trials by default; `SVC_CRASH_TRIALS=N` runs more (for a measurement, not for CI).
 const TRIALS: usize = 6;

@@ -11,7 +11,7 @@ use crate::support::server::{
     Resp, Server,
 };
 use serde_json::{json, Value};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 fn put(s: &Server, path: &str, if_match: &str, body: &Value) -> Resp {
     let auth = s.auth();

@@ -8,8 +8,8 @@ use crate::support;
 use crate::support::llm::{Recorded, Reply, ScriptedServer};
 use crate::support::server::*;
 use serde_json::{json, Value};
-use svc::llm::{Provider, Usage};
-use svc::test_tools::{require, Tool};
+use svc::internal::llm::{Provider, Usage};
+use svc::internal::test_tools::{require, Tool};
 
 fn install_server(dir: Option<tempfile::TempDir>) -> (Server, String) {
     let s = Server::with(Opts {

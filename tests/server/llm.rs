@@ -8,8 +8,8 @@ use crate::support;
 use crate::support::llm::{reply, text, tools, user_texts, Recorded, ScriptedServer};
 use crate::support::server::*;
 use serde_json::{json, Value};
-use svc::llm::{Provider, Usage};
-use svc::test_tools::{require, Tool};
+use svc::internal::llm::{Provider, Usage};
+use svc::internal::test_tools::{require, Tool};
 
 const SMALL: Usage = support::llm::SMALL_USAGE;
 
@@ -231,7 +231,7 @@ fn micros(tokens: u64, usd_per_mtok: f64) -> i64 {
 /// What the catalog says `u` costs on `model`: non-cached input, output, cache reads at the
 /// cached-input price, cache writes at 1.25× input.
 fn catalog_cost(model: &str, u: &Usage) -> i64 {
-    let p = svc::llm::catalog::lookup(model)
+    let p = svc::internal::llm::catalog::lookup(model)
         .and_then(|m| m.price)
         .unwrap_or_else(|| panic!("{model} has a catalog price"));
     micros(u.input, p.input)
@@ -411,7 +411,7 @@ fn runs_without_llm_stages_have_no_billing() {
 #[test]
 fn models_lists_the_catalog_with_providers_and_keys() {
     let s = Server::start();
-    let catalog = svc::llm::catalog::MODELS;
+    let catalog = svc::internal::llm::catalog::MODELS;
     let all = s.get("/api/v1/models?page[limit]=100");
     assert_eq!(all.status, 200, "{}", all.text());
     let all = all.json();

@@ -8,8 +8,8 @@ use crate::support::llm::{text, tool_results, tools, ScriptedServer, SMALL_USAGE
 use crate::support::mcp;
 use crate::support::server::*;
 use serde_json::{json, Value};
-use svc::llm::Provider;
-use svc::test_tools::{require, Tool};
+use svc::internal::llm::Provider;
+use svc::internal::test_tools::{require, Tool};
 
 const P: Provider = Provider::Anthropic;
 

@@ -8,8 +8,8 @@ use base64::Engine as _;
 use ed25519_dalek::pkcs8::EncodePublicKey;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{json, Value};
-use svc::llm::Provider;
-use svc::test_tools::{require, Tool};
+use svc::internal::llm::Provider;
+use svc::internal::test_tools::{require, Tool};
 
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -594,7 +594,7 @@ fn a_budget_stops_a_run_before_the_call_that_would_pass_it() {
 const ONE_PROMPT: &str = "digraph priced { start [shape=Mdiamond]; exit [shape=Msquare]; a [shape=tab, prompt=\"x\"]; start -> a -> exit }";
 
 /// What each scripted answer reports using: enough that one call has a visible price.
-const PRICED_CALL: svc::llm::Usage = svc::llm::Usage {
+const PRICED_CALL: svc::internal::llm::Usage = svc::internal::llm::Usage {
     input: 100_000,
     output: 10_000,
     reasoning: 0,

@@ -6,13 +6,13 @@
 //! with SIGKILL. Every check reads `/proc` for the processes' command lines (each run's
 //! background job carries a marker of its own). Needs git (every run's workspace) and
 //! bubblewrap able to make namespaces (the holder); reported as ignored without them,
-//! required under `SVC_REQUIRE_*=1` (`svc::test_tools`).
+//! required under `SVC_REQUIRE_*=1` (`svc::internal::test_tools`).
 
 use crate::support::server::*;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 /// Stage `bg` leaves a background loop carrying `marker` (as its `$0`), in a session of its
 /// own (`setsid`: out of reach of the stage's process group), and writes its pid;

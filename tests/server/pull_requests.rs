@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 const PAT: &str = "ghp_svcTestToken0123456789abcdefXYZ";
 const SECRET: &str = "whsec-test-5f3a9c";
@@ -447,7 +447,7 @@ fn webhook_signatures_replays_and_bad_bodies() {
         s.raw("POST", "/api/v1/webhooks/codehost", headers, Some(body))
     };
     // No secret in the vault: nothing can be verified.
-    let sig = svc::integrations::webhooks::sign(SECRET.as_bytes(), body);
+    let sig = svc::internal::integrations::webhooks::sign(SECRET.as_bytes(), body);
     let h = [
         ("X-GitHub-Event", "ping"),
         ("X-GitHub-Delivery", "p0"),
@@ -468,7 +468,7 @@ fn webhook_signatures_replays_and_bad_bodies() {
     assert_eq!(again.status, 200);
     assert_eq!(again.json()["outcome"], "duplicate");
     // Forged (another secret), tampered body, missing, malformed and stale signatures: 401.
-    let forged = svc::integrations::webhooks::sign(b"not-the-secret", body);
+    let forged = svc::internal::integrations::webhooks::sign(b"not-the-secret", body);
     for (sig, what) in [
         (Some(forged.as_str()), "forged"),
         (None, "missing"),
@@ -499,7 +499,7 @@ fn webhook_signatures_replays_and_bad_bodies() {
     store_key(&s, "CODEHOST_WEBHOOK_SECRET", SECRET);
     // Signed but malformed JSON, or without a delivery id: 400.
     let bad = b"{not json";
-    let bad_sig = svc::integrations::webhooks::sign(SECRET.as_bytes(), bad);
+    let bad_sig = svc::internal::integrations::webhooks::sign(SECRET.as_bytes(), bad);
     let h2 = [
         ("X-GitHub-Event", "push"),
         ("X-GitHub-Delivery", "p3"),
@@ -513,7 +513,7 @@ fn webhook_signatures_replays_and_bad_bodies() {
     assert_error(&send(&h3, body), 400);
     // Oversize: 413 from the HTTP edge, with the error body.
     let big = vec![b' '; 100_000];
-    let big_sig = svc::integrations::webhooks::sign(SECRET.as_bytes(), &big);
+    let big_sig = svc::internal::integrations::webhooks::sign(SECRET.as_bytes(), &big);
     let h4 = [
         ("X-GitHub-Event", "push"),
         ("X-GitHub-Delivery", "p4"),
@@ -950,14 +950,14 @@ fn goal_body(host: &CodeHost, goal: &str, script: &str) -> Value {
 
 /// The user prompt a recorded Anthropic request carried.
 fn prompt_of(r: &crate::support::llm::Recorded) -> String {
-    crate::support::llm::user_texts(svc::llm::Provider::Anthropic, &r.body).join("\n")
+    crate::support::llm::user_texts(svc::internal::llm::Provider::Anthropic, &r.body).join("\n")
 }
 
 #[test]
 #[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
 fn the_runs_model_writes_the_pull_request_and_the_template_stands_in_when_it_fails() {
     use crate::support::llm::{reply, streamed, text, Reply, ScriptedServer, SMALL_USAGE};
-    use svc::llm::Provider;
+    use svc::internal::llm::Provider;
     require(Tool::Git);
     let long_title = "Greet users with hello instead of helo, fixing the typo that every \
                       visitor of the landing page has seen since March";

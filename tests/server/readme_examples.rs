@@ -13,7 +13,7 @@
 use crate::support::server::bin;
 use std::path::Path;
 use std::process::Command;
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 /// README.md's "Set-up" section, up to the next heading.
 fn setup_section() -> String {

@@ -5,7 +5,7 @@
 use crate::support::server::*;
 use serde_json::{json, Value};
 use std::path::Path;
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 /// A bare repository `origin.git` under `root` with one commit (`readme.txt`).
 fn bare_origin(root: &Path) -> String {

@@ -6,8 +6,8 @@ use crate::support;
 use crate::support::llm::{reply, text, Recorded, ScriptedServer};
 use crate::support::server::*;
 use serde_json::{json, Value};
-use svc::llm::{Provider, Usage};
-use svc::test_tools::{require, Tool};
+use svc::internal::llm::{Provider, Usage};
+use svc::internal::test_tools::{require, Tool};
 
 const SMALL: Usage = support::llm::SMALL_USAGE;
 

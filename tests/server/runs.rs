@@ -6,7 +6,7 @@ use crate::support::server::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
 use std::time::Duration;
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 const GATE: &str = r#"digraph gate {
   goal="ship the thing"
@@ -516,7 +516,7 @@ fn restart_resumes_interrupted_runs_by_themselves_before_queued_ones() {
     let dir = s.kill();
     // With bubblewrap the run's pid namespace dies with the server (docs/decisions.md
     // "Nothing outlives its run"); without it, the restart's sweep stops the group.
-    if svc::test_tools::Tool::Bwrap.check().is_ok() {
+    if svc::internal::test_tools::Tool::Bwrap.check().is_ok() {
         wait_for(10, "the background process to die with the server", || {
             processes_with(&bg).is_empty().then_some(())
         });

@@ -2,13 +2,13 @@
 //! server's secrets (environment, state directory), and what users read of a run hides
 //! them. Real server binary, real child processes, real bubblewrap (a test that needs git
 //! or bubblewrap is ignored, with the install command, where the build did not find them;
-//! `svc::test_tools`).
+//! `svc::internal::test_tools`).
 
 use crate::support::server::*;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::Command;
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 const SESSION_SECRET: &str = "session-secret-0123456789abcdef0123456789abcdef";
 const UNGIVEN: &str = "ungiven-vault-value-7f3a9c";
@@ -126,7 +126,7 @@ fn workflow_code_never_sees_the_servers_secrets_in_a_local_run() {
     for line in &env {
         let name = line.split('=').next().unwrap_or("");
         assert!(
-            svc::procs::STAGE_ENV_ALLOWED.contains(&name)
+            svc::internal::procs::STAGE_ENV_ALLOWED.contains(&name)
                 || name.starts_with("LC_")
                 || name.starts_with("SVC_")
                 || matches!(name, "GIVEN_TOKEN" | "PWD" | "SHLVL" | "_" | "OLDPWD"),
@@ -443,7 +443,7 @@ fn the_preview_proxy_passes_nothing_it_should_not() {
             "port_not_previewable",
             "{p}"
         );
-        let tok = svc::server::preview::token(&key, true, &id, p, exp);
+        let tok = svc::internal::server::preview::token(&key, true, &id, p, exp);
         for path in ["health", "api/v1/user"] {
             let r = s.raw("GET", &format!("/preview/{id}/{p}/{tok}/{path}"), &[], None);
             assert_eq!(

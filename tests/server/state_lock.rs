@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 /// `svc server start --dev` on `dir` (the test's second server): its exit status and stderr,
 /// waiting at most 10 s (a second server must fail at once, not serve).

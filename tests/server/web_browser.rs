@@ -9,11 +9,11 @@
 //! Needs Chromium, chromedriver and Python's selenium: where the build did not find them
 //! the test is reported as ignored with the install command; under `SVC_REQUIRE_BROWSER=1`
 //! (set by `.ci/run`, which installs them) it runs, and fails when one is missing
-//! (`svc::test_tools`). `SVC_CHROMIUM` / `SVC_CHROMEDRIVER` override where they are.
+//! (`svc::internal::test_tools`). `SVC_CHROMIUM` / `SVC_CHROMEDRIVER` override where they are.
 
 use std::path::Path;
 use std::process::Command;
-use svc::test_tools::{chromedriver, chromium, require, Tool};
+use svc::internal::test_tools::{chromedriver, chromium, require, Tool};
 
 /// Runs `tests/browser/<script>` with Python against the real binary, in the Chromium and
 /// chromedriver the build found; answers whether it exited 0 (its checks print as it goes).

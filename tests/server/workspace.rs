@@ -7,7 +7,7 @@
 //! (a Python script), each checked against a local run that can escape. Every test needs git,
 //! the container ones bubblewrap too: where the build did not find them they are reported as
 //! ignored with the install command, under `SVC_REQUIRE_*=1` they must run
-//! (`svc::test_tools`).
+//! (`svc::internal::test_tools`).
 
 use crate::support;
 use crate::support::llm::{text, tool_results, tools, ScriptedServer};
@@ -15,7 +15,7 @@ use crate::support::server::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use svc::test_tools::{require, Tool};
+use svc::internal::test_tools::{require, Tool};
 
 fn sh(dir: &Path, script: &str) -> String {
     let out = Command::new("sh")
@@ -487,7 +487,7 @@ fn a_container_stage_is_confined_to_its_workspace() {
 /// Anthropic server: the tool result the agent sent back to the model.
 fn agent_shell_output(provider: &str, script: &str) -> String {
     let llm = ScriptedServer::turns(
-        svc::llm::Provider::Anthropic,
+        svc::internal::llm::Provider::Anthropic,
         vec![
             tools(&[("t1", "shell", json!({"command": script}))]),
             text("done"),
@@ -510,7 +510,7 @@ fn agent_shell_output(provider: &str, script: &str) -> String {
     assert_eq!(done["sandbox"]["instance"]["provider"], provider);
     let requests = llm.requests();
     assert_eq!(requests.len(), 2, "the tool call and the final answer");
-    let results = tool_results(svc::llm::Provider::Anthropic, &requests[1].body);
+    let results = tool_results(svc::internal::llm::Provider::Anthropic, &requests[1].body);
     assert_eq!(results.len(), 1, "{results:?}");
     let files = s.get(&format!("/api/v1/runs/{id}/files")).json();
     assert_eq!(files["data"][0]["new_file"]["name"], "agent.txt", "{files}");

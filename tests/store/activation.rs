@@ -5,9 +5,9 @@ use crate::support::store::{assert_row_is_fold, legacy_fixture, tree};
 use serde_json::json;
 use std::fs;
 use std::path::Path;
-use svc::store::portable::{export_runs, import_dir};
-use svc::store::test_support::new_run;
-use svc::store::{
+use svc::internal::store::portable::{export_runs, import_dir};
+use svc::internal::store::test_support::new_run;
+use svc::internal::store::{
     unpack_backup, ActivationError, EventDraft, RunStore, SqliteStore, BACKUP_FILE, DB_FILE,
     LEGACY_DIR, SCHEMA_VERSION,
 };
@@ -120,7 +120,7 @@ fn corrupt_blob_stops_startup_naming_the_file() {
     let state = tempfile::tempdir().unwrap();
     let legacy = state.path().join(LEGACY_DIR);
     legacy_fixture(&legacy, 10, 11);
-    let name = svc::store::sha256_hex(b"what it should be");
+    let name = svc::internal::store::sha256_hex(b"what it should be");
     let bad = legacy.join("blobs").join(&name);
     fs::write(&bad, b"what it is").unwrap();
     let err = err_of(SqliteStore::activate(state.path()));
@@ -194,7 +194,7 @@ fn structural_problems_stop_startup() {
                 let mut text = fs::read_to_string(&f).unwrap();
                 let seq = text.lines().count() + 1;
                 let id = &ids[0];
-                let missing = svc::store::sha256_hex(b"nowhere");
+                let missing = svc::internal::store::sha256_hex(b"nowhere");
                 text.push_str(&format!(
                     "{{\"seq\":{seq},\"id\":\"x\",\"ts\":\"t\",\"run_id\":\"{id}\",\"event\":\"x\",\"properties\":{{\"out\":\"blob://sha256/{missing}\"}}}}\n"
                 ));
@@ -335,7 +335,7 @@ fn import_dir_round_trips_between_stores_and_detects_conflicts() {
             &r.id,
             EventDraft::new(
                 "checkpoint.completed",
-                json!({"log": svc::store::blob_ref(&blob)}),
+                json!({"log": svc::internal::store::blob_ref(&blob)}),
             ),
         )
         .unwrap();

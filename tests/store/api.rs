@@ -6,8 +6,8 @@ use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use svc::store::test_support::new_run;
-use svc::store::{
+use svc::internal::store::test_support::new_run;
+use svc::internal::store::{
     blob_ref, Control, EventDraft, MemoryStore, NewRun, RunQuery, RunStatus, RunStore, SqliteStore,
     StoreError, DB_FILE,
 };
@@ -164,7 +164,7 @@ fn tombstones_hold_and_late_appends_fail() {
         ));
         store.delete_run(&run.id).unwrap(); // idempotent
         assert!(matches!(
-            store.delete_run(&svc::base::clock::new_ulid()),
+            store.delete_run(&svc::internal::base::clock::new_ulid()),
             Err(StoreError::NotFound { .. })
         ));
     }
@@ -221,7 +221,7 @@ fn create_rejects_bad_and_duplicate_ids() {
             matches!(bad, Err(StoreError::InvalidRunId { .. })),
             "{name}"
         );
-        let id = svc::base::clock::new_ulid();
+        let id = svc::internal::base::clock::new_ulid();
         store
             .create_run(NewRun {
                 id: Some(id.clone()),
@@ -263,7 +263,7 @@ fn create_rejects_bad_and_duplicate_ids() {
         ));
         assert!(matches!(
             store.append(
-                &svc::base::clock::new_ulid(),
+                &svc::internal::base::clock::new_ulid(),
                 EventDraft::new("x", json!({}))
             ),
             Err(StoreError::NotFound { .. })
@@ -357,7 +357,7 @@ fn blobs_round_trip_and_corruption_is_detected() {
     for (name, _dir, store) in both() {
         let big = vec![7u8; 300 * 1024];
         let id = store.put_blob(&big).unwrap();
-        assert_eq!(id, svc::store::sha256_hex(&big));
+        assert_eq!(id, svc::internal::store::sha256_hex(&big));
         assert_eq!(store.put_blob(&big).unwrap(), id, "{name}: written once");
         assert_eq!(store.get_blob(&id).unwrap().as_deref(), Some(&big[..]));
         assert!(store.has_blob(&id).unwrap());
@@ -368,10 +368,16 @@ fn blobs_round_trip_and_corruption_is_detected() {
             store.get_blob("../../etc/passwd"),
             Err(StoreError::InvalidBlobId { .. })
         ));
-        let text = "x".repeat(svc::store::BLOB_THRESHOLD + 1);
-        let r = svc::store::offload_text(&*store, &text).unwrap();
-        assert_eq!(r, blob_ref(&svc::store::sha256_hex(text.as_bytes())));
-        assert_eq!(svc::store::offload_text(&*store, "small").unwrap(), "small");
+        let text = "x".repeat(svc::internal::store::BLOB_THRESHOLD + 1);
+        let r = svc::internal::store::offload_text(&*store, &text).unwrap();
+        assert_eq!(
+            r,
+            blob_ref(&svc::internal::store::sha256_hex(text.as_bytes()))
+        );
+        assert_eq!(
+            svc::internal::store::offload_text(&*store, "small").unwrap(),
+            "small"
+        );
     }
     // Corrupt stored bytes: SQLite.
     let (dir, store) = sqlite();
@@ -565,7 +571,7 @@ fn append_decided_reads_checks_and_appends_in_one_step() {
         assert_eq!(after.status.name(), "starting", "{name}");
         assert_eq!(store.get_run(&row.id).unwrap(), Some(after), "{name}");
         // Unknown run: NotFound, and `decide` is never asked.
-        let unknown = svc::base::clock::new_ulid();
+        let unknown = svc::internal::base::clock::new_ulid();
         let mut asked = false;
         let err = store
             .append_decided(&unknown, &mut |_| {

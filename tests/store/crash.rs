@@ -15,8 +15,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc::store::test_support::new_run;
-use svc::store::{blob_ref, EventDraft, RunQuery, RunStore, SqliteStore, DB_FILE};
+use svc::internal::store::test_support::new_run;
+use svc::internal::store::{blob_ref, EventDraft, RunQuery, RunStore, SqliteStore, DB_FILE};
 
 const CHILD_ENV: &str = "SVC_STORE_CRASH_CHILD_DB";
 const RUNS: usize = 3;

@@ -1,4 +1,4 @@
-//! Integration tests of the store (`svc::store`) through its public API, in every feature
+//! Integration tests of the store (`svc::internal::store`) through its public API, in every feature
 //! set: both `RunStore` implementations, startup activation and legacy import, and crash
 //! safety under SIGKILL. One test binary; one module per area; helpers only in
 //! `tests/support/`.

@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The test-only app key (`svc::integrations::codehost::app` tests use it too).
+/// The test-only app key (`svc::internal::integrations::codehost::app` tests use it too).
 pub const APP_KEY_PEM: &str = include_str!("codehost_app_key.pem");
 pub const APP_ID: u64 = 4242;
 const INSTALLATION_ID: u64 = 777;
@@ -139,7 +139,7 @@ fn git_ok(dir: &Path, args: &[&str]) -> Option<String> {
 }
 
 fn now_iso() -> String {
-    svc::base::clock::now()
+    svc::internal::base::clock::now()
 }
 
 fn unix_now() -> u64 {
@@ -150,7 +150,7 @@ fn unix_now() -> u64 {
 }
 
 fn iso_of(secs: u64) -> String {
-    let mut s = svc::base::clock::format_millis(secs as i64 * 1000);
+    let mut s = svc::internal::base::clock::format_millis(secs as i64 * 1000);
     // `2026-01-01T00:00:00.000Z` -> `2026-01-01T00:00:00Z`, as the host writes it.
     if let Some(dot) = s.find('.') {
         s.replace_range(dot..s.len() - 1, "");
@@ -476,7 +476,7 @@ pub fn signed_headers(
         ("X-GitHub-Delivery".into(), delivery.into()),
         (
             "X-Hub-Signature-256".into(),
-            svc::integrations::webhooks::sign(secret.as_bytes(), body),
+            svc::internal::integrations::webhooks::sign(secret.as_bytes(), body),
         ),
         ("Content-Type".into(), "application/json".into()),
     ]
@@ -529,7 +529,8 @@ fn handle(mut req: tiny_http::Request, state: &Arc<Mutex<State>>, root: &Path, b
     let method = req.method().as_str().to_string();
     let authorization = header(&req, "authorization");
     let began = Instant::now();
-    let at_ms = svc::base::clock::parse_ts(&svc::base::clock::now()).unwrap_or(0);
+    let at_ms =
+        svc::internal::base::clock::parse_ts(&svc::internal::base::clock::now()).unwrap_or(0);
     let (latency, index) = {
         let mut st = state.lock().unwrap();
         st.seen.push(Seen {

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use svc::llm::{Provider, Usage};
+use svc::internal::llm::{Provider, Usage};
 
 /// One canned HTTP reply.
 #[derive(Debug, Clone)]
@@ -540,16 +540,16 @@ impl ScriptedServer {
     }
 }
 
-pub fn client(provider: Provider, server: &ScriptedServer) -> svc::llm::LlmClient {
-    let creds =
-        svc::llm::StaticCredentials::new().with(provider.key_names()[0], &test_key(provider));
+pub fn client(provider: Provider, server: &ScriptedServer) -> svc::internal::llm::LlmClient {
+    let creds = svc::internal::llm::StaticCredentials::new()
+        .with(provider.key_names()[0], &test_key(provider));
     let base = match provider.wire() {
-        svc::llm::provider::Wire::ChatCompletions => format!("{}/v1", server.base),
+        svc::internal::llm::provider::Wire::ChatCompletions => format!("{}/v1", server.base),
         _ => server.base.clone(),
     };
-    svc::llm::LlmClient::new(Arc::new(creds))
+    svc::internal::llm::LlmClient::new(Arc::new(creds))
         .with_base_url(provider, &base)
-        .with_retry(svc::llm::RetryPolicy {
+        .with_retry(svc::internal::llm::RetryPolicy {
             base_delay: std::time::Duration::from_millis(20),
             ..Default::default()
         })

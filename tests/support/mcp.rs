@@ -3,7 +3,7 @@
 //! `tests/mcp/` (Python), HTTP servers as child processes that die with their guard, and the
 //! checks that nothing was left behind (processes by group, threads by name).
 //!
-//! A test of a real server needs [`Tool::McpServers`](svc::test_tools::Tool): where the build
+//! A test of a real server needs [`Tool::McpServers`](svc::internal::test_tools::Tool): where the build
 //! did not find them it is reported as ignored with the install command; under
 //! `SVC_REQUIRE_MCP=1` (set by `.ci/run` after installing them) it runs and fails when they
 //! are missing. The scripted servers need only `python3`.
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Where the real servers are installed.
 pub fn servers_dir() -> PathBuf {
-    svc::test_tools::mcp_servers_dir()
+    svc::internal::test_tools::mcp_servers_dir()
 }
 
 /// `tests/mcp/<name>`.
@@ -166,7 +166,7 @@ pub fn mcp_threads() -> usize {
 
 /// Whether any process of group `pgid` still runs (zombies do not count).
 pub fn group_alive(pgid: i32) -> bool {
-    svc::procs::group_running(pgid)
+    svc::internal::procs::group_running(pgid)
 }
 
 /// Tests that count the client's threads take this lock, so no other client runs meanwhile.

@@ -695,7 +695,7 @@ pub fn create_run(s: &Server, body: &Value) -> String {
 /// Starts a created run (expecting 200). Every server run versions its workspace with git,
 /// so a test that starts one needs git (and its `cfg_attr`); without it this fails saying so.
 pub fn start_run(s: &Server, id: &str) {
-    svc::test_tools::require(svc::test_tools::Tool::Git);
+    svc::internal::test_tools::require(svc::internal::test_tools::Tool::Git);
     let r = s.post(&format!("/api/v1/runs/{id}/start"), "{}");
     assert_eq!(r.status, 200, "{}", r.text());
 }

@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::path::Path;
-use svc::store::{replay, sha256_hex, RunStore};
+use svc::internal::store::{replay, sha256_hex, RunStore};
 
 /// xorshift64*: deterministic, seedable, good enough for test choices.
 pub struct Rng(u64);
@@ -47,15 +47,15 @@ pub fn legacy_fixture(dir: &Path, runs: usize, seed: u64) -> Vec<String> {
     fs::create_dir_all(&blobs_dir).unwrap();
     let mut ids = Vec::new();
     for r in 0..runs {
-        let id = svc::base::clock::new_ulid();
+        let id = svc::internal::base::clock::new_ulid();
         let mut lines = vec![format!(
             r#"{{"seq":1,"id":"{}","ts":"2026-01-02T03:04:05.006Z","run_id":"{id}","event":"run.created","properties":{{"title":"legacy run {r}","goal":"g \u00e9","labels":{{"team":"core"}},"workflow":{{"name":"w","slug":"w","source":"digraph w {{ start -> exit }}","node_count":2,"edge_count":1}},"inputs":{{}}}}}}"#,
-            svc::base::clock::new_ulid()
+            svc::internal::base::clock::new_ulid()
         )];
         let n = rng.range(1, 30);
         for k in 0..n {
             let seq = lines.len() + 1;
-            let ev = svc::base::clock::new_ulid();
+            let ev = svc::internal::base::clock::new_ulid();
             let line = match rng.range(0, 6) {
                 0 => format!(
                     r#"{{ "seq": {seq}, "id": "{ev}", "ts": "2026-01-02T03:04:06.000Z", "run_id": "{id}", "event": "stage.started", "properties": {{ "index": {k}, "cost": 1.50 }}, "node_id": "n{k}" }}"#
@@ -87,7 +87,7 @@ pub fn legacy_fixture(dir: &Path, runs: usize, seed: u64) -> Vec<String> {
             let seq = lines.len() + 1;
             lines.push(format!(
                 r#"{{"seq":{seq},"id":"{}","ts":"2026-01-02T03:05:00.000Z","run_id":"{id}","event":"run.failed","properties":{{"reason":"terminated","error":"server restarted"}}}}"#,
-                svc::base::clock::new_ulid()
+                svc::internal::base::clock::new_ulid()
             ));
         }
         let run_dir = runs_dir.join(&id);

@@ -308,7 +308,7 @@ impl SqliteStore {
 
     /// `f` on a pooled read-only connection: how this store and the table modules beside
     /// it (`store/versions.rs`) read.
-    pub(in crate::store) fn read<T>(
+    pub(in crate::internal::store) fn read<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -329,7 +329,7 @@ impl SqliteStore {
     /// `f` on the writer connection in one `BEGIN IMMEDIATE` transaction, committed when
     /// `f` succeeds (nothing of it remains otherwise): how table modules write. `op` names
     /// the write in errors.
-    pub(in crate::store) fn write<T>(
+    pub(in crate::internal::store) fn write<T>(
         &self,
         op: &'static str,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
