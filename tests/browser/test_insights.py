@@ -13,9 +13,14 @@ admin rights (a JWT for `bob`, made by the Rust harness) sees "admins only", not
 which the server started here inherits.
 """
 import argparse
+import json
 import os
+import shutil
 import sys
+import tempfile
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_web  # noqa: E402
@@ -55,6 +60,17 @@ def marks(d, css):
 
 def saved(s, qid):
     return s.api("GET", f"/api/v1/insights/queries/{qid}")
+
+
+def raw(s, method, path, body, headers):
+    """A request with headers of its own (If-Match, Accept): (status, body text)."""
+    req = urllib.request.Request(s.base + path, method=method, data=json.dumps(body).encode(), headers={
+        "Authorization": "Bearer " + s.token, "Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def test_sample(d, s):
@@ -135,8 +151,8 @@ def test_saved(d, s):
     name.send_keys("Runs by status")
     q(d, "#save-query")[0].click()
     item = 'li[data-query="runs-by-status"]'
-    wait(d, "the saved query listed", lambda: q(d, item))
-    check("Saved" in text(d, "#saved-status"), text(d, "#saved-status"))
+    wait(d, "saved", lambda: "Saved" in text(d, "#saved-status"))
+    check(q(d, item), "the saved query listed")
     st, stored = saved(s, "runs-by-status")
     check(st == 200 and stored["sql"] == SAVED_SQL and stored["name"] == "Runs by status", f"stored: {st} {stored}")
 
@@ -153,12 +169,23 @@ def test_saved(d, s):
     check(table_rows(d) == as_cells(want["rows"]), f"{table_rows(d)} != {want['rows']}")
     check(marks(d, "rect.bar") == len(want["rows"]), "one bar per row")
 
-    # Saving under the same id replaces it (If-Match with the listed revision).
+    # Someone else changes it meanwhile: the page's Save (If-Match of the revision it listed)
+    # is refused with the server's words, and the next Save, on the fresh revision, works.
+    st, body = raw(s, "PUT", "/api/v1/insights/queries/runs-by-status",
+                   {"name": "Runs by status", "sql": SAVED_SQL + " LIMIT 50"}, {"If-Match": f'"{stored["revision"]}"'})
+    check(st == 200, f"the other change: {st} {body}")
     set_sql(d, REPLACED_SQL)
+    q(d, "#save-query")[0].click()
+    wait(d, "the stale save refused", lambda: q(d, "#saved-status .error"))
+    check("has changed" in text(d, "#saved-status .error"), text(d, "#saved-status .error"))
+    check(saved(s, "runs-by-status")[1]["sql"] == SAVED_SQL + " LIMIT 50", "the other change is kept")
+    # Saving again, on the revision the list now has, replaces it.
     q(d, "#save-query")[0].click()
     wait(d, "replaced", lambda: "Replaced" in text(d, "#saved-status"))
     st, now = saved(s, "runs-by-status")
     check(now["sql"] == REPLACED_SQL and now["revision"] != stored["revision"], f"replaced: {now}")
+    st, listed = s.api("GET", "/api/v1/insights/queries")
+    check([x["id"] for x in listed["data"]] == ["runs-by-status"], f"one saved query: {listed}")
     # A query the server refuses cannot be saved, and the page says why.
     set_sql(d, "DELETE FROM runs")
     box = q(d, "#save-id")[0]
@@ -177,6 +204,50 @@ def test_saved(d, s):
     wait(d, "the query gone", lambda: not q(d, item))
     check(saved(s, "runs-by-status")[0] == 404, "deleted in the catalog")
     print("saved queries: save, reload, load, replace, refuse, delete")
+
+
+def test_answers(d, s):
+    """Ctrl+Enter runs; a chart's bars go below the axis for negative values; an answer with
+    no numeric column after the first says there is no chart; the CSV download is the API's
+    CSV."""
+    d.get(s.base + "/insights")
+    wait(d, "the query box", lambda: q(d, "#sql"))
+    box = q(d, "#sql")[0]
+    box.send_keys("SELECT 'loss' AS k, -2 AS v UNION ALL SELECT 'none', NULL UNION ALL SELECT 'gain', 3")
+    box.send_keys(test_web.Keys.CONTROL, test_web.Keys.ENTER)
+    wait(d, "the answer of Ctrl+Enter", lambda: len(q(d, "#result-table tbody tr")) == 3)
+    bars = d.execute_script(
+        "const axis = document.querySelector('#chart-svg line.axis'); const y0 = parseFloat(axis.getAttribute('y1'));"
+        "return [...document.querySelectorAll('#chart-svg rect.bar')].map(r => [parseFloat(r.getAttribute('y')),"
+        " parseFloat(r.getAttribute('height')), y0])")
+    check(len(bars) == 3, f"one bar per row, the null one too: {bars}")
+    (ly, lh, y0), (_, nh, _), (gy, gh, _) = bars
+    check(abs(ly - y0) < 0.5 and lh > 0, f"the negative bar hangs below the axis: {bars}")
+    check(nh == 0, f"the null bar is flat: {bars}")
+    check(abs(gy + gh - y0) < 0.5 and abs(gh / lh - 1.5) < 0.02, f"the positive bar stands on the axis: {bars}")
+    check("null" in text(d, "#result-table tbody tr:nth-child(2)"), "null shown in words")
+
+    set_sql(d, "SELECT status, workflow FROM insights_runs LIMIT 3")
+    q(d, "#run-query")[0].click()
+    wait(d, "no chart, in words", lambda: "needs a numeric column" in text(d, "#chart-none"))
+    check(not q(d, "#chart-svg"), "no chart drawn")
+
+    folder = tempfile.mkdtemp(prefix="svc-insights-csv-")
+    try:
+        d.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": folder})
+        sql = "SELECT status, count(*) AS runs FROM insights_runs GROUP BY status ORDER BY status"
+        set_sql(d, sql)
+        q(d, "#csv-query")[0].click()
+        path = os.path.join(folder, "insights.csv")
+        wait(d, "the CSV download", lambda: os.path.exists(path) and os.path.getsize(path) > 0)
+        st, want = raw(s, "POST", "/api/v1/insights/query", {"sql": sql}, {"Accept": "text/csv"})
+        with open(path, newline="") as f:
+            got = f.read()
+        check(st == 200 and got == want, f"the download {got!r} is the API's CSV {want!r}")
+        check("Downloaded" in text(d, "#query-status"), text(d, "#query-status"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print("answers: keyboard, negative and null bars, no-chart, CSV download")
 
 
 def test_layout(d, s):
@@ -244,7 +315,8 @@ def main():
         wait_done(s, done)
         sign_in(d, s)
         for what, step in [("the example", test_sample), ("refusals", test_refusals),
-                           ("saved queries", test_saved), ("layout", test_layout)]:
+                           ("saved queries", test_saved), ("answers", test_answers),
+                           ("layout", test_layout)]:
             print(f"-- {what}")
             step(d, s)
         no_csp_violations(d)

@@ -244,13 +244,15 @@
       button.textContent = 'Really delete?';
       return;
     }
+    let said;
     try {
       await api('DELETE', `${SAVED}/${encodeURIComponent(q.id)}`, undefined, {'If-Match': `"${q.revision}"`});
-      fill(ui.savedStatus, `Deleted “${q.name}”.`);
+      said = `Deleted “${q.name}”.`;
     } catch (e) {
-      fill(ui.savedStatus, errorBox(e, `“${q.name}” was not deleted`));
+      said = errorBox(e, `“${q.name}” was not deleted`);
     }
     await loadSaved();
+    fill(ui.savedStatus, said);
   }
 
   function savedItem(q) {
@@ -284,20 +286,23 @@
     }
     const body = {name, sql: ui.sql.value};
     const old = state.saved.find((q) => q.id === id);
+    let said;
     try {
       if (old) {
         const kept = typeof old.description === 'string' ? {description: old.description} : {};
         await api('PUT', `${SAVED}/${encodeURIComponent(id)}`, {...body, ...kept},
           {'If-Match': `"${old.revision}"`});
-        fill(ui.savedStatus, `Replaced “${name}”.`);
+        said = `Replaced “${name}”.`;
       } else {
         await api('POST', SAVED, {id, ...body});
-        fill(ui.savedStatus, `Saved “${name}”.`);
+        said = `Saved “${name}”.`;
       }
     } catch (e) {
-      fill(ui.savedStatus, errorBox(e, `“${name}” was not saved`));
+      said = errorBox(e, `“${name}” was not saved`);
     }
+    // The list (and the revisions a next Save sends) is fresh before the outcome shows.
     await loadSaved();
+    fill(ui.savedStatus, said);
   }
 
   // ------------------------------------------------------------------ the page
