@@ -225,9 +225,9 @@ fn the_servers_own_credentials_cannot_be_given_to_runs() {
 // Previews: nothing crosses the proxy that should not.
 
 /// A server for the sandbox: any request is answered with its own request line and headers
-/// as JSON, plus headers a hostile page would send (cookies for svc's origin, a
-/// `Clear-Site-Data`); `GET /ws` with an upgrade is a WebSocket echo (text frames of up to
-/// 125 bytes, enough for the test).
+/// as JSON, plus headers a hostile page would send (cookies for svc's origin,
+/// `Clear-Site-Data`, `Service-Worker-Allowed: /`); `GET /ws` with an upgrade is a
+/// WebSocket echo (text frames of up to 125 bytes, enough for the test).
 const ECHO_SERVER: &str = r#"
 import base64, hashlib, http.server, json, socketserver, sys
 class H(http.server.BaseHTTPRequestHandler):
@@ -245,6 +245,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header('Set-Cookie', 'svc-demo=1; Path=/; Domain=127.0.0.1')
         self.send_header('Clear-Site-Data', '"cookies"')
         self.send_header('Strict-Transport-Security', 'max-age=31536000')
+        self.send_header('Service-Worker-Allowed', '/')
         self.send_header('Content-Length', str(len(out)))
         self.end_headers()
         self.wfile.write(out)
@@ -404,6 +405,7 @@ fn the_preview_proxy_passes_nothing_it_should_not() {
     assert!(r.headers_named("set-cookie").is_empty(), "{:?}", r.headers);
     assert_eq!(r.header("clear-site-data"), None);
     assert_eq!(r.header("strict-transport-security"), None);
+    assert_eq!(r.header("service-worker-allowed"), None);
     let csp = r.header("content-security-policy").expect("CSP");
     assert!(csp.starts_with("sandbox "), "{csp}");
     assert!(!csp.contains("allow-same-origin"), "{csp}");
@@ -669,14 +671,28 @@ fn previews_on_their_own_host_keep_an_origin_and_their_cookies_only() {
         &s.raw("GET", &format!("{path}page"), &[("Host", "svc.test")], None),
         404,
     );
-    // On the preview host: served with an origin of its own, cookies kept to itself.
+    // On the preview host: served with an origin of its own, cookies kept to itself; the
+    // app's own cookies come back to it, svc's names and credentials never.
+    let auth = s.auth();
     let r = s.raw(
         "GET",
         &format!("{path}page"),
-        &[("Host", "preview.test")],
+        &[
+            ("Host", "preview.test"),
+            ("Cookie", "app=1; __svc_session=s; svc-demo=1; theme=dark"),
+            ("Authorization", &auth),
+        ],
         None,
     );
     assert_eq!(r.status, 200, "{}", r.text());
+    let (_, upstream) = seen(&r);
+    let cookies: Vec<&str> = upstream
+        .iter()
+        .filter(|(k, _)| k == "cookie")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(cookies, ["app=1; theme=dark"], "{upstream:?}");
+    assert!(!upstream.iter().any(|(k, _)| k == "authorization"));
     let csp = r.header("content-security-policy").unwrap();
     assert!(csp.contains("allow-same-origin"), "{csp}");
     let cookies = r.headers_named("set-cookie");
@@ -686,8 +702,10 @@ fn previews_on_their_own_host_keep_an_origin_and_their_cookies_only() {
         assert!(!c.to_ascii_lowercase().contains("domain="), "{c}");
     }
     assert_eq!(r.header("clear-site-data"), None);
+    // A service worker's scope stays below the preview's own path: one preview on the
+    // shared host cannot intercept another's pages.
+    assert_eq!(r.header("service-worker-allowed"), None);
     // The preview host serves nothing but previews, credentials or not.
-    let auth = s.auth();
     let api = s.raw(
         "GET",
         "/api/v1/user",
@@ -695,6 +713,46 @@ fn previews_on_their_own_host_keep_an_origin_and_their_cookies_only() {
         None,
     );
     assert_error(&api, 404);
+    s.post(&format!("/api/v1/runs/{id}/cancel"), "");
+    wait_run_end(&s, &id);
+}
+
+/// A preview host under the UI's parent domain is a separate origin but not a separate
+/// cookie jar: a page with an origin there could set `svc-demo=1; domain=example.test` for
+/// the UI. So it is served as the fallback is: sandboxed without `allow-same-origin`, no
+/// `Set-Cookie` passed on, no cookie passed upstream.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_preview_host_sharing_the_uis_parent_domain_keeps_no_origin() {
+    require(Tool::Git);
+    let settings = "[server.auth]\nmethods = [\"dev-token\"]\n[server.api]\nurl = \"http://svc.example.test/api/v1\"\n[server.preview]\nurl = \"http://preview.example.test\"\n";
+    let s = Server::with(Opts {
+        settings: Some(settings),
+        ..Opts::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let id = echo_run(&s, dir.path(), port);
+    let made = make_preview(&s, &id, port, true);
+    let url = made.json()["url"].as_str().unwrap().to_string();
+    assert!(
+        url.starts_with("http://preview.example.test/preview/"),
+        "{url}"
+    );
+    let path = preview_path(&made);
+    let r = s.raw(
+        "GET",
+        &format!("{path}page"),
+        &[("Host", "preview.example.test"), ("Cookie", "app=1")],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let csp = r.header("content-security-policy").unwrap();
+    assert!(csp.starts_with("sandbox "), "{csp}");
+    assert!(!csp.contains("allow-same-origin"), "{csp}");
+    assert!(r.headers_named("set-cookie").is_empty(), "{:?}", r.headers);
+    let (_, upstream) = seen(&r);
+    assert!(!upstream.iter().any(|(k, _)| k == "cookie"), "{upstream:?}");
     s.post(&format!("/api/v1/runs/{id}/cancel"), "");
     wait_run_end(&s, &id);
 }

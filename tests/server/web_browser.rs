@@ -63,8 +63,10 @@ fn web_ui_end_to_end_in_chromium() {
 /// The threat model's browser half (`tests/browser/test_security.py`): a page served by
 /// workflow code through a preview, opened by a signed-in user, tries to read
 /// `/api/v1/user`, to POST to the API with the user's cookie, to set cookies on svc's
-/// origin and to frame the UI, with previews on the UI's origin and on a listener of their
-/// own: each fails and the session is intact. Also: the sign-in page's script never leaves
+/// origin (or its parent domain) and to frame the UI, with previews on the UI's origin, on
+/// a listener of their own, on a host of their own (`preview.localhost`, where the page
+/// keeps its origin) and on a host under the UI's domain: each fails and the session is
+/// intact. Also: the sign-in page's script never leaves
 /// the site for a hostile `next`, and the install wizard works under its CSP and cannot be
 /// framed.
 #[test]

@@ -89,9 +89,12 @@ pub fn separate(s: &Settings) -> bool {
     s.server.preview.url.is_some() || s.server.preview.listen.is_some()
 }
 
-/// True when previews have their own origin on another host than the UI's: then, and only
-/// then, a preview page keeps its origin (`allow-same-origin`). Another port of the UI's
-/// host is not enough: browsers share cookies across ports.
+/// True when previews have their own origin on a host that shares no cookies with the
+/// UI's: then, and only then, a preview page keeps its origin (`allow-same-origin`).
+/// Another port of the UI's host is not enough (browsers share cookies across ports), and
+/// neither is a host under the UI's parent domain: a page with an origin there could set a
+/// cookie for the shared domain (`document.cookie = "svc-demo=1; domain=example.com"`) that
+/// the UI would then receive ([`cookie_related`]).
 pub fn has_own_host(s: &Settings, l: &Listeners) -> bool {
     if !separate(s) {
         return false;
@@ -99,10 +102,36 @@ pub fn has_own_host(s: &Settings, l: &Listeners) -> bool {
     let preview = public_base(s, l).as_deref().and_then(host_of);
     let ui = ui_origin(s, l).as_deref().and_then(host_of);
     match (preview, ui) {
-        (Some(p), Some(u)) => p != u,
+        (Some(p), Some(u)) => !cookie_related(&p, &u),
         // No UI origin known to compare with: assume shared.
         _ => false,
     }
+}
+
+/// True when a page on host `a` may set cookies that host `b` receives (or the other way
+/// round): the same host, one a subdomain of the other, or siblings under one parent
+/// domain. Without the public-suffix list the parent is approximated by the last two
+/// labels (so `a.example.co.uk` and `b.other.co.uk` count as related too, which only costs
+/// the previews their origin), and every `*.localhost` is related to every other. IP
+/// addresses take no domain cookies: one is related only to itself.
+pub fn cookie_related(a: &str, b: &str) -> bool {
+    let norm = |h: &str| h.trim_end_matches('.').to_ascii_lowercase();
+    let (a, b) = (norm(a), norm(b));
+    if a == b {
+        return true;
+    }
+    if a.parse::<std::net::IpAddr>().is_ok() || b.parse::<std::net::IpAddr>().is_ok() {
+        return false;
+    }
+    if a.ends_with(&format!(".{b}")) || b.ends_with(&format!(".{a}")) {
+        return true;
+    }
+    let last = |h: &str, n: usize| -> Vec<String> {
+        h.rsplit('.').take(n).map(String::from).collect::<Vec<_>>()
+    };
+    let both_local = last(&a, 1) == ["localhost"] && last(&b, 1) == ["localhost"];
+    let (pa, pb) = (last(&a, 2), last(&b, 2));
+    both_local || (pa.len() == 2 && pa == pb)
 }
 
 /// True when `inc` was sent to the previews' own host name (`[server.preview] url`), which
@@ -202,6 +231,57 @@ mod tests {
             None,
         );
         assert!(!has_own_host(&same, &l));
+        // A host sharing the UI's parent domain could toss cookies onto the UI: no.
+        for related in [
+            "https://preview.example.com",
+            "https://p.svc.example.com",
+            "https://run-1.preview.example.com",
+        ] {
+            let s = settings(Some("https://svc.example.com"), Some(related), None);
+            assert!(!has_own_host(&s, &l), "{related}");
+        }
+        let parent = settings(
+            Some("https://example.com"),
+            Some("https://p.example.com"),
+            None,
+        );
+        assert!(!has_own_host(&parent, &l));
+        // The UI on an address, previews on a name (Chromium's `*.localhost`): yes.
+        let ip = settings(
+            Some("http://127.0.0.1:8080"),
+            Some("http://preview.localhost:8080"),
+            None,
+        );
+        assert!(has_own_host(&ip, &l));
+    }
+
+    #[test]
+    fn hosts_that_can_share_cookies_are_related() {
+        for (a, b) in [
+            ("svc.example.com", "svc.example.com"),
+            ("svc.example.com", "SVC.example.com."),
+            ("example.com", "p.example.com"),
+            ("svc.example.com", "p.svc.example.com"),
+            ("svc.example.com", "preview.example.com"),
+            ("a.example.co.uk", "b.other.co.uk"),
+            ("a.localhost", "b.localhost"),
+            ("localhost", "p.localhost"),
+            ("127.0.0.1", "127.0.0.1"),
+        ] {
+            assert!(cookie_related(a, b), "{a} {b}");
+            assert!(cookie_related(b, a), "{b} {a}");
+        }
+        for (a, b) in [
+            ("svc.example.com", "svc-preview.example.net"),
+            ("svc.example.com", "example.net"),
+            ("127.0.0.1", "127.0.0.2"),
+            ("127.0.0.1", "preview.localhost"),
+            ("::1", "preview.localhost"),
+            ("svc.internal", "preview.lan"),
+        ] {
+            assert!(!cookie_related(a, b), "{a} {b}");
+            assert!(!cookie_related(b, a), "{b} {a}");
+        }
         assert!(sandbox_policy(true).contains("allow-same-origin"));
         assert!(!sandbox_policy(false).contains("allow-same-origin"));
     }

@@ -5,12 +5,14 @@
 //!   percent-encoded) below the preview prefix, refused with 400 when it decodes to a
 //!   control character or a space (it could otherwise split the request line or smuggle a
 //!   header); `Host` is the sandbox's; hop-by-hop headers, `Cookie`, `Authorization`,
-//!   `Proxy-Authorization`, `X-Install-Token` and every `X-Svc-*` header stay with svc.
+//!   `Proxy-Authorization`, `X-Install-Token` and every `X-Svc-*` header stay with svc. On
+//!   a preview host of its own (see below) the browser's cookies there are the previews',
+//!   so `Cookie` is passed on, less any of svc's own cookie names.
 //! - **Downstream** hop-by-hop headers are dropped, and so are the headers that act on a
 //!   whole site rather than one response (`Clear-Site-Data`, `Strict-Transport-Security`,
-//!   `Alt-Svc`, `Public-Key-Pins*`); `Set-Cookie` is dropped when previews share the UI's
-//!   host, and on a host of their own is kept for that host only (no `Domain`, `Path` the
-//!   preview's own). Every answer carries the sandbox CSP of [`super::origin`],
+//!   `Alt-Svc`, `Public-Key-Pins*`, `Service-Worker-Allowed`); `Set-Cookie` is dropped
+//!   unless previews have a host of their own that shares no cookies with the UI's, where
+//!   it is kept for that host only (no `Domain`, `Path` the preview's own). Every answer carries the sandbox CSP of [`super::origin`],
 //!   `Referrer-Policy: no-referrer` (the URL holds the token) and
 //!   `Cross-Origin-Opener-Policy: same-origin` (no handle on the window that opened it).
 //! - **WebSocket** upgrades (`Connection: Upgrade`, `Upgrade: websocket`) go upstream as
@@ -72,8 +74,11 @@ const PRIVATE: [&str; 4] = [
 ];
 
 /// Answer headers that act on the whole site (the UI's too) or that svc sets itself.
-const SITE_WIDE: [&str; 8] = [
+const SITE_WIDE: [&str; 9] = [
     "clear-site-data",
+    // A service worker's scope stays below the preview's own path (its script's folder):
+    // on a shared preview host, one preview must not intercept another's pages.
+    "service-worker-allowed",
     "strict-transport-security",
     "alt-svc",
     "public-key-pins",
@@ -155,19 +160,48 @@ fn is_websocket(inc: &Incoming<'_>) -> bool {
     inc.method == "GET" && has("connection", "upgrade") && has("upgrade", "websocket")
 }
 
+/// svc's own cookie names: never passed on, even from a preview host of its own.
+const SVC_COOKIES: [&str; 2] = [crate::auth::SESSION_COOKIE, "svc-demo"];
+
+/// The `Cookie` header passed upstream from a preview host of its own (whose cookies are
+/// the previews', the UI's never going there): every pair but svc's own names; `None`
+/// when nothing is left.
+pub fn app_cookies(header: &str) -> Option<String> {
+    let kept: Vec<&str> = header
+        .split(';')
+        .map(str::trim)
+        .filter(|pair| {
+            let name = pair.split('=').next().unwrap_or("").trim();
+            !pair.is_empty() && !SVC_COOKIES.contains(&name)
+        })
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("; "))
+}
+
 /// The request head sent upstream.
-fn request_head(inc: &Incoming<'_>, target: &str, port: u16, ws: bool, body: usize) -> String {
+fn request_head(
+    inc: &Incoming<'_>,
+    target: &str,
+    port: u16,
+    ws: bool,
+    body: usize,
+    opts: &Options,
+) -> String {
     let version = if ws { "HTTP/1.1" } else { "HTTP/1.0" };
     let mut head = format!(
         "{} {target} {version}\r\nHost: 127.0.0.1:{port}\r\n",
         inc.method
     );
+    let clean = |v: &str| !v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
     for (k, v) in &inc.headers {
         let lower = k.to_ascii_lowercase();
-        if private_request_header(&lower)
-            || !is_token(k)
-            || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
-        {
+        if lower == "cookie" && opts.own_host && clean(v) {
+            if let Some(c) = app_cookies(v) {
+                head.push_str(&format!("Cookie: {c}\r\n"));
+            }
+            continue;
+        }
+        if private_request_header(&lower) || !is_token(k) || !clean(v) {
             continue;
         }
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -314,7 +348,7 @@ pub fn forward(
     let port = target.port();
     let ws = is_websocket(inc);
     let body = if ws { Vec::new() } else { inc.body()?.to_vec() };
-    let head = request_head(inc, &path, port, ws, body.len());
+    let head = request_head(inc, &path, port, ws, body.len(), opts);
     let mut conn = upstream::connect(target).map_err(|e| upstream_error(port, e))?;
     conn.set_read_timeout(Some(READ_TIMEOUT)).ok();
     conn.set_write_timeout(Some(READ_TIMEOUT)).ok();
@@ -428,6 +462,7 @@ mod tests {
             ),
             ("Clear-Site-Data".into(), "\"cookies\"".into()),
             ("Strict-Transport-Security".into(), "max-age=1".into()),
+            ("Service-Worker-Allowed".into(), "/".into()),
             ("Content-Type".into(), "text/html".into()),
             ("Transfer-Encoding".into(), "chunked".into()),
         ];
@@ -459,6 +494,16 @@ mod tests {
             .unwrap()
             .1;
         assert!(csp.contains("allow-same-origin"));
+    }
+
+    #[test]
+    fn only_the_apps_cookies_pass_from_a_host_of_its_own() {
+        assert_eq!(
+            app_cookies("app=1; __svc_session=s; svc-demo=1;theme=dark").as_deref(),
+            Some("app=1; theme=dark")
+        );
+        assert_eq!(app_cookies("__svc_session=s; svc-demo=1"), None);
+        assert_eq!(app_cookies(""), None);
     }
 
     #[test]
