@@ -232,6 +232,25 @@ def test_answers(d, s):
     wait(d, "no chart, in words", lambda: "needs a numeric column" in text(d, "#chart-none"))
     check(not q(d, "#chart-svg"), "no chart drawn")
 
+    # An answer at the row cap: every row charted, the table cut at 1,000 rows and saying so.
+    # Prints the time from the click to the drawn chart (a figure, not a check).
+    big = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000)"
+           " SELECT x, x % 97 AS v FROM c")
+    for kind in ["bar", "line"]:
+        set_sql(d, "SELECT 'one' AS k, 1 AS v")
+        q(d, "#run-query")[0].click()
+        wait(d, "a one-row answer first", lambda: len(q(d, "#result-table tbody tr")) == 1)
+        d.execute_script("const k = document.getElementById('chart-kind'); k.value = arguments[0];"
+                         "k.dispatchEvent(new Event('change'));"
+                         "document.getElementById('sql').value = arguments[1]; window.__t = performance.now()", kind, big)
+        q(d, "#run-query")[0].click()
+        mark = "rect.bar" if kind == "bar" else "circle.point"
+        wait(d, f"10,000 {kind} marks", lambda: marks(d, mark) == 10000, secs=60)
+        took = d.execute_script("return new Promise(r => requestAnimationFrame(() => r(performance.now() - window.__t)))")
+        print(f"10,000 rows as {kind}s: {took:.0f} ms from the click to the drawn chart")
+    check(len(q(d, "#result-table tbody tr")) == 1000, "the table stops at 1,000 rows")
+    check("first 1,000 of 10,000 rows" in text(d, "#result-rows .help"), text(d, "#result-rows .help"))
+
     folder = tempfile.mkdtemp(prefix="svc-insights-csv-")
     try:
         d.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": folder})

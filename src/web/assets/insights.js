@@ -140,7 +140,8 @@
     // Series: one colour class each, in order of first appearance.
     const seriesOf = (row) => (p.series >= 0 ? String(row[p.series]) : '');
     const names = [...new Set(rows.map(seriesOf))];
-    const cls = (name) => STATUS_CLASS[name] || 's' + (names.indexOf(name) % 6);
+    const nth = new Map(names.map((n, i) => [n, i]));
+    const cls = (name) => STATUS_CLASS[name] || 's' + (nth.get(name) % 6);
 
     const svg = el('svg:svg', {class: 'chart', id: 'chart-svg', width: W, height: H, viewBox: `0 0 ${W} ${H}`,
       role: 'img', 'data-kind': state.kind,
@@ -155,7 +156,8 @@
     // x positions: bars get one band per row; a line gets one band per distinct x value.
     const xs = rows.map((row) => label(row[p.x]));
     const cats = state.kind === 'bar' ? xs.map((_, i) => i) : [...new Set(xs)];
-    const catOf = state.kind === 'bar' ? (i) => i : (i) => cats.indexOf(xs[i]);
+    const catIndex = new Map(cats.map((c, k) => [c, k]));
+    const catOf = state.kind === 'bar' ? (i) => i : (i) => catIndex.get(xs[i]);
     const band = plotW / cats.length;
     const cx = (c) => m.left + band * (c + 0.5);
 
@@ -170,11 +172,9 @@
         el('svg:title', {}, tip(r, p, row))));
       });
     } else {
-      for (const name of names) {
-        const pts = rows.map((row, i) => [row, i]).filter(([row]) => seriesOf(row) === name)
-          .map(([, i]) => `${cx(catOf(i)).toFixed(2)},${yOf(vals[i]).toFixed(2)}`);
-        marks.append(el('svg:polyline', {class: 'line ' + cls(name), points: pts.join(' ')}));
-      }
+      const pts = new Map(names.map((n) => [n, []]));
+      rows.forEach((row, i) => pts.get(seriesOf(row)).push(`${cx(catOf(i)).toFixed(2)},${yOf(vals[i]).toFixed(2)}`));
+      for (const name of names) marks.append(el('svg:polyline', {class: 'line ' + cls(name), points: pts.get(name).join(' ')}));
       rows.forEach((row, i) => marks.append(el('svg:circle', {class: 'point ' + cls(seriesOf(row)), 'data-row': i,
         cx: cx(catOf(i)).toFixed(2), cy: yOf(vals[i]).toFixed(2), r: rows.length > 200 ? 1.5 : 3.5},
       el('svg:title', {}, tip(r, p, row)))));
