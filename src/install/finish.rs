@@ -132,6 +132,7 @@ pub fn plan(w: &Wizard, a: &Answers) -> Result<Plan, ApiError> {
                 region: region.clone(),
                 endpoint: endpoint.clone(),
                 path_style: *path_style,
+                part_size_mib: None,
             }
         }
     });

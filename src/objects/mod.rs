@@ -3,20 +3,33 @@
 //! snapshots today).
 //!
 //! Owns: putting, getting, listing and deleting objects, and making a put all-or-nothing (a
-//! local object is written beside its final name and renamed into place; an S3 `PUT` is
-//! atomic by itself), so a reader never sees a partial object under a final name. Must not
-//! touch: what the objects are (see `backup`), settings files or the vault (the caller hands
-//! the keys over).
+//! local object is written beside its final name and renamed into place; an S3 object of up
+//! to one part is one `PUT`, a bigger one a multipart upload that only its completion makes
+//! visible and that any failure aborts), so a reader never sees a partial object under a
+//! final name. Files stream both ways: memory holds a copy buffer, never a whole object.
+//! Must not touch: what the objects are (see `backup`), settings files or the vault (the
+//! caller hands the keys over).
 
 pub mod sigv4;
 
 use crate::base::hex;
 use crate::settings::ObjectStoreSettings;
+use sha2::{Digest, Sha256};
 use sigv4::{amz_date, authorization, sha256_hex, uri_encode, Signing};
 use std::fmt;
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// S3's smallest part (every part of a multipart upload but the last): 5 MiB.
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+/// S3's largest part: 5 GiB.
+pub const MAX_PART_SIZE: u64 = 5 << 30;
+/// The part size when `[server.object_store] part_size_mib` is not set: 8 MiB.
+pub const DEFAULT_PART_SIZE: u64 = 8 << 20;
+/// S3 takes at most this many parts per object; bigger files get bigger parts.
+const MAX_PARTS: u64 = 10_000;
 
 /// Names a local put writes before its rename; never listed.
 const PARTIAL: &str = ".partial-";
@@ -55,6 +68,8 @@ pub struct S3 {
     pub path_style: bool,
     pub access_key_id: String,
     pub secret_access_key: String,
+    /// Files above this many bytes go up as a multipart upload in parts of this size.
+    pub part_size: u64,
 }
 
 impl fmt::Debug for S3 {
@@ -64,6 +79,7 @@ impl fmt::Debug for S3 {
             .field("region", &self.region)
             .field("endpoint", &self.endpoint)
             .field("path_style", &self.path_style)
+            .field("part_size", &self.part_size)
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +105,7 @@ impl ObjectStore {
                 region,
                 endpoint,
                 path_style,
+                part_size_mib,
             } => {
                 let key = |name: &str| {
                     secret(name).filter(|v| !v.is_empty()).ok_or_else(|| {
@@ -104,6 +121,7 @@ impl ObjectStore {
                     path_style: *path_style,
                     access_key_id: key("OBJECT_STORE_ACCESS_KEY_ID")?,
                     secret_access_key: key("OBJECT_STORE_SECRET_ACCESS_KEY")?,
+                    part_size: part_size_mib.map_or(DEFAULT_PART_SIZE, |m| m << 20),
                 })
             }
         })
@@ -122,11 +140,7 @@ impl ObjectStore {
         check_key(key)?;
         match self {
             ObjectStore::Local { root } => local_put(root, key, from),
-            ObjectStore::S3(s) => {
-                let body = std::fs::read(from)
-                    .map_err(|e| err(format!("cannot read {}: {e}", from.display())))?;
-                s.request("PUT", key, &[], body).map(drop)
-            }
+            ObjectStore::S3(s) => s.put_file(key, from),
         }
     }
 
@@ -138,14 +152,17 @@ impl ObjectStore {
                 .map(drop)
                 .map_err(|e| err(format!("cannot read {key} from {}: {e}", root.display()))),
             ObjectStore::S3(s) => {
-                let body = s.request("GET", key, &[], Vec::new())?;
-                std::fs::write(to, body)
-                    .map_err(|e| err(format!("cannot write {}: {e}", to.display())))
+                let (mut body, _) = s.get(key)?;
+                let mut out = File::create(to)
+                    .map_err(|e| err(format!("cannot write {}: {e}", to.display())))?;
+                std::io::copy(&mut body, &mut out)
+                    .and_then(|_| out.sync_all())
+                    .map_err(|e| err(format!("cannot download {key} to {}: {e}", to.display())))
             }
         }
     }
 
-    /// The object `key` as a reader, and its length (S3: read whole first).
+    /// The object `key` as a reader (streamed from the bucket), and its length.
     pub fn open(&self, key: &str) -> Result<(Box<dyn std::io::Read + Send>, u64), ObjectError> {
         check_key(key)?;
         match self {
@@ -156,11 +173,7 @@ impl ObjectStore {
                 let len = f.metadata().map(|m| m.len()).unwrap_or(0);
                 Ok((Box::new(f), len))
             }
-            ObjectStore::S3(s) => {
-                let body = s.request("GET", key, &[], Vec::new())?;
-                let len = body.len() as u64;
-                Ok((Box::new(std::io::Cursor::new(body)), len))
-            }
+            ObjectStore::S3(s) => s.get(key),
         }
     }
 
@@ -202,16 +215,32 @@ impl ObjectStore {
         }
     }
 
-    /// Local only: removes what puts killed midway left beside their final names under
-    /// `prefix`, once older than `age` (a put under way is younger; S3 never has any).
+    /// Removes what puts killed midway left under `prefix`, once older than `age` (a put
+    /// under way is younger): a local store's partial files beside their final names, a
+    /// bucket's unfinished multipart uploads (which the bucket keeps, and bills, until
+    /// aborted).
     pub fn sweep_partials(&self, prefix: &str, age: Duration) {
-        if let ObjectStore::Local { root } = self {
-            let dir = root.join(prefix.trim_end_matches('/'));
-            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                if e.file_name().to_string_lossy().contains(PARTIAL) && older_than(&e.path(), age) {
-                    let _ = std::fs::remove_file(e.path());
+        match self {
+            ObjectStore::Local { root } => {
+                let dir = root.join(prefix.trim_end_matches('/'));
+                for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    if e.file_name().to_string_lossy().contains(PARTIAL)
+                        && older_than(&e.path(), age)
+                    {
+                        let _ = std::fs::remove_file(e.path());
+                    }
                 }
             }
+            ObjectStore::S3(s) => match s.unfinished_uploads(prefix) {
+                Ok(all) => {
+                    for u in all.iter().filter(|u| u.age.is_some_and(|a| a >= age)) {
+                        if let Err(e) = s.abort(&u.key, &u.upload_id) {
+                            log::warn!("cannot abort the unfinished upload of {}: {e}", u.key);
+                        }
+                    }
+                }
+                Err(e) => log::warn!("cannot list unfinished uploads: {e}"),
+            },
         }
     }
 }
@@ -301,12 +330,68 @@ fn local_list(root: &Path, prefix: &str) -> Result<Vec<ObjectInfo>, ObjectError>
     Ok(out)
 }
 
+/// An upload that was started and neither completed nor aborted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfinishedUpload {
+    pub key: String,
+    pub upload_id: String,
+    /// Since it was started (`None`: the bucket's time was unreadable).
+    pub age: Option<Duration>,
+}
+
+/// What a request sends.
+enum Payload<'a> {
+    Bytes(Vec<u8>),
+    /// `len` bytes of a file from where it is positioned, with their SHA-256.
+    File {
+        file: &'a mut File,
+        len: u64,
+        sha256: String,
+    },
+}
+
+impl Payload<'_> {
+    fn sha256(&self) -> String {
+        match self {
+            Payload::Bytes(b) => sha256_hex(b),
+            Payload::File { sha256, .. } => sha256.clone(),
+        }
+    }
+}
+
+/// A 2xx answer: its headers and body.
+struct Answer {
+    headers: ureq::http::HeaderMap,
+    body: ureq::Body,
+}
+
+impl Answer {
+    fn text(self, what: &str) -> Result<String, ObjectError> {
+        self.body
+            .into_with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .map_err(|e| err(format!("{what}: {e}")))
+    }
+}
+
 impl S3 {
     fn endpoint(&self) -> String {
         self.endpoint
             .as_deref()
             .map(|e| e.trim_end_matches('/').to_string())
             .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", self.region))
+    }
+
+    /// One agent per operation, so the parts of an upload share a connection.
+    fn agent() -> ureq::Agent {
+        ureq::Agent::new_with_config(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_connect(Some(Duration::from_secs(20)))
+                .timeout_recv_response(Some(Duration::from_secs(300)))
+                .build(),
+        )
     }
 
     /// One signed request for `key` (`""`: the bucket itself); the body of a 2xx answer.
@@ -317,6 +402,27 @@ impl S3 {
         query: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Result<Vec<u8>, ObjectError> {
+        let what = format!("{method} {key}");
+        let answer = self.send(&Self::agent(), method, key, query, Payload::Bytes(body))?;
+        answer
+            .body
+            .into_with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .map_err(|e| err(format!("{what}: {e}")))
+    }
+
+    /// Sends one request signed with SigV4 (the payload's SHA-256 signed too, so the bucket
+    /// refuses bytes changed or cut on the way); the answer when it is a 2xx (or a 404 to a
+    /// `DELETE`), else an error with the status and S3's error code.
+    fn send(
+        &self,
+        agent: &ureq::Agent,
+        method: &str,
+        key: &str,
+        query: &[(&str, &str)],
+        payload: Payload<'_>,
+    ) -> Result<Answer, ObjectError> {
         let endpoint = self.endpoint();
         let (scheme, host) = endpoint
             .split_once("://")
@@ -331,17 +437,17 @@ impl S3 {
             (format!("{}.{host}", self.bucket), format!("/{key_path}"))
         };
         let date = amz_date(crate::auth::unix_now());
-        let payload = sha256_hex(&body);
+        let sha = payload.sha256();
         let auth = authorization(&Signing {
             method,
             path: &path,
             query,
             headers: &[
                 ("host", &host),
-                ("x-amz-content-sha256", &payload),
+                ("x-amz-content-sha256", &sha),
                 ("x-amz-date", &date),
             ],
-            payload_sha256: &payload,
+            payload_sha256: &sha,
             region: &self.region,
             service: "s3",
             access_key_id: &self.access_key_id,
@@ -357,34 +463,41 @@ impl S3 {
         } else {
             format!("{scheme}://{host}{path}?{}", qs.join("&"))
         };
-        let agent = ureq::Agent::new_with_config(
-            ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_connect(Some(Duration::from_secs(20)))
-                .timeout_recv_response(Some(Duration::from_secs(300)))
-                .build(),
-        );
+        let fail = |e: &dyn fmt::Display| err(format!("{method} {url}: {e}"));
         let req = ureq::http::Request::builder()
             .method(method)
             .uri(&url)
-            .header("x-amz-content-sha256", &payload)
+            .header("x-amz-content-sha256", &sha)
             .header("x-amz-date", &date)
-            .header("authorization", &auth)
-            .body(body)
-            .map_err(|e| err(format!("{method} {url}: {e}")))?;
-        let resp = agent
-            .run(req)
-            .map_err(|e| err(format!("{method} {url}: {e}")))?;
-        let status = resp.status().as_u16();
-        let (_, rbody) = resp.into_parts();
-        let bytes = rbody
-            .into_with_config()
-            .read_to_vec()
-            .map_err(|e| err(format!("{method} {url}: {e}")))?;
-        if (200..300).contains(&status) || (method == "DELETE" && status == 404) {
-            return Ok(bytes);
+            .header("authorization", &auth);
+        let resp = match payload {
+            Payload::Bytes(b) => agent.run(req.body(b).map_err(|e| fail(&e))?),
+            Payload::File { file, len, .. } => {
+                // The length is given, so the body streams from the file with a
+                // Content-Length (S3 refuses chunked bodies without aws-chunked signing).
+                let mut part = Exact { file, left: len };
+                let body = ureq::SendBody::from_reader(&mut part);
+                agent.run(
+                    req.header("content-length", len)
+                        .body(body)
+                        .map_err(|e| fail(&e))?,
+                )
+            }
         }
-        let text = String::from_utf8_lossy(&bytes);
+        .map_err(|e| fail(&e))?;
+        let status = resp.status().as_u16();
+        let (parts, body) = resp.into_parts();
+        if (200..300).contains(&status) || (method == "DELETE" && status == 404) {
+            return Ok(Answer {
+                headers: parts.headers,
+                body,
+            });
+        }
+        let text = body
+            .into_with_config()
+            .limit(1 << 20)
+            .read_to_string()
+            .unwrap_or_default();
         let code = xml_values(&text, "Code")
             .into_iter()
             .next()
@@ -392,6 +505,179 @@ impl S3 {
         Err(err(format!("{method} {url} answered {status} {code}")
             .trim()
             .to_string()))
+    }
+
+    /// `GetObject`, streamed: the body as a reader and its length.
+    fn get(&self, key: &str) -> Result<(Box<dyn Read + Send>, u64), ObjectError> {
+        let answer = self.send(&Self::agent(), "GET", key, &[], Payload::Bytes(Vec::new()))?;
+        let len = answer
+            .headers
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        Ok((Box::new(answer.body.into_reader()), len))
+    }
+
+    /// Stores the file at `from` under `key`: one streamed `PUT` up to one part, else a
+    /// multipart upload, aborted on any failure.
+    fn put_file(&self, key: &str, from: &Path) -> Result<(), ObjectError> {
+        let mut file =
+            File::open(from).map_err(|e| err(format!("cannot read {}: {e}", from.display())))?;
+        let len = file
+            .metadata()
+            .map_err(|e| err(format!("cannot read {}: {e}", from.display())))?
+            .len();
+        let agent = Self::agent();
+        if len <= self.part_size.max(1) {
+            let read_err = |e: std::io::Error| err(format!("cannot read {}: {e}", from.display()));
+            let sha256 = hash_next(&mut file, len).map_err(read_err)?;
+            file.seek(SeekFrom::Start(0)).map_err(read_err)?;
+            let payload = Payload::File {
+                file: &mut file,
+                len,
+                sha256,
+            };
+            return self.send(&agent, "PUT", key, &[], payload).map(drop);
+        }
+        let upload_id = self.create_upload(&agent, key)?;
+        let result = self.upload_parts(&agent, key, &upload_id, &mut file, len);
+        if let Err(e) = &result {
+            // Nothing may stay behind: the parts sent so far are dropped with the upload.
+            if let Err(abort) = self.abort(key, &upload_id) {
+                log::warn!("the upload of {key} failed ({e}) and cannot be aborted: {abort}");
+            }
+        }
+        result
+    }
+
+    /// `CreateMultipartUpload`: the upload's id.
+    fn create_upload(&self, agent: &ureq::Agent, key: &str) -> Result<String, ObjectError> {
+        let what = format!("starting the upload of {key}");
+        let text = self
+            .send(
+                agent,
+                "POST",
+                key,
+                &[("uploads", "")],
+                Payload::Bytes(Vec::new()),
+            )?
+            .text(&what)?;
+        xml_values(&text, "UploadId")
+            .into_iter()
+            .next()
+            .map(|id| xml_unescape(&id))
+            .ok_or_else(|| err(format!("{what}: the answer has no UploadId")))
+    }
+
+    /// Sends `file` in parts of `part_size` (more when 10,000 would not hold it), then
+    /// completes the upload with their ETags.
+    fn upload_parts(
+        &self,
+        agent: &ureq::Agent,
+        key: &str,
+        upload_id: &str,
+        file: &mut File,
+        len: u64,
+    ) -> Result<(), ObjectError> {
+        let size = self
+            .part_size
+            .max(len.div_ceil(MAX_PARTS))
+            .clamp(1, MAX_PART_SIZE);
+        let mut etags = Vec::new();
+        let mut offset = 0u64;
+        while offset < len {
+            let n = size.min(len - offset);
+            let number = (etags.len() + 1).to_string();
+            let read_err = |e: std::io::Error| err(format!("cannot read part {number}: {e}"));
+            file.seek(SeekFrom::Start(offset)).map_err(read_err)?;
+            let sha256 = hash_next(file, n).map_err(read_err)?;
+            file.seek(SeekFrom::Start(offset)).map_err(read_err)?;
+            let answer = self.send(
+                agent,
+                "PUT",
+                key,
+                &[("partNumber", &number), ("uploadId", upload_id)],
+                Payload::File {
+                    file: &mut *file,
+                    len: n,
+                    sha256,
+                },
+            )?;
+            let etag = answer
+                .headers
+                .get("etag")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .ok_or_else(|| err(format!("part {number} of {key}: the answer has no ETag")))?;
+            etags.push(etag);
+            offset += n;
+        }
+        let mut xml = String::from("<CompleteMultipartUpload>");
+        for (i, etag) in etags.iter().enumerate() {
+            xml.push_str(&format!(
+                "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>",
+                i + 1,
+                xml_escape(etag)
+            ));
+        }
+        xml.push_str("</CompleteMultipartUpload>");
+        let what = format!("completing the upload of {key}");
+        let text = self
+            .send(
+                agent,
+                "POST",
+                key,
+                &[("uploadId", upload_id)],
+                Payload::Bytes(xml.into_bytes()),
+            )?
+            .text(&what)?;
+        // S3 may answer 200 and still fail: the body then holds an <Error>.
+        if text.contains("<Error>") {
+            let code = xml_values(&text, "Code").into_iter().next();
+            return Err(err(format!(
+                "{what}: {}",
+                code.unwrap_or_else(|| "error".into())
+            )));
+        }
+        Ok(())
+    }
+
+    /// `AbortMultipartUpload`: the bucket drops the upload's parts.
+    pub fn abort(&self, key: &str, upload_id: &str) -> Result<(), ObjectError> {
+        self.request("DELETE", key, &[("uploadId", upload_id)], Vec::new())
+            .map(drop)
+    }
+
+    /// `ListMultipartUploads` under `prefix`: uploads started and neither completed nor
+    /// aborted (one page of up to 1,000, the sweep's next round gets the rest).
+    pub fn unfinished_uploads(&self, prefix: &str) -> Result<Vec<UnfinishedUpload>, ObjectError> {
+        let body = self.request(
+            "GET",
+            "",
+            &[("prefix", prefix), ("uploads", "")],
+            Vec::new(),
+        )?;
+        let text = String::from_utf8_lossy(&body);
+        let now = chrono::Utc::now();
+        Ok(text
+            .split("<Upload>")
+            .skip(1)
+            .filter_map(|item| {
+                let item = item.split("</Upload>").next().unwrap_or("");
+                let key = xml_values(item, "Key").into_iter().next()?;
+                let upload_id = xml_values(item, "UploadId").into_iter().next()?;
+                let age = xml_values(item, "Initiated")
+                    .first()
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .and_then(|t| (now - t.with_timezone(&chrono::Utc)).to_std().ok());
+                Some(UnfinishedUpload {
+                    key: xml_unescape(&key),
+                    upload_id: xml_unescape(&upload_id),
+                    age,
+                })
+            })
+            .collect())
     }
 
     /// `ListObjectsV2`, following continuation tokens.
@@ -448,6 +734,60 @@ fn xml_values(text: &str, tag: &str) -> Vec<String> {
         .collect()
 }
 
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The next `left` bytes of a file, and an error if it ends before them (a body reader
+/// that ended early would leave the HTTP client waiting for bytes that never come).
+struct Exact<'a> {
+    file: &'a mut File,
+    left: u64,
+}
+
+impl Read for Exact<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file got shorter while it was sent",
+            ));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// The SHA-256 (hex) of the next `len` bytes of `file`, read through a small buffer.
+fn hash_next(file: &mut File, len: u64) -> std::io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut left = len;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file got shorter while it was read",
+            ));
+        }
+        h.update(&buf[..n]);
+        left -= n as u64;
+    }
+    Ok(hex(&h.finalize()))
+}
+
 fn xml_unescape(s: &str) -> String {
     s.replace("&lt;", "<")
         .replace("&gt;", ">")
@@ -502,6 +842,30 @@ mod tests {
         store.delete("backups/a.db").expect("delete");
         store.delete("backups/a.db").expect("delete again");
         assert!(store.list("backups/").expect("list").is_empty());
+    }
+
+    #[test]
+    fn the_part_size_comes_from_the_settings_within_s3_limits() {
+        let toml = |mib: &str| {
+            format!(
+                "[server.object_store]\nprovider = \"s3\"\nbucket = \"b\"\nregion = \"r\"\n{mib}"
+            )
+        };
+        let keys = |_: &str| Some("k".to_string());
+        let part = |text: &str| {
+            let s = crate::settings::Settings::parse(text).expect("settings");
+            match ObjectStore::from_settings(s.server.object_store.as_ref().expect("store"), &keys)
+            {
+                Ok(ObjectStore::S3(b)) => b.part_size,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(part(&toml("")), DEFAULT_PART_SIZE);
+        assert_eq!(part(&toml("part_size_mib = 16")), 16 << 20);
+        for bad in ["part_size_mib = 4", "part_size_mib = 5121"] {
+            let e = crate::settings::Settings::parse(&toml(bad)).expect_err(bad);
+            assert!(e.to_string().contains("part_size_mib"), "{e}");
+        }
     }
 
     #[test]

@@ -272,6 +272,10 @@ pub enum ObjectStoreSettings {
         /// Path-style addressing (`<endpoint>/<bucket>/key`), as most S3-compatible stores need.
         #[serde(default)]
         path_style: bool,
+        /// Files above this many MiB go up as multipart uploads in parts of this size
+        /// (default 8; S3 allows 5 to 5120).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part_size_mib: Option<u64>,
     },
 }
 
@@ -899,6 +903,17 @@ impl Settings {
                 "server.backup.every = {:?} is not a duration (such as \"6h\", \"30m\", \"1d\")",
                 self.server.backup.every.as_deref().unwrap_or("")
             ));
+        }
+        if let Some(ObjectStoreSettings::S3 {
+            part_size_mib: Some(mib),
+            ..
+        }) = &self.server.object_store
+        {
+            if !(5..=5120).contains(mib) {
+                return bad(format!(
+                    "server.object_store.part_size_mib = {mib} is outside S3's part sizes (5 to 5120)"
+                ));
+            }
         }
         if self.server.backup.keep == 0 {
             return bad("server.backup.keep must be at least 1".into());
