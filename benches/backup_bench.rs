@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::binary::{bin, state_dir, Svc};
 use support::server::run_id;
 use support::{env_or, percentile};
-use svc::store::{RunStore, SqliteStore};
+use svc::internal::store::{RunStore, SqliteStore};
 
 mod support;
 
