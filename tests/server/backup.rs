@@ -504,8 +504,10 @@ fn a_file_above_one_part_goes_up_in_parts_and_a_cut_upload_leaves_nothing() {
         .and_then(|p| p.parse().ok())
         .expect("port");
     let proxy = CuttingProxy::start(moto_port, 7 << 20);
-    let through =
-        svc::internal::objects::ObjectStore::S3(bucket_at(&format!("http://127.0.0.1:{}", proxy.port)));
+    let through = svc::internal::objects::ObjectStore::S3(bucket_at(&format!(
+        "http://127.0.0.1:{}",
+        proxy.port
+    )));
     let e = through
         .put_file("backups/cut.db", &big)
         .expect_err("a cut upload fails");
