@@ -168,6 +168,15 @@ def test_saved(d, s):
     st, want = s.api("POST", "/api/v1/insights/query", {"sql": SAVED_SQL})
     check(table_rows(d) == as_cells(want["rows"]), f"{table_rows(d)} != {want['rows']}")
     check(marks(d, "rect.bar") == len(want["rows"]), "one bar per row")
+    # The address names it: a reload opens it again, an unknown id says so.
+    check(d.current_url.endswith("/insights?query=runs-by-status"), d.current_url)
+    d.refresh()
+    wait(d, "the query again after a reload", lambda: q(d, "#result-table tbody tr"))
+    check(d.execute_script("return document.getElementById('sql').value") == SAVED_SQL, "back in the box")
+    d.get(s.base + "/insights?query=gone")
+    wait(d, "an unknown saved query in words", lambda: "no saved query `gone`" in text(d, "#query-status .error"))
+    d.get(s.base + "/insights?query=runs-by-status")
+    wait(d, "the saved query by its address", lambda: q(d, "#result-table tbody tr"))
 
     # Someone else changes it meanwhile: the page's Save (If-Match of the revision it listed)
     # is refused with the server's words, and the next Save, on the fresh revision, works.

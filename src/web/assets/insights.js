@@ -232,7 +232,14 @@
 
   // ------------------------------------------------------------------ saved queries
 
+  // The address names the saved query in the box (`?query=<id>`), so a reload or a shared
+  // link opens it again.
+  function address(id) {
+    history.replaceState(null, '', id ? '/insights?query=' + encodeURIComponent(id) : '/insights');
+  }
+
   function useSaved(q) {
+    address(q.id);
     ui.saveId.value = q.id;
     ui.saveName.value = q.name;
     run(q.sql);
@@ -248,6 +255,7 @@
     try {
       await api('DELETE', `${SAVED}/${encodeURIComponent(q.id)}`, undefined, {'If-Match': `"${q.revision}"`});
       said = `Deleted “${q.name}”.`;
+      if (new URLSearchParams(location.search).get('query') === q.id) address(null);
     } catch (e) {
       said = errorBox(e, `“${q.name}” was not deleted`);
     }
@@ -325,6 +333,7 @@
       const b = el('button', {type: 'button', class: 'sample' + (i === 0 ? ' primary-sample' : ''), 'data-sample': s.id,
         title: s.sql}, s.name);
       b.addEventListener('click', () => {
+        address(null);
         ui.saveName.value = s.name;
         run(s.sql);
       });
@@ -401,6 +410,12 @@
         el('div', {class: 'insights-main'}, queryPanel(schema), resultPanel()),
         el('div', {class: 'insights-side'}, savedPanel())));
     await loadSaved();
+    const wanted = new URLSearchParams(location.search).get('query');
+    if (wanted) {
+      const q = state.saved.find((x) => x.id === wanted);
+      if (q) useSaved(q);
+      else fill(ui.status, errorBox(`There is no saved query \`${wanted}\` (any more).`));
+    }
   }
   start();
 })();
