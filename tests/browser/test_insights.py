@@ -354,6 +354,7 @@ def main():
         print("insights page: ok")
     finally:
         d.quit()
+        shutil.rmtree(d._svc_profile, ignore_errors=True)
         s.stop()
 
 
