@@ -145,7 +145,7 @@ fn run_json(f: &Fixture) -> Value {
             "archived": false,
             "archived_at": null,
         },
-        "sandbox": {"kind": "ready", "plan": {"provider": "container", "image": "buildpack-deps:noble", "snapshot": null},
+        "sandbox": {"kind": "ready", "plan": {"provider": "container", "image": "buildpack-deps:noble", "snapshot": null, "environment": "default"},
                      "instance": {"provider": "container", "image": "buildpack-deps:noble", "snapshot": null,
                                   "runtime": {"id": format!("sbx-{}", &f.id[20..]), "working_directory": "/workspace", "repo_cloned": true, "clone_origin_url": null, "clone_branch": null}},
                      "failure": null},

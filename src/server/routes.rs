@@ -278,7 +278,7 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/webhooks/codehost/deliveries",
             integrations::deliveries,
         ),
-        user("GET", "/api/v1/environments", catalog::list::<Environments>),
+        user("GET", "/api/v1/environments", environments::list),
         user(
             "POST",
             "/api/v1/environments",

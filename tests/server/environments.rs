@@ -8,7 +8,7 @@
 
 use crate::support::server::{
     assert_error, command_lines, create_run_json, run_events, start_run, store_key, wait_kind,
-    Resp, Server,
+    Opts, Resp, Server,
 };
 use serde_json::{json, Value};
 use svc::internal::test_tools::{require, Tool};
@@ -423,4 +423,47 @@ fn lifecycle_stops_the_sandbox_at_the_end_or_keeps_it_for_its_retention() {
     assert!(run_events(&s, &kept)
         .iter()
         .all(|e| e["event"] != "sandbox.cleanup.completed"));
+}
+
+/// What the web UI's chooser and run page read: the list names the environment a run
+/// naming none gets (`meta.run_default`, from `[run] environment`, else null), and a run's
+/// `sandbox.plan.environment` names the environment its plan was frozen from.
+#[test]
+fn the_list_names_the_run_default_and_the_run_names_its_environment() {
+    let plain = Server::start();
+    let list = plain.get("/api/v1/environments").json();
+    assert_eq!(list["meta"]["run_default"], Value::Null, "{list}");
+    let r = plain.post(
+        "/api/v1/environments",
+        &json!({"id": "small", "provider": "local", "resources": {"cpu": 1}}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let run = create_run_json(
+        &plain,
+        &json!({"workflow": workflow("true"), "environment": "small"}),
+    );
+    assert_eq!(run["sandbox"]["plan"]["environment"], "small", "{run}");
+    assert_eq!(run["sandbox"]["plan"]["provider"], "local", "{run}");
+    let run = create_run_json(
+        &plain,
+        &json!({"workflow": workflow("true"), "sandbox": {"provider": "local"}}),
+    );
+    assert_eq!(run["sandbox"]["plan"]["environment"], Value::Null, "{run}");
+
+    let configured = Server::with(Opts {
+        settings: Some("[run]\nenvironment = \"default\"\n"),
+        ..Opts::default()
+    });
+    let list = configured.get("/api/v1/environments").json();
+    assert_eq!(list["meta"]["run_default"], "default", "{list}");
+    assert_eq!(list["meta"]["total"], 1, "{list}");
+    let run = create_run_json(&configured, &json!({"workflow": workflow("true")}));
+    assert_eq!(run["sandbox"]["plan"]["environment"], "default", "{run}");
+    let fetched = configured
+        .get(&format!("/api/v1/runs/{}", run["id"].as_str().unwrap()))
+        .json();
+    assert_eq!(
+        fetched["sandbox"]["plan"]["environment"], "default",
+        "{fetched}"
+    );
 }

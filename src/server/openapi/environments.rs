@@ -129,7 +129,10 @@ pub(super) fn schemas() -> Value {
             "required": ["data", "meta"],
             "properties": {
                 "data": {"type": "array", "items": r("Environment")},
-                "meta": {"type": "object", "required": ["total"], "properties": {"total": {"type": "integer", "minimum": 0}}}
+                "meta": {"type": "object", "required": ["total", "run_default"], "properties": {
+                    "total": {"type": "integer", "minimum": 0},
+                    "run_default": {"type": ["string", "null"], "description": "The `[run] environment` a run naming neither `environment` nor `sandbox` gets; null: none (`[run.sandbox]`)."}
+                }}
             }
         },
         "CreateEnvironment": {

@@ -164,6 +164,8 @@ pub fn run_view<'a>(
                 "provider": s.get("provider").cloned().unwrap_or(json!("local")),
                 "image": s.get("image").cloned().unwrap_or(Value::Null),
                 "snapshot": s.get("snapshot").cloned().unwrap_or(Value::Null),
+                // The environment the plan was resolved from (null: none, `[run.sandbox]`).
+                "environment": s.get("environment").cloned().unwrap_or(Value::Null),
             },
             "instance": row.sandbox.instance,
             "failure": row.sandbox.failure,
