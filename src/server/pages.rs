@@ -93,6 +93,11 @@ pub fn insights(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     page(app, Page::Insights)
 }
 
+/// `/environments`: the environments catalog (list, preflight, create, edit, delete).
+pub fn environments(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
+    page(app, Page::Environments)
+}
+
 pub fn asset(app: &App, ctx: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
     enabled(app)?;
     let name = ctx.param("name");

@@ -319,6 +319,7 @@ pub fn page_routes() -> Vec<Route> {
         public("GET", "/automations/{id}", pages::automation),
         public("GET", "/settings", pages::settings),
         public("GET", "/insights", pages::insights),
+        public("GET", "/environments", pages::environments),
         public("GET", "/assets/{name}", pages::asset),
     ]
 }

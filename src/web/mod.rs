@@ -74,6 +74,11 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("assets/insights.js"),
     },
     Asset {
+        name: "environments.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/environments.js"),
+    },
+    Asset {
         name: "signin.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("assets/signin.js"),
@@ -99,10 +104,11 @@ pub enum Page {
     Automation,
     Settings,
     Insights,
+    Environments,
 }
 
 impl Page {
-    pub const ALL: [Page; 9] = [
+    pub const ALL: [Page; 10] = [
         Page::Board,
         Page::NewRun,
         Page::Run,
@@ -112,6 +118,7 @@ impl Page {
         Page::Automation,
         Page::Settings,
         Page::Insights,
+        Page::Environments,
     ];
 
     fn name(self) -> &'static str {
@@ -125,6 +132,7 @@ impl Page {
             Page::Automation => "automation",
             Page::Settings => "settings",
             Page::Insights => "insights",
+            Page::Environments => "environments",
         }
     }
 
@@ -139,6 +147,7 @@ impl Page {
             Page::Automation => "Automation",
             Page::Settings => "Settings",
             Page::Insights => "Insights",
+            Page::Environments => "Environments",
         }
     }
 
@@ -152,6 +161,7 @@ impl Page {
             Page::Automation => "automation.js",
             Page::Settings => "settings.js",
             Page::Insights => "insights.js",
+            Page::Environments => "environments.js",
         }
     }
 }

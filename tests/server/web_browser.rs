@@ -4,7 +4,8 @@
 //! attacks the signed-in user from a preview, a hostile `next` and a framed install page;
 //! `tests/browser/test_page_loads.py` loads pages in fresh browser contexts and counts stalls;
 //! `tests/browser/test_insights.py` drives the insights page as an admin and as a user who
-//! is not one.
+//! is not one; `test_environments.py` drives the environments page and the
+//! new-run form's environment chooser.
 //!
 //! Needs Chromium, chromedriver and Python's selenium: where the build did not find them
 //! the test is reported as ignored with the install command; under `SVC_REQUIRE_BROWSER=1`
@@ -154,6 +155,33 @@ fn insights_page_runs_charts_and_saves_queries_in_chromium() {
         "insights-phone.png",
         "insights-not-admin.png",
     ] {
+        assert!(out.join(shot).exists(), "screenshot {shot} missing");
+    }
+}
+
+/// The environments page and the new-run form's chooser (`tests/browser/test_environments.py`,
+/// issue 30): the page linked from the header lists the seeded `default` with each
+/// provider's preflight; an environment created through the form is listed with its variable
+/// by name only; refusals show beside the fields they name; an edit saves with the revision
+/// and a stale one is refused with the 409 in words; a run started from the new-run form with
+/// it chosen shows it on its page and its frozen plan names it; deleting it leaves the run
+/// alone; screenshots at 1280 px and phone width, nothing wider than the screen.
+#[test]
+#[cfg_attr(
+    not(has_browser),
+    ignore = "needs Chromium, chromedriver and Python's selenium: apt-get install chromium chromium-driver && pip install selenium"
+)]
+fn environments_page_and_chooser_in_chromium() {
+    require(Tool::Browser);
+    let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join("web-screenshots");
+    let out_arg = out.to_string_lossy();
+    assert!(
+        browser_script("test_environments.py", &["--out", &out_arg]),
+        "the environments browser test failed (see its output above)"
+    );
+    for shot in ["environments.png", "phone-environments.png"] {
         assert!(out.join(shot).exists(), "screenshot {shot} missing");
     }
 }

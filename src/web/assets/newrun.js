@@ -1,7 +1,7 @@
 // New run: paste or upload a workflow (or name a registered version), goal, inputs,
-// repository and branch, model and sandbox provider. The server validates before creating
-// anything; its diagnostics are shown inline with line and column, and nothing is created
-// when there is an error.
+// repository and branch, model, and the environment (or a sandbox provider). The server
+// validates before creating anything; its diagnostics are shown inline with line and
+// column, and nothing is created when there is an error.
 'use strict';
 (() => {
   const {el, api, show, errorBox} = svc;
@@ -101,7 +101,8 @@
       return;
     }
     if (f.model.value.trim()) body.model = {name: f.model.value.trim()};
-    if (f.sandbox.value) body.sandbox = {provider: f.sandbox.value};
+    if (f.environment.value) body.environment = f.environment.value;
+    else if (f.sandbox.value) body.sandbox = {provider: f.sandbox.value};
     f.button.disabled = true;
     try {
       const run = await api('POST', '/api/v1/runs', body);
@@ -143,6 +144,12 @@
   f.sandbox = el('select', {id: 'sandbox', name: 'sandbox'},
     el('option', {value: ''}, 'Default from settings'), el('option', {value: 'local'}, 'local'),
     el('option', {value: 'container'}, 'container'), el('option', {value: 'hosted'}, 'hosted'));
+  f.environment = el('select', {id: 'environment', name: 'environment', 'aria-describedby': 'environment-help'},
+    el('option', {value: ''}, 'Loading environments…'));
+  f.envHelp = el('p', {class: 'help', id: 'environment-help'}, 'The sandbox the run gets, frozen when it is created. ',
+    el('a', {href: '/environments'}, 'Manage environments'));
+  f.sandboxField = field('Sandbox provider', f.sandbox, 'Used only when the run names no environment.');
+  f.environment.addEventListener('change', () => { f.sandboxField.hidden = !!f.environment.value; });
   f.start = el('input', {type: 'checkbox', id: 'start-now', checked: true});
   f.button = el('button', {type: 'submit', class: 'primary', id: 'create'}, 'Create run');
   f.diag = el('div', {id: 'wf-errors'});
@@ -160,7 +167,29 @@
       field('Repository', f.repo, 'A git URL or path the run works on (a copy); leave empty for none.'),
       field('Branch', f.branch),
       field('Model', f.model),
-      field('Sandbox provider', f.sandbox),
+      el('div', {class: 'field'}, el('label', {for: 'environment'}, 'Environment'), f.environment, f.envHelp),
+      f.sandboxField,
       el('label', {class: 'check'}, f.start, ' Start the run now'),
       f.msg, el('div', {class: 'actions'}, f.button)));
+
+  // The chooser: every environment, the server's `[run] environment` preselected (else
+  // `default`), and "none" for the sandbox provider field.
+  async function loadEnvironments() {
+    const none = el('option', {value: ''}, 'None: the sandbox provider below');
+    try {
+      const r = await api('GET', '/api/v1/environments');
+      const ids = r.data.map((e) => e.id);
+      const chosen = [r.meta.run_default, 'default'].find((id) => id && ids.includes(id)) || '';
+      svc.fill(f.environment, r.data.map((e) => el('option', {value: e.id, selected: e.id === chosen},
+        `${e.id} (${e.provider}${e.resources && e.resources.cpu ? `, ${e.resources.cpu} CPU` : ''}` +
+        `${e.resources && e.resources.memory ? `, ${e.resources.memory}` : ''})` +
+        (e.id === r.meta.run_default ? ' · server default' : ''))), none);
+      f.environment.value = chosen;
+    } catch (err) {
+      svc.fill(f.environment, none);
+      svc.fill(f.envHelp, errorBox(err, 'The environments could not be loaded'));
+    }
+    f.sandboxField.hidden = !!f.environment.value;
+  }
+  loadEnvironments();
 })();

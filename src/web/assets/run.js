@@ -88,6 +88,13 @@
       facts.push(['Automation', el('a', {id: 'run-automation', href: '/automations/' + encodeURIComponent(r.automation.id)},
         (r.automation.name || r.automation.id) + (r.automation.trigger_id ? ` (${r.automation.trigger_id})` : ''))]);
     }
+    const plan = r.sandbox && r.sandbox.plan;
+    if (plan && plan.environment) {
+      facts.push(['Environment', el('a', {id: 'run-environment', href: '/environments#env-' + encodeURIComponent(plan.environment)},
+        `${plan.environment} (${plan.provider})`)]);
+    } else if (plan) {
+      facts.push(['Sandbox', plan.provider]);
+    }
     if (r.lifecycle.queue_position) facts.push(['Queue position', String(r.lifecycle.queue_position)]);
     if (r.lifecycle.pending_control) facts.push(['Pending', r.lifecycle.pending_control]);
     if (r.lifecycle.archived) facts.push(['Archived', fmtTime(r.lifecycle.archived_at)]);
