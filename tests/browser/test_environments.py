@@ -14,6 +14,7 @@ alone. Screenshots at 1280 px and phone width (nothing wider than the screen).
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 import urllib.error
@@ -240,6 +241,7 @@ def main():
         no_csp_violations(d)
     finally:
         d.quit()
+        shutil.rmtree(d._svc_profile, ignore_errors=True)
         s.stop()
 
 
