@@ -643,7 +643,7 @@ pub fn handle(_app: &App, route: &Route, ctx: &mut Ctx<'_, '_>) -> Result<Reply,
              "received_at": "2026-03-06T12:00:00.000Z"}
         ], "meta": {"has_more": false}})),
         ("GET", "/api/v1/environments") => {
-            j(json!({"data": [demo_environment()], "meta": {"total": 1}}))
+            j(json!({"data": [demo_environment()], "meta": {"total": 1, "run_default": null}}))
         }
         ("POST", "/api/v1/environments") => Ok(Reply::json(201, &demo_environment())),
         ("GET", "/api/v1/environments/{id}") | ("PUT", "/api/v1/environments/{id}") => {

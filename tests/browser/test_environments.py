@@ -6,7 +6,8 @@ through the form is listed (its variable by name only, never its value); refusal
 show beside the fields they name; an edit saves with the revision, and a stale one is
 refused with the 409 in words until the current version is loaded; the new-run form lists
 the environments with `default` preselected, a run started with the chosen one shows it on
-its page and its frozen plan names it; deleting the environment leaves the run's plan
+its page and its frozen plan names it (and `[run] environment`, when set, is the one
+preselected); a stale delete is refused; deleting the environment leaves the run's plan
 alone. Screenshots at 1280 px and phone width (nothing wider than the screen).
 
     python3 tests/browser/test_environments.py --bin target/debug/svc --out target/web-screenshots
@@ -190,12 +191,47 @@ def test_new_run_chooses_it(d, s):
 def test_delete(d, s, run_id):
     d.get(s.base + "/environments")
     wait(d, "web-small listed", lambda: q(d, card("web-small") + " button.delete"))
+    # Changed elsewhere since the page read it: the delete is refused with the 409 in words.
+    st, e = s.api("GET", "/api/v1/environments/web-small")
+    st, _ = put_if_match(s, "/api/v1/environments/web-small", e["revision"],
+                         {"provider": "local", "description": "changed elsewhere"})
+    check(st == 200, f"the other client's edit: {st}")
+    q(d, card("web-small") + " button.delete")[0].click()
+    d.switch_to.alert.accept()
+    wait(d, "the stale delete refused", lambda: "web-small was not deleted" in text(d, "#env-status"))
+    check("revision" in text(d, "#env-status"), text(d, "#env-status"))
+    check(s.api("GET", "/api/v1/environments/web-small")[0] == 200, "still there")
+    wait(d, "the list read again", lambda: "changed elsewhere" in text(d, card("web-small")))
     q(d, card("web-small") + " button.delete")[0].click()
     d.switch_to.alert.accept()
     wait(d, "web-small gone", lambda: not q(d, card("web-small")) and "Deleted web-small" in text(d, "#env-status"))
     check(s.api("GET", "/api/v1/environments/web-small")[0] == 404, "deleted on the server")
     st, run = s.api("GET", f"/api/v1/runs/{run_id}")
     check(run["sandbox"]["plan"]["environment"] == "web-small", "the run keeps its frozen plan")
+
+
+def test_run_default_preselected(d, binary):
+    """With `[run] environment` set, the chooser preselects it, and a run created without
+    touching the chooser gets it."""
+    s = Server(binary, '[run]\nenvironment = "ci"\n')
+    try:
+        st, _ = s.api("POST", "/api/v1/environments", {"id": "ci", "provider": "local", "resources": {"cpu": 1}})
+        check(st == 201, f"create ci: {st}")
+        d.get(s.base + "/")
+        d.delete_all_cookies()  # cookies are per host, not per port: the other server's session
+        sign_in(d, s)
+        d.get(s.base + "/runs/new")
+        wait(d, "the chooser filled", lambda: q(d, '#environment option[value="ci"]'))
+        chosen = d.execute_script("return document.getElementById('environment').value")
+        check(chosen == "ci", f"[run] environment preselected, not {chosen!r}")
+        check("server default" in text(d, '#environment option[value="ci"]'), text(d, '#environment option[value="ci"]'))
+        d.execute_script("document.getElementById('wf-source').value = arguments[0]", FLOW)
+        q(d, "#create")[0].click()
+        wait(d, "the run page", lambda: "/runs/01" in d.current_url and q(d, "#run-environment"))
+        run_id = d.current_url.rstrip("/").split("/")[-1]
+        check(s.api("GET", f"/api/v1/runs/{run_id}")[1]["sandbox"]["plan"]["environment"] == "ci", "the plan names ci")
+    finally:
+        s.stop()
 
 
 def test_layout(d, s):
@@ -239,6 +275,8 @@ def main():
         test_layout(d, s)
         print("ok: layout at 1280 px and phone width", flush=True)
         no_csp_violations(d)
+        test_run_default_preselected(d, args.bin)
+        print("ok: [run] environment preselected", flush=True)
     finally:
         d.quit()
         shutil.rmtree(d._svc_profile, ignore_errors=True)

@@ -164,8 +164,9 @@ fn insights_page_runs_charts_and_saves_queries_in_chromium() {
 /// provider's preflight; an environment created through the form is listed with its variable
 /// by name only; refusals show beside the fields they name; an edit saves with the revision
 /// and a stale one is refused with the 409 in words; a run started from the new-run form with
-/// it chosen shows it on its page and its frozen plan names it; deleting it leaves the run
-/// alone; screenshots at 1280 px and phone width, nothing wider than the screen.
+/// it chosen shows it on its page and its frozen plan names it; `[run] environment` is the
+/// one preselected when set; a stale delete is refused, a fresh one leaves the run alone;
+/// screenshots at 1280 px and phone width, nothing wider than the screen.
 #[test]
 #[cfg_attr(
     not(has_browser),

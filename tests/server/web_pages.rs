@@ -30,6 +30,7 @@ fn pages_and_assets_carry_a_strict_csp_and_stay_small() {
         "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV",
         "/settings",
         "/insights",
+        "/environments",
     ] {
         let r = page(&s, path);
         assert_eq!(r.status, 200, "{path}: {}", r.text());
