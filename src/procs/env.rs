@@ -70,13 +70,24 @@ impl EnvSnapshot {
 
     /// Makes `cmd` start from exactly this environment (for processes started with
     /// `Command::spawn`, like ACP agents and MCP servers): clears what it would inherit from
-    /// the server, then sets every variable of the snapshot. Call before the command's own
-    /// `env` settings, which then win.
+    /// the server, then sets every variable of the snapshot under the command's own `env`
+    /// settings, made before or after, which win (as for command stages, `procs::spawn`):
+    /// the container's `HOME=/tmp` that `sandbox::Isolation::command` sets stays.
     pub fn apply_to(&self, cmd: &mut Command) {
+        let own: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)> = cmd
+            .get_envs()
+            .map(|(k, v)| (k.to_os_string(), v.map(OsStr::to_os_string)))
+            .collect();
         cmd.env_clear();
         for (k, kv) in self.iter() {
             let value = OsStr::from_bytes(&kv.as_bytes()[k.len() + 1..]);
             cmd.env(k, value);
+        }
+        for (k, v) in own {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
         }
     }
 }
@@ -124,6 +135,8 @@ mod tests {
     fn a_command_gets_exactly_the_snapshot() {
         let snap = EnvSnapshot::for_stages(&[], &[("SVC_X".into(), "x y".into())]).unwrap();
         let mut cmd = Command::new("/usr/bin/env");
+        // Set before the snapshot (as the container's isolation does): it stays.
+        cmd.env("HOME", "/tmp");
         snap.apply_to(&mut cmd);
         cmd.env("SVC_OWN", "own");
         let out = cmd.output().unwrap();
@@ -139,5 +152,6 @@ mod tests {
                 "{n} leaked: {text}"
             );
         }
+        assert!(text.lines().any(|l| l == "HOME=/tmp"), "{text}");
     }
 }

@@ -372,3 +372,171 @@ fn settings_give_runs_servers_and_bodies_are_checked() {
         "mcp_servers[0].transport.type"
     );
 }
+
+/// The stdio server of one container run, found by the marker in its log file's name: the
+/// Python process itself (not the `nsenter` or `bwrap` that started it), as `(pid, cmdline)`.
+fn server_process(marker: &str) -> Option<(String, String)> {
+    processes_with(marker).into_iter().find_map(|p| {
+        let (pid, cmd) = p.split_once(": ")?;
+        cmd.starts_with("python3 ")
+            .then(|| (pid.to_string(), cmd.to_string()))
+    })
+}
+
+/// Starts a container run whose agent calls `mcp__slow__echo` on a stdio server that never
+/// answers calls, and waits until the call is in flight. Returns the run id, the server's log
+/// (in the run's workspace) and its pid.
+fn container_run_in_a_call(
+    s: &Server,
+    src: &std::path::Path,
+    marker: &str,
+) -> (String, std::path::PathBuf, String) {
+    let log = format!("{marker}.log");
+    let body = json!({
+        "workflow": package(AGENT),
+        "sandbox": {"provider": "container"},
+        "source_directory": src.display().to_string(),
+        "mcp_servers": [{"id": "slow", "tool_timeout_secs": 600, "required": true,
+                         "transport": {"type": "stdio",
+                                       "command": ["python3", "stdio_server.py", "silent-call", log]}}],
+    });
+    let id = create_run(s, &body);
+    start_run(s, &id);
+    let log = s
+        .path()
+        .join("workspaces")
+        .join(&id)
+        .join(format!("{marker}.log"));
+    wait_for(60, "the MCP call in flight", || {
+        mcp::logged(&log)
+            .iter()
+            .any(|m| m["method"] == "tools/call")
+            .then_some(())
+    });
+    let (pid, _) = server_process(marker).expect("the MCP server's process");
+    (id, log, pid)
+}
+
+/// A container run's stdio server runs inside the run's container (its pid namespace, the
+/// container's `HOME`, the workspace as its directory) and ends with the run: cancelling the
+/// run while a call is in flight cancels the call on the server (`notifications/cancelled`
+/// naming the call's id) and stops the server; a kill -9 of svc stops it too.
+#[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
+fn a_container_runs_stdio_server_runs_inside_it_and_ends_with_the_run() {
+    require(Tool::Git);
+    require(Tool::Bwrap);
+    // The script reaches the container the way host files do: copied into the workspace.
+    let src = outside_tmp();
+    std::fs::copy(
+        mcp::script("stdio_server.py"),
+        src.path().join("stdio_server.py"),
+    )
+    .unwrap();
+    let llm = ScriptedServer::turns(
+        P,
+        vec![
+            tools(&[("c1", "mcp__slow__echo", json!({"text": "one"}))]),
+            tools(&[("c2", "mcp__slow__echo", json!({"text": "two"}))]),
+        ],
+        SMALL_USAGE,
+    );
+    let s = served_anthropic(&llm.base, "");
+    let tag = format!("svc-mcp-ct-{}", std::process::id());
+
+    let cancelled = format!("{tag}-cancel");
+    let (id, log, pid) = container_run_in_a_call(&s, src.path(), &cancelled);
+    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+    assert!(ns(&pid).is_some());
+    assert_ne!(
+        ns(&pid),
+        ns("self"),
+        "the server runs in the host's pid namespace"
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ.split('\0').any(|v| v == "HOME=/tmp"),
+        "not the container's HOME: {environ}"
+    );
+    assert_eq!(s.post(&format!("/api/v1/runs/{id}/cancel"), "").status, 200);
+    let call_id = mcp::logged(&log)
+        .into_iter()
+        .find(|m| m["method"] == "tools/call")
+        .map(|m| m["id"].clone())
+        .expect("the call");
+    wait_for(10, "notifications/cancelled for the call", || {
+        mcp::logged(&log)
+            .iter()
+            .any(|m| {
+                m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call_id
+            })
+            .then_some(())
+    });
+    wait_for(10, "the server to end with the cancelled run", || {
+        processes_with(&cancelled).is_empty().then_some(())
+    });
+    let end = wait_run_end(&s, &id);
+    assert_eq!(
+        end["lifecycle"]["status"],
+        json!({"kind": "failed", "reason": "cancelled"})
+    );
+
+    let killed = format!("{tag}-kill");
+    let (_id, _log, _pid) = container_run_in_a_call(&s, src.path(), &killed);
+    let _state = s.kill();
+    wait_for(10, "the server to end with svc (kill -9)", || {
+        processes_with(&killed).is_empty().then_some(())
+    });
+}
+
+/// A node's `mcp_servers` subset: the stage gets only the servers it names; a name the run
+/// does not have fails the stage, naming the run's servers, before any model call.
+#[test]
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+fn a_nodes_subset_picks_its_servers_and_an_unknown_one_fails_the_stage() {
+    require(Tool::Git);
+    let py = mcp::python();
+    let llm = ScriptedServer::turns(P, vec![text("done")], SMALL_USAGE);
+    let s = served_anthropic(&llm.base, "");
+    let servers = json!([
+        {"id": "one", "transport": scripted_def(&py, "ok")},
+        {"id": "two", "transport": scripted_def(&py, "ok")},
+    ]);
+    let only_two = AGENT.replace("prompt=", "mcp_servers=\"two\", prompt=");
+    let id = run_to_end(&s, &with_servers(&only_two, servers.clone()));
+    assert_eq!(
+        run_json(&s, &id)["lifecycle"]["status"]["kind"],
+        "succeeded"
+    );
+    let names: Vec<String> = llm.requests()[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .filter(|n| n.starts_with("mcp__"))
+        .collect();
+    assert_eq!(
+        names,
+        ["mcp__two__echo", "mcp__two__fail", "mcp__two__sleep"]
+    );
+
+    let typo = AGENT.replace("prompt=", "mcp_servers=\"one, tree\", prompt=");
+    let id = run_to_end(&s, &with_servers(&typo, servers));
+    assert_eq!(run_json(&s, &id)["lifecycle"]["status"]["kind"], "failed");
+    let failed = run_events(&s, &id)
+        .into_iter()
+        .find(|e| e["event"] == "stage.failed")
+        .expect("stage.failed")
+        .to_string();
+    assert!(
+        failed.contains(
+            "names the MCP server `tree`, which this run does not have (its servers: one, two)"
+        ),
+        "{failed}"
+    );
+    assert_eq!(llm.count(), 1, "only the first run called the model");
+}

@@ -10,7 +10,6 @@
 
 use crate::support::server::*;
 use serde_json::{json, Value};
-use std::path::Path;
 use std::time::{Duration, Instant};
 use svc::internal::test_tools::{require, Tool};
 
@@ -149,17 +148,6 @@ fn container_runs_leave_no_process_behind_whatever_the_ending() {
     require(Tool::Git);
     require(Tool::Bwrap);
     every_ending_ends_the_runs_processes("container");
-}
-
-/// A directory a container can see (not under /tmp, which it replaces with its own).
-fn outside_tmp() -> tempfile::TempDir {
-    let var_tmp = Path::new("/var/tmp");
-    let base = if var_tmp.is_dir() {
-        var_tmp.to_path_buf()
-    } else {
-        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-    };
-    tempfile::tempdir_in(base).unwrap()
 }
 
 /// A stage starts a dev server in the background and ends; a human gate then waits: the

@@ -37,19 +37,6 @@ fn sh(dir: &Path, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A temporary directory a container can see: not under /tmp, which the container replaces
-/// with its own (`CARGO_TARGET_TMPDIR` is under /tmp when the clone is): /var/tmp where it
-/// exists.
-fn outside_tmp() -> tempfile::TempDir {
-    let var_tmp = std::path::Path::new("/var/tmp");
-    let base = if var_tmp.is_dir() {
-        var_tmp.to_path_buf()
-    } else {
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-    };
-    tempfile::tempdir_in(base).unwrap()
-}
-
 /// A bare origin (`origin.git`) with `main` (a.txt, b.txt, logo.bin) and `dev`.
 fn origin(root: &Path) -> PathBuf {
     sh(
@@ -577,6 +564,7 @@ for line in sys.stdin:
             pass
         if os.path.exists(sys.argv[2]):
             seen.append("SAW-HOST-TMP")
+        seen.append("HOME=" + os.environ.get("HOME", ""))
         with open("probe.txt", "w") as f:
             f.write(" ".join(seen) + "\n")
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"stopReason": "end_turn"}})
@@ -641,6 +629,8 @@ fn an_acp_agent_runs_inside_the_container() {
         "a private /tmp: {contained}"
     );
     assert!(!outside.path().join("from-container").exists());
+    // Its home is the container's private /tmp (the host's is not in the container).
+    assert!(contained.contains("HOME=/tmp"), "{contained}");
     // The same agent in a local run reaches both.
     let local = acp_probe(
         "local",

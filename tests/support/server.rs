@@ -568,6 +568,19 @@ pub fn processes_with(marker: &str) -> Vec<String> {
     found
 }
 
+/// A temporary directory a container can see: not under /tmp, which the container replaces
+/// with its own (`CARGO_TARGET_TMPDIR` is under /tmp when the clone is): /var/tmp where it
+/// exists.
+pub fn outside_tmp() -> tempfile::TempDir {
+    let var_tmp = Path::new("/var/tmp");
+    let base = if var_tmp.is_dir() {
+        var_tmp.to_path_buf()
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    };
+    tempfile::tempdir_in(base).expect("a temporary directory under /var/tmp")
+}
+
 /// A package body for a single-file workflow.
 pub fn package(dot: &str) -> Value {
     serde_json::json!({"entrypoint": "main.dot", "files": {"main.dot": dot}})
