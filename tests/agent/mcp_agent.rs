@@ -399,3 +399,168 @@ fn five_servers_start_concurrently() {
     b.finish("work");
     assert!(eventually(5, || mcp_threads() == 0));
 }
+
+fn http_def(
+    id: &str,
+    url: String,
+    protocol: svc::mcp::HttpProtocol,
+    headers: &[(&str, &str)],
+) -> ServerDef {
+    let mut d = stdio_def(id, &[]);
+    d.transport = Transport::Http {
+        url,
+        protocol,
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    d
+}
+
+/// One agent stage with the other real servers over every transport: `mcp-server-git` and
+/// `mcp-server-fetch` (no network: a clean tool error) over stdio, the `mcp` SDK's server
+/// over Streamable HTTP and over the legacy HTTP+SSE transport (a vault secret in a header),
+/// and `server-everything` over Streamable HTTP (an image becomes a placeholder). The model's
+/// arguments reach each server and each result reaches the model.
+#[test]
+#[cfg_attr(
+    not(all(has_mcp_servers, has_git)),
+    ignore = "needs the MCP servers of .ci/mcp-servers.sh and Node.js and git: apt-get install nodejs npm python3-venv && .ci/mcp-servers.sh; apt-get install git"
+)]
+fn an_agent_uses_the_real_servers_over_every_transport() {
+    use std::process::Command;
+    use svc::mcp::HttpProtocol;
+    require(Tool::McpServers);
+    require(Tool::Git);
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git_ok = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(&repo)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(git_ok, "git init");
+    std::fs::write(repo.join("notes-4c1f.txt"), "hello\n").unwrap();
+    let repo_s = repo.display().to_string();
+
+    let sdk = sdk_python();
+    let (sdk_port, sse_port, every_port) = (free_port(), free_port(), free_port());
+    let sdk_server = |transport: &str, port: u16| {
+        let mut cmd = Command::new(&sdk);
+        cmd.arg(script("sdk_http_server.py"))
+            .arg(transport)
+            .arg(port.to_string());
+        start_http(cmd, port)
+    };
+    let _sdk_http = sdk_server("streamable-http", sdk_port);
+    let _sdk_sse = sdk_server("sse", sse_port);
+    let everything = servers_dir()
+        .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mut cmd = Command::new("node");
+    cmd.arg(&everything)
+        .arg("streamableHttp")
+        .env("PORT", every_port.to_string());
+    let _everything = start_http(cmd, every_port);
+
+    let closed = format!("http://127.0.0.1:{}/page", free_port());
+    let server = ScriptedServer::turns(
+        P,
+        vec![
+            tools(&[
+                ("g", "mcp__git__git_status", json!({"repo_path": repo_s})),
+                ("f", "mcp__fetch__fetch", json!({"url": closed})),
+                ("a", "mcp__sdk__add", json!({"a": 20, "b": 22})),
+                ("w", "mcp__legacy__whoami", json!({})),
+                ("i", "mcp__everything__get-tiny-image", json!({})),
+            ]),
+            text("All five answered."),
+        ],
+        SMALL_USAGE,
+    );
+    let secret = "team-7d41e0";
+    let b = backend(&server, StaticCredentials::new().with("TEAM_NAME", secret));
+    let defs = vec![
+        stdio_def(
+            "git",
+            &[&installed("mcp-server-git"), "--repository", &repo_s],
+        ),
+        stdio_def("fetch", &[&installed("mcp-server-fetch")]),
+        http_def(
+            "sdk",
+            format!("http://127.0.0.1:{sdk_port}/mcp"),
+            HttpProtocol::StreamableHttp,
+            &[],
+        ),
+        http_def(
+            "legacy",
+            format!("http://127.0.0.1:{sse_port}/sse"),
+            HttpProtocol::Sse,
+            &[("X-Team", "{{ secrets.TEAM_NAME }}")],
+        ),
+        http_def(
+            "everything",
+            format!("http://127.0.0.1:{every_port}/mcp"),
+            HttpProtocol::StreamableHttp,
+            &[],
+        ),
+    ];
+    // Python servers take seconds to import on a loaded 2-core machine: the test is about
+    // the transports, not the start-up timeout.
+    let defs: Vec<ServerDef> = defs
+        .into_iter()
+        .map(|mut d| {
+            d.startup_timeout_secs = 120;
+            d.tool_timeout_secs = 120;
+            d
+        })
+        .collect();
+    let (r, events) = run(&b, &request(dir.path(), defs));
+    assert_eq!(r.expect("stage").text, "All five answered.");
+    let ready: Vec<&str> = of(&events, "agent.mcp.ready")
+        .iter()
+        .filter_map(|e| e["server"].as_str())
+        .collect();
+    assert_eq!(
+        ready,
+        ["git", "fetch", "sdk", "legacy", "everything"],
+        "{events:?}"
+    );
+    assert!(of(&events, "agent.mcp.failed").is_empty(), "{events:?}");
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let results = tool_results(P, &reqs[1].body);
+    let result = |id: &str| {
+        results
+            .iter()
+            .find(|r| r.0 == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no result for {id}: {results:?}"))
+    };
+    let g = result("g");
+    assert!(!g.2 && g.1.contains("notes-4c1f.txt"), "{g:?}");
+    let f = result("f");
+    assert!(
+        f.2 && !f.1.is_empty(),
+        "fetch without a listener is a tool error: {f:?}"
+    );
+    let a = result("a");
+    assert!(!a.2 && a.1.contains("42"), "{a:?}");
+    // The header's secret reached the server (it says so).
+    let w = result("w");
+    assert!(!w.2 && w.1.contains(&format!("team={secret}")), "{w:?}");
+    let i = result("i");
+    assert!(!i.2 && i.1.contains("[image: image/png, "), "{i:?}");
+    // svc itself puts it in no event (the server's own output, which names it, is the tool's
+    // result: the server's event recorder redacts vault values there, tests/server/mcp.rs).
+    let svc_events: Vec<&(String, Value)> = events
+        .iter()
+        .filter(|(k, _)| k != "agent.tool.completed")
+        .collect();
+    assert!(!serde_json::to_string(&svc_events).unwrap().contains(secret));
+    b.finish("work");
+    assert!(eventually(5, || mcp_threads() == 0));
+}
