@@ -558,6 +558,40 @@ fn streamable_http_headers_sessions_server_pings_and_delete() {
     assert_eq!(reqs.last().unwrap()["method"], "DELETE");
 }
 
+/// A server that answers the older version svc offers second (2025-03-26) is spoken to in
+/// it: the version is kept and every later POST carries it in `MCP-Protocol-Version`.
+#[test]
+fn an_older_protocol_version_is_negotiated_and_sent_on() {
+    let py = python();
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let server = scripted_http(&py, "older", &log);
+    let mut c = mcp::streamable(&format!("http://127.0.0.1:{}/mcp", server.port), vec![]);
+    let cancel = CancelToken::new();
+    let info = c.initialize(T, &cancel).expect("initialize").clone();
+    assert_eq!(info.protocol_version, "2025-03-26");
+    let r = c
+        .call_tool("echo", &json!({"text": "old"}), T, &cancel)
+        .expect("call");
+    assert_eq!(mcp::content::render(&r), "echo: old");
+    close_clean(c);
+    let reqs = logged(&log);
+    assert_eq!(reqs[0]["body"]["params"]["protocolVersion"], "2025-06-18");
+    let posts: Vec<&Value> = reqs
+        .iter()
+        .skip(1)
+        .filter(|r| r["method"] == "POST")
+        .collect();
+    assert!(posts.len() >= 2, "{reqs:?}");
+    assert!(
+        posts
+            .iter()
+            .all(|r| r["headers"]["mcp-protocol-version"] == "2025-03-26"),
+        "{reqs:?}"
+    );
+}
+
 #[test]
 fn http_500_and_malformed_streams_are_clear_errors() {
     let py = python();

@@ -10,6 +10,7 @@ Modes (Streamable HTTP at /mcp unless said):
   expire    the first request after initialize gets 404 (session forgotten) once
   silent    tools/call opens an event stream and never writes to it
   legacy    the legacy HTTP+SSE transport: GET /sse, an `endpoint` event, POST /messages
+  older     as ok, but `initialize` answers protocol version 2025-03-26 whatever was offered
 """
 import json
 import queue
@@ -41,7 +42,8 @@ def record(handler, body):
 def result_for(msg):
     method = msg.get("method")
     if method == "initialize":
-        return {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+        version = "2025-03-26" if mode == "older" else msg["params"]["protocolVersion"]
+        return {"protocolVersion": version, "capabilities": {"tools": {}},
                 "serverInfo": {"name": "scripted-http", "version": "0.1"}}
     if method == "tools/list":
         return {"tools": TOOLS}
