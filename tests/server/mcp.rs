@@ -126,7 +126,10 @@ fn the_test_route_reports_tools_and_timings_or_the_failed_step() {
     let s = Server::start();
     let r = s.post(
         "/api/v1/mcp-servers",
-        &json!({"id": "time", "transport": {"type": "stdio", "command": [time]}}).to_string(),
+        // A Python server takes more than the default 10 s to import on a loaded machine.
+        &json!({"id": "time", "transport": {"type": "stdio", "command": [time]},
+                "startup_timeout_secs": 120})
+        .to_string(),
     );
     assert_eq!(r.status, 201, "{}", r.text());
     let t = s.post("/api/v1/mcp-servers/time/test", "");
