@@ -599,6 +599,46 @@ def test_steering(d, binary):
         llm.stop()
 
 
+def test_mcp_details(d, binary):
+    """The run page's stage details list each MCP server of an agent stage: a ready one with
+    the tools it offered and the one the agent used, a failed one with its error and the end
+    of its stderr."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mcp", "stdio_server.py")
+    llm = ScriptedLlm([("", [("c1", "mcp__scripted__echo", {"text": "hi"})]), ("Echoed.", [])])
+    s = Server(binary, f'[llm.providers.openai_compatible]\nbase_url = "{llm.base}/v1"\n')
+    try:
+        subprocess.run([binary, "secrets", "set", "OPENAI_COMPATIBLE_API_KEY", "test-key-0123456789abcdef",
+                        "--state-dir", s.dir], check=True, capture_output=True)
+        d.get(s.base + "/login")
+        sign_in_only(d, s)
+        st, run = s.api("POST", "/api/v1/runs", {
+            "workflow": {"entrypoint": "flow.dot", "files": {"flow.dot": AGENT}},
+            "mcp_servers": [
+                {"id": "scripted", "transport": {"type": "stdio", "command": ["python3", script, "ok"]}},
+                {"id": "broken", "transport": {"type": "stdio", "command": ["python3", script, "exit"]}}]})
+        check(st == 201, f"create: {st} {run}")
+        run_id = run["id"]
+        st, _ = s.api("POST", f"/api/v1/runs/{run_id}/start", {})
+        check(st == 200, f"start: {st}")
+        d.get(s.base + "/runs/" + run_id)
+        wait(d, "the agent run to succeed", lambda: "succeeded" in q(d, "#run-status")[0].text, secs=60)
+        node = q(d, 'g.node[data-node="work"]')[0]
+        d.execute_script("arguments[0].focus()", node)
+        node.send_keys(Keys.ENTER)
+        wait(d, "the MCP servers in the stage details", lambda: q(d, "#details .mcp li"))
+        items = texts(d, "#details .mcp li")
+        check(len(items) == 2, f"one line per server: {items}")
+        check(items[0].startswith("scripted: ready") and "3 tools offered" in items[0] and "used echo" in items[0],
+              f"the ready server, its tools and the one used: {items[0]!r}")
+        check(items[1].startswith("broken: failed") and "exited" in items[1]
+              and "cannot open the database" in items[1], f"the failed server, its error and stderr: {items[1]!r}")
+        check("error" in (q(d, "#details .mcp li")[1].get_attribute("class") or ""), "the failed server stands out")
+        shot(d, "run-page-mcp")
+    finally:
+        s.stop()
+        llm.stop()
+
+
 ASK_FLOW = """digraph notes {
   start [shape=Mdiamond]
   exit [shape=Msquare]
@@ -1007,6 +1047,10 @@ def main():
             t = time.time()
             test_steering(d, a.bin)
             print(f"ok: steering an agent ({time.time() - t:.1f}s)", flush=True)
+        if not a.only or a.only in "MCP servers in the stage details":
+            t = time.time()
+            test_mcp_details(d, a.bin)
+            print(f"ok: MCP servers in the stage details ({time.time() - t:.1f}s)", flush=True)
         if not a.only or a.only in "ask and rewind":
             t = time.time()
             test_ask_and_rewind(d, a.bin)
