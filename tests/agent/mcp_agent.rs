@@ -403,7 +403,7 @@ fn five_servers_start_concurrently() {
 fn http_def(
     id: &str,
     url: String,
-    protocol: svc::mcp::HttpProtocol,
+    protocol: svc::internal::mcp::HttpProtocol,
     headers: &[(&str, &str)],
 ) -> ServerDef {
     let mut d = stdio_def(id, &[]);
@@ -430,7 +430,7 @@ fn http_def(
 )]
 fn an_agent_uses_the_real_servers_over_every_transport() {
     use std::process::Command;
-    use svc::mcp::HttpProtocol;
+    use svc::internal::mcp::HttpProtocol;
     require(Tool::McpServers);
     require(Tool::Git);
     let _g = serial();
