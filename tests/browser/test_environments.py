@@ -5,7 +5,7 @@ lists the seeded `default` with what each provider would honour; an environment 
 through the form is listed (its variable by name only, never its value); refusals (422)
 show beside the fields they name; an edit saves with the revision, and a stale one is
 refused with the 409 in words until the current version is loaded; the new-run form lists
-the environments with `default` preselected, a run started with the chosen one shows it on
+the environments with nothing preselected when `[run] environment` is unset (as the API), a run started with the chosen one shows it on
 its page and its frozen plan names it (and `[run] environment`, when set, is the one
 preselected); a stale delete is refused; deleting the environment leaves the run's plan
 alone. Screenshots at 1280 px and phone width (nothing wider than the screen).
@@ -172,9 +172,10 @@ def test_new_run_chooses_it(d, s):
     d.get(s.base + "/runs/new")
     wait(d, "the chooser filled", lambda: q(d, '#environment option[value="web-small"]'))
     chosen = d.execute_script("return document.getElementById('environment').value")
-    check(chosen == "default", f"default preselected, not {chosen!r}")
-    check(not q(d, "#sandbox")[0].is_displayed(), "no sandbox provider beside an environment")
+    check(chosen == "", f"without [run] environment nothing is preselected (as the API), not {chosen!r}")
+    check(q(d, "#sandbox")[0].is_displayed(), "the sandbox provider field shows while no environment is chosen")
     q(d, '#environment option[value="web-small"]')[0].click()
+    check(not q(d, "#sandbox")[0].is_displayed(), "no sandbox provider beside an environment")
     d.execute_script("document.getElementById('wf-source').value = arguments[0]", FLOW)
     q(d, "#create")[0].click()
     wait(d, "the run page", lambda: "/runs/01" in d.current_url and q(d, "#run-environment"))

@@ -172,14 +172,15 @@
       el('label', {class: 'check'}, f.start, ' Start the run now'),
       f.msg, el('div', {class: 'actions'}, f.button)));
 
-  // The chooser: every environment, the server's `[run] environment` preselected (else
-  // `default`), and "none" for the sandbox provider field.
+  // The chooser: every environment, the server's `[run] environment` preselected, and "none"
+  // (the sandbox provider field) when it names none, so a run made here gets what the same
+  // create body gets from the API (a fresh machine without bubblewrap keeps working).
   async function loadEnvironments() {
     const none = el('option', {value: ''}, 'None: the sandbox provider below');
     try {
       const r = await api('GET', '/api/v1/environments');
       const ids = r.data.map((e) => e.id);
-      const chosen = [r.meta.run_default, 'default'].find((id) => id && ids.includes(id)) || '';
+      const chosen = ids.includes(r.meta.run_default) ? r.meta.run_default : '';
       svc.fill(f.environment, r.data.map((e) => el('option', {value: e.id, selected: e.id === chosen},
         `${e.id} (${e.provider}${e.resources && e.resources.cpu ? `, ${e.resources.cpu} CPU` : ''}` +
         `${e.resources && e.resources.memory ? `, ${e.resources.memory}` : ''})` +
