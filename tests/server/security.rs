@@ -118,7 +118,7 @@ fn assert_no_server_secret(s: &Server, what: &str, text: &str) {
 fn workflow_code_never_sees_the_servers_secrets_in_a_local_run() {
     require(Tool::Git);
     let s = server_with_secrets();
-    let (out, readable, _) = probe(&s, "local");
+    let (out, readable, done) = probe(&s, "local");
     // The environment is the allowlist plus the run's variables and the given secret.
     let env: Vec<&str> = out.split("---").next().unwrap_or("").lines().collect();
     assert!(env.iter().any(|l| l.starts_with("PATH=")), "{out}");
@@ -143,6 +143,49 @@ fn workflow_code_never_sees_the_servers_secrets_in_a_local_run() {
         readable.contains("literal-[REDACTED]"),
         "the workflow source and the written file show the vault value hidden"
     );
+    let id = done["id"].as_str().unwrap().to_string();
+    let exported = exported_text(&s, &id);
+    assert_no_server_secret(&s, "svc export and its stage logs", &exported);
+    assert!(exported.contains("[REDACTED]"), "{exported}");
+}
+
+/// Every file `svc export OUT ID` and `svc export --stages DIR ID` (the layout of
+/// `svc run --logs`) write for run `id` of the running server's state directory, as one
+/// text.
+fn exported_text(s: &Server, id: &str) -> String {
+    let out = tempfile::tempdir().unwrap();
+    let (runs, stages) = (out.path().join("export"), out.path().join("stages"));
+    for args in [
+        vec![runs.to_str().unwrap(), id],
+        vec!["--stages", stages.to_str().unwrap(), id],
+    ] {
+        let o = Command::new(bin())
+            .arg("export")
+            .args(&args)
+            .arg("--state-dir")
+            .arg(s.path())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let mut all = String::new();
+    let mut dirs = vec![out.path().to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                all.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    assert!(!all.is_empty(), "nothing exported");
+    all
 }
 
 #[test]
