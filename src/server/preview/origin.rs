@@ -137,12 +137,34 @@ pub fn cookie_related(a: &str, b: &str) -> bool {
 /// True when `inc` was sent to the previews' own host name (`[server.preview] url`), which
 /// serves previews and nothing else.
 pub fn is_preview_host(s: &Settings, inc: &Incoming<'_>) -> bool {
-    let Some(want) = s.server.preview.url.as_deref().and_then(origin_of) else {
+    let Some(url) = s.server.preview.url.as_deref() else {
         return false;
     };
-    let want = want.split_once("://").map_or("", |(_, a)| a).to_string();
-    inc.header("host")
-        .is_some_and(|h| h.trim().eq_ignore_ascii_case(&want))
+    inc.header("host").is_some_and(|h| host_names(h, url))
+}
+
+/// True when a `Host` header names the host of `url`: compared ignoring case, the scheme's
+/// default port (80, 443) written or not on either side.
+pub fn host_names(host_header: &str, url: &str) -> bool {
+    let Some(origin) = origin_of(url) else {
+        return false;
+    };
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    let default = match scheme {
+        "https" => ":443",
+        "http" => ":80",
+        _ => "",
+    };
+    let plain = |a: &str| {
+        let a = a.trim().to_ascii_lowercase();
+        match a.strip_suffix(default) {
+            Some(h) if !default.is_empty() => h.to_string(),
+            _ => a,
+        }
+    };
+    plain(host_header) == plain(authority)
 }
 
 /// The `Content-Security-Policy` of every proxied response: a sandbox with what a dev
@@ -253,6 +275,30 @@ mod tests {
             None,
         );
         assert!(has_own_host(&ip, &l));
+    }
+
+    #[test]
+    fn the_preview_host_is_told_by_host_with_or_without_the_default_port() {
+        let url = "https://Preview.example.net";
+        for yes in [
+            "preview.example.net",
+            "PREVIEW.example.net:443",
+            " preview.example.net ",
+        ] {
+            assert!(host_names(yes, url), "{yes}");
+        }
+        for no in [
+            "preview.example.net:8443",
+            "preview.example.net:80",
+            "svc.example.com",
+            "preview.example.net.evil",
+            "",
+        ] {
+            assert!(!host_names(no, url), "{no}");
+        }
+        assert!(host_names("p.test", "http://p.test:80/"));
+        assert!(host_names("p.test:8080", "http://p.test:8080"));
+        assert!(!host_names("p.test", "http://p.test:8080"));
     }
 
     #[test]
