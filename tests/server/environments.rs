@@ -7,8 +7,8 @@
 //! line or the environment's GET), and its `lifecycle` (removed at the end, or kept).
 
 use crate::support::server::{
-    assert_error, command_lines, create_run_json, run_events, start_run, store_key, wait_kind,
-    Opts, Resp, Server,
+    assert_error, create_run_json, everything_readable, run_events, start_run, store_key,
+    wait_kind, watch_command_lines, Opts, Resp, Server,
 };
 use serde_json::{json, Value};
 use svc::internal::test_tools::{require, Tool};
@@ -22,7 +22,8 @@ fn put(s: &Server, path: &str, if_match: &str, body: &Value) -> Resp {
 fn workflow(script: &str) -> Value {
     let dot = format!(
         "digraph w {{ start [shape=Mdiamond]; exit [shape=Msquare]; \
-         work [shape=parallelogram, script=\"{script}\"]; start -> work -> exit }}"
+         work [shape=parallelogram, script={}]; start -> work -> exit }}",
+        serde_json::to_string(script).unwrap()
     );
     json!({"entrypoint": "w.dot", "files": {"w.dot": dot}})
 }
@@ -262,26 +263,10 @@ fn env_reaches_the_process_and_its_secret_nothing_else() {
     );
     let id = run["id"].as_str().unwrap().to_string();
     // Every command line on the machine while the run goes: the secret is in none.
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut leaked = Vec::new();
-            while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                for (pid, cmd) in command_lines() {
-                    if cmd.contains(secret) {
-                        leaked.push(format!("{pid}: {cmd}"));
-                    }
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            leaked
-        })
-    };
+    let leaks = watch_command_lines(secret);
     start_run(&s, &id);
     let end = wait_kind(&s, &id, &["succeeded", "failed", "dead"]);
-    done.store(true, std::sync::atomic::Ordering::SeqCst);
-    let leaked = watcher.join().expect("the process watcher");
+    let leaked = leaks();
     assert_eq!(end, "succeeded", "{:#?}", run_events(&s, &id));
     assert!(leaked.is_empty(), "a secret in a process list: {leaked:?}");
     let out = stdout(&s, &id);
@@ -353,6 +338,74 @@ fn env_reaches_the_process_and_its_secret_nothing_else() {
     assert!(
         text.contains("env.S") && text.contains("env.SVC_RUN_ID"),
         "{text}"
+    );
+}
+
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
+#[test]
+fn env_reaches_a_container_process_and_its_secret_nothing_else() {
+    require(Tool::Git);
+    require(Tool::Bwrap);
+    let s = Server::start();
+    let secret = "tok-box-71c4e0a9d2f6";
+    store_key(&s, "BOX_TOKEN", secret);
+    let r = s.post(
+        "/api/v1/environments",
+        &json!({"id": "boxed", "provider": "container", "network": "block",
+                "resources": {"memory": "256MB", "disk": "64MB"},
+                "env": {"TOKEN": "{{ secrets.BOX_TOKEN }}", "MODE": "boxed"}})
+        .to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    // Inside the container: the variable is written to a file of the workspace and read
+    // back there, its digest and length printed (the test compares them with the secret's),
+    // then the value itself printed, which the API must show redacted.
+    let script = "printf %s \"$TOKEN\" > token.txt; test \"$(cat token.txt)\" = \"$TOKEN\"                   && echo file=ok; echo digest=$(sha256sum < token.txt | cut -c1-64)                   length=${#TOKEN} mode=$MODE home=$HOME; echo token=$TOKEN; rm token.txt; sleep 1";
+    let run = create_run_json(
+        &s,
+        &json!({"workflow": workflow(script), "environment": "boxed"}),
+    );
+    let id = run["id"].as_str().unwrap().to_string();
+    let leaks = watch_command_lines(secret);
+    start_run(&s, &id);
+    let end = wait_kind(&s, &id, &["succeeded", "failed", "dead"]);
+    let leaked = leaks();
+    assert_eq!(end, "succeeded", "{:#?}", run_events(&s, &id));
+    assert!(leaked.is_empty(), "a secret in a process list: {leaked:?}");
+    let events = run_events(&s, &id);
+    let init = events
+        .iter()
+        .find(|e| e["event"] == "sandbox.initialized")
+        .expect("sandbox.initialized");
+    assert_eq!(init["properties"]["provider"], "container", "{init}");
+    let out = stdout(&s, &id);
+    use sha2::Digest;
+    let digest = svc::internal::base::hex(&sha2::Sha256::digest(secret.as_bytes()));
+    assert!(out.contains("file=ok"), "{out}");
+    assert!(out.contains(&format!("digest={digest}")), "{out}");
+    assert!(
+        out.contains(&format!("length={} mode=boxed home=/tmp", secret.len())),
+        "{out}"
+    );
+    assert!(out.contains("token=[REDACTED]"), "{out}");
+    // Nothing a user can read of the run holds the secret or its reference: the events, the
+    // stage's details and output, the run, its files.
+    let all = everything_readable(&s, &id);
+    assert!(
+        all.contains("token=[REDACTED]"),
+        "the stage output is served"
+    );
+    assert!(!all.contains(secret), "a vault secret reached the API");
+    assert!(
+        !all.contains("secrets.BOX_TOKEN"),
+        "a reference reached the API"
+    );
+    assert!(
+        !s.stderr().contains(secret),
+        "a vault secret reached the log"
     );
 }
 

@@ -49,30 +49,6 @@ fn command_flow(script: &str) -> String {
     )
 }
 
-/// Everything a user can read of run `id` through the API, as one text.
-fn everything_readable(s: &Server, id: &str) -> String {
-    let mut all = String::new();
-    for path in [
-        format!("/api/v1/runs/{id}"),
-        format!("/api/v1/runs/{id}/events?limit=1000"),
-        format!("/api/v1/runs/{id}/stages"),
-        format!("/api/v1/runs/{id}/files"),
-        format!("/api/v1/runs/{id}/graph/source"),
-        format!("/api/v1/runs/{id}/checkpoint"),
-    ] {
-        let r = s.get(&path);
-        assert_eq!(r.status, 200, "{path}: {}", r.text());
-        all.push_str(&r.text());
-    }
-    let stages = s.get(&format!("/api/v1/runs/{id}/stages")).json();
-    for st in stages["data"].as_array().cloned().unwrap_or_default() {
-        if let Some(node) = st["node_id"].as_str().or(st["id"].as_str()) {
-            all.push_str(&s.get(&format!("/api/v1/runs/{id}/stages/{node}")).text());
-        }
-    }
-    all
-}
-
 fn command_stdout(s: &Server, id: &str) -> String {
     run_events(s, id)
         .into_iter()

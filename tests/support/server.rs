@@ -619,6 +619,57 @@ pub fn command_lines() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Watches every command line on the machine (every 20 ms, from a thread) for `needle` until
+/// the returned closure is called, which returns `pid: command line` of each that held it.
+pub fn watch_command_lines(needle: &str) -> impl FnOnce() -> Vec<String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (done, needle) = (done.clone(), needle.to_string());
+        std::thread::spawn(move || {
+            let mut leaked = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                for (pid, cmd) in command_lines() {
+                    if cmd.contains(&needle) {
+                        leaked.push(format!("{pid}: {cmd}"));
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            leaked
+        })
+    };
+    move || {
+        done.store(true, Ordering::SeqCst);
+        watcher.join().expect("the process watcher")
+    }
+}
+
+/// Everything a user can read of run `id` through the API, as one text: the run, its
+/// events, stages (each stage's details), files, graph source and checkpoint.
+pub fn everything_readable(s: &Server, id: &str) -> String {
+    let mut all = String::new();
+    for path in [
+        format!("/api/v1/runs/{id}"),
+        format!("/api/v1/runs/{id}/events?limit=1000"),
+        format!("/api/v1/runs/{id}/stages"),
+        format!("/api/v1/runs/{id}/files"),
+        format!("/api/v1/runs/{id}/graph/source"),
+        format!("/api/v1/runs/{id}/checkpoint"),
+    ] {
+        let r = s.get(&path);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        all.push_str(&r.text());
+    }
+    let stages = s.get(&format!("/api/v1/runs/{id}/stages")).json();
+    for st in stages["data"].as_array().cloned().unwrap_or_default() {
+        if let Some(node) = st["node_id"].as_str().or(st["id"].as_str()) {
+            all.push_str(&s.get(&format!("/api/v1/runs/{id}/stages/{node}")).text());
+        }
+    }
+    all
+}
+
 /// Stores a provider key in the server's vault with `svc secrets set`, as a user would.
 pub fn store_key(s: &Server, name: &str, value: &str) {
     let o = Command::new(bin())
