@@ -164,6 +164,18 @@ impl Isolation {
     /// (`nsenter` into its namespaces) when the run has one. Every process a run starts
     /// (command stages, the agent's shell tool, ACP agents, MCP servers) comes from here.
     pub fn command(&self, program: &str, workdir: &Path) -> Command {
+        let mut cmd = self.unconfined_command(program, workdir);
+        if let Some(l) = self.limits() {
+            l.apply(&mut cmd);
+        }
+        cmd
+    }
+
+    /// [`Isolation::command`] without the sandbox's resource limits: only for the start
+    /// probe, which runs `true` and must not pay for joining the limits' groups (on cgroup v1
+    /// each join after a quiet spell waits for an RCU grace period, 10-20 ms on a loaded
+    /// host, and the first real process pays it again).
+    fn unconfined_command(&self, program: &str, workdir: &Path) -> Command {
         let mut cmd = match self {
             Isolation::Local | Isolation::LocalLimited(_) => Command::new(program),
             // A program found nowhere cannot run in the holder either: started directly, it
@@ -184,9 +196,6 @@ impl Isolation {
         // Own process group, SIGKILL when the forking (stage) thread dies, and the group's
         // record for the next start's sweep (`procs`).
         crate::procs::isolate(&mut cmd);
-        if let Some(l) = self.limits() {
-            l.apply(&mut cmd);
-        }
         cmd
     }
 }
@@ -451,14 +460,15 @@ fn unsupported_plan(plan: &SandboxPlan) -> Result<(), StartError> {
 }
 
 /// Runs `true` in the container: proves bubblewrap is installed and allowed to make
-/// namespaces here, so a broken setup fails the sandbox, not the first stage.
+/// namespaces here, so a broken setup fails the sandbox, not the first stage. Outside the
+/// limits: `Limits::start` has already opened every group a process joins.
 fn probe(iso: &Isolation, workspace: &Path) -> Result<(), StartError> {
     if !matches!(iso, Isolation::Container { .. }) {
         return Ok(());
     }
     let bwrap = "nsenter";
     let out = iso
-        .command("true", workspace)
+        .unconfined_command("true", workspace)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -520,6 +530,43 @@ mod tests {
         let e = start(&p, dir.path()).unwrap_err();
         assert!(e.error.contains("bubblewrap"), "{e:?}");
         assert!(e.causes.iter().any(|c| c.contains("bubblewrap")), "{e:?}");
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(has_bwrap),
+        ignore = "needs bubblewrap able to create namespaces: apt-get install bubblewrap"
+    )]
+    fn a_limited_containers_processes_start_in_its_groups() {
+        use crate::test_tools::{require, Tool};
+        require(Tool::Bwrap);
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = super::super::limits::Runtime::host();
+        let mut p = plan(ProviderKind::Container);
+        // The disk limit holds everywhere (RLIMIT_FSIZE); the groups where the host has them.
+        p.resources = Resources {
+            memory: Some(256 << 20),
+            disk: Some(1 << 20),
+            ..Resources::default()
+        };
+        let started = start(&p, dir.path()).unwrap();
+        let limits = started.isolation.limits().expect("limits in force");
+        // The start probe ran outside the groups; the first real process is inside them.
+        let out = started
+            .isolation
+            .command("sh", dir.path())
+            .args(["-c", "cat /proc/self/cgroup; ulimit -f"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text} {out:?}");
+        // `ulimit -f` counts 512-byte blocks: 1 MiB.
+        assert!(text.trim_end().ends_with("2048"), "{text}");
+        if !matches!(runtime, super::super::limits::Runtime::Rlimits) {
+            let leaf = limits.groups()[0].file_name().unwrap().to_owned();
+            assert!(text.contains(leaf.to_str().unwrap()), "{text}");
+        }
     }
 
     #[test]

@@ -307,6 +307,20 @@ impl Limits {
             confine: Confinement::default(),
         };
         limits.confine = limits.make_confinement();
+        // Checked here, not by joining (each join may wait for an RCU grace period): a
+        // group a process could not join would silently drop its limit.
+        if limits.confine.groups.len() != limits.groups.len() {
+            return Err(LimitError {
+                error: "cannot open the sandbox's cgroup for its processes".into(),
+                causes: limits
+                    .groups
+                    .iter()
+                    .map(|g| g.join("cgroup.procs"))
+                    .filter(|p| std::fs::OpenOptions::new().write(true).open(p).is_err())
+                    .map(|p| format!("{}: not writable", p.display()))
+                    .collect(),
+            });
+        }
         limits.oom_seen.store(limits.oom_kills(), Ordering::SeqCst);
         Ok(limits)
     }
@@ -317,6 +331,11 @@ impl Limits {
 
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// The sandbox's leaf groups (none under rlimits).
+    pub fn groups(&self) -> &[PathBuf] {
+        &self.groups
     }
 
     /// What a process of this sandbox puts on itself before it executes (opened once: the
