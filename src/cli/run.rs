@@ -63,6 +63,12 @@ pub struct RunArgs {
     /// The branch of `--repo` to start from (default: its default branch).
     #[arg(long, value_name = "BRANCH", requires = "repo")]
     branch: Option<String>,
+    /// Run in the sandbox of this environment of the state directory's catalog (provider,
+    /// network, resources, env), resolved as the server resolves a run's (default: the
+    /// settings' `[run] environment`). Without `--repo` the sandbox works on the working
+    /// directory in place.
+    #[arg(long, value_name = "ID")]
+    environment: Option<String>,
     #[command(flatten)]
     shared: Shared,
 }
@@ -147,6 +153,18 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
     });
     let mcp_servers = mcp_servers_of(&defaults.agent, &store)?;
     let mut extra = run_extra(args, model.as_ref());
+    // `--environment`, else `[run] environment`: frozen into the run as the server does.
+    let environment = args.environment.clone().or(defaults.environment.clone());
+    if let Some(id) = &environment {
+        let frozen = environment_of(id, &store)?;
+        extra["sandbox"] = frozen.plan;
+        if let Some(blob) = frozen.env_blob {
+            extra["sandbox_env"] = Value::String(blob);
+        }
+        if args.repo.is_none() {
+            extra["workspace"] = json!({"kind": "directory", "path": workdir.display().to_string(), "in_place": true});
+        }
+    }
     if !mcp_servers.is_empty() {
         let (views, blob) =
             crate::mcp::catalog::freeze(&mcp_servers, store.as_ref()).map_err(Usage)?;
@@ -181,9 +199,9 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
     let row = store
         .create_run(new)
         .map_err(|e| Usage(format!("cannot create the run: {e}")))?;
-    let sandbox = match &args.repo {
-        Some(_) => Some(start_sandbox(store.as_ref(), &row.id, &args.shared)?),
-        None => None,
+    let sandbox = match args.repo.is_some() || environment.is_some() {
+        true => Some(start_sandbox(store.as_ref(), &row.id, &args.shared)?),
+        false => None,
     };
     let workdir = sandbox.as_ref().map_or(workdir, |s| s.workdir.clone());
     let options = RunOptions {
@@ -195,7 +213,23 @@ fn start_run(args: &RunArgs) -> Result<i32, Usage> {
         budget_usd_micros,
         ..RunOptions::new(&row.id, workdir)
     };
-    execute(&wf, &options, store, &args.shared, false, sandbox)
+    execute(&wf, &options, store, &args.shared, &row, false, sandbox)
+}
+
+/// Environment `id` of the state directory's catalog, frozen for a new run
+/// (`environments::freeze`, as the server's `POST /api/v1/runs`).
+fn environment_of(
+    id: &str,
+    store: &Arc<store::SqliteStore>,
+) -> Result<crate::environments::Frozen, Usage> {
+    let catalog = crate::catalog::Catalog::open(
+        crate::environments::Environments,
+        Arc::clone(store) as Arc<dyn store::CatalogTables>,
+    )
+    .map_err(|e| Usage(format!("cannot read the environments catalog: {e}")))?;
+    let lookup = |id: &str| Some(catalog.get(id).ok()?.definition.clone());
+    crate::environments::freeze(&Value::String(id.to_string()), &lookup, store.as_ref())
+        .map_err(|e| Usage(format!("environment `{id}`: {e}")))
 }
 
 fn resume_run(args: &ResumeArgs) -> Result<i32, Usage> {
@@ -293,7 +327,7 @@ fn continue_run(
             .and_then(Value::as_i64),
         ..RunOptions::new(&row.id, workdir)
     };
-    execute(&wf, &options, store, shared, resuming, sandbox)
+    execute(&wf, &options, store, shared, row, resuming, sandbox)
 }
 
 /// Clones (or, resuming, reopens) the run's repository workspace as the server does, with
@@ -469,6 +503,7 @@ fn execute(
     options: &RunOptions,
     store: Arc<dyn RunStore>,
     flags: &Shared,
+    row: &store::RunRow,
     resuming: bool,
     sandbox: Option<crate::sandbox::lifecycle::Ready>,
 ) -> Result<i32, Usage> {
@@ -492,9 +527,29 @@ fn execute(
     let mut services = Services::new(store.clone());
     // The same clean environment as the server's runs (`procs::env`), with the settings'
     // `[run] pass_env` and `secrets`.
+    // and the run's environment's `env`, its secrets expanded only now (never recorded).
+    let vault = Vault::in_state_dir(&dir);
+    let lookup = |n: &str| vault.get(n).ok().flatten();
+    let env_vars =
+        match crate::environments::run_variables(&row.created_meta, store.as_ref(), &lookup) {
+            Ok(v) => v,
+            // As the server fails a launch: recorded on the run, nothing started.
+            Err(error) => {
+                let failed = json!({"reason": "launch_failed", "error": error, "causes": [],
+                                    "duration_ms": 0});
+                let _ = store.append(
+                    &row.id,
+                    store::EventDraft::new(event_kind::RUN_FAILED, failed),
+                );
+                if let Some(s) = &sandbox {
+                    s.isolation.end();
+                }
+                return Err(Usage(format!("run {}: {error}", row.id)));
+            }
+        };
     let stage_env = load_settings(&dir)
         .run
-        .stage_env(&Vault::in_state_dir(&dir))
+        .stage_env_with(&vault, env_vars)
         .map_err(Usage)?;
     services.stage_env = Some(Arc::new(stage_env));
     services.interviewer = Arc::new(CliInterviewer::new(answers, flags.auto_approve));

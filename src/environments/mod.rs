@@ -4,7 +4,9 @@
 //! lifecycle {retention_hours, stop_on_terminal}, labels, image, snapshot}`; every field a
 //! provider cannot honour is refused with a 422 naming the field, the provider and the fix
 //! ([`problems_for`]), and [`preflight`] says the same per provider. [`resolve`] turns an
-//! environment plus a run's sparse override into the sandbox plan frozen into the run.
+//! environment plus a run's sparse override into the sandbox plan frozen into the run;
+//! [`freeze`] does it for a new run (the server's and `svc run`'s), and [`run_variables`]
+//! gives the run's processes its variables.
 //!
 //! `default` is seeded once by the migration that makes the table (an ordinary entry:
 //! editable and deletable, never brought back); `local` is reserved.
@@ -431,6 +433,92 @@ pub fn resolve(
         "env_keys": env.keys().collect::<Vec<_>>(),
     });
     Ok(Resolved { plan, env })
+}
+
+/// A run's environment choice resolved and frozen at creation ([`freeze`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frozen {
+    /// `run.created` property `sandbox` (see [`resolve`]).
+    pub plan: Value,
+    /// `run.created` property `sandbox_env`: the blob reference of its variables
+    /// (unexpanded), when it has any.
+    pub env_blob: Option<String>,
+}
+
+/// Why a run's environment choice could not be frozen.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FreezeError {
+    /// Not an id nor `{id, ...override}` (a 400 on the API).
+    #[error("{0}")]
+    Malformed(String),
+    /// An unknown id or an override the provider cannot honour (a 422 naming each field).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Errors),
+    /// The variables could not be stored.
+    #[error("cannot store the environment's variables: {0}")]
+    Store(String),
+}
+
+/// A run's environment `choice` (an id, or `{id, ...override}`) resolved now against the
+/// catalog (`lookup` gives an id's definition) and frozen, so later edits of the
+/// environment change neither the run nor its resumes. Its `env` (values unexpanded,
+/// possibly literal tokens) is stored as a blob, never in an event: the plan names only its
+/// keys. The server's `POST /api/v1/runs` and `svc run --environment` both freeze here.
+pub fn freeze(
+    choice: &Value,
+    lookup: &dyn Fn(&str) -> Option<Map<String, Value>>,
+    store: &dyn crate::store::RunStore,
+) -> Result<Frozen, FreezeError> {
+    let (id, over) = match choice {
+        Value::String(id) => (id.as_str(), None),
+        Value::Object(m) => match m.get("id").and_then(Value::as_str) {
+            Some(id) => (id, Some(m)),
+            None => {
+                return Err(FreezeError::Malformed(
+                    "`environment` as an object needs its `id`.".into(),
+                ))
+            }
+        },
+        _ => {
+            return Err(FreezeError::Malformed(
+                "`environment` is an environment id or `{id, ...override}`.".into(),
+            ))
+        }
+    };
+    let def = lookup(id).ok_or_else(|| {
+        FreezeError::Invalid(vec![Invalid::new(
+            "environment",
+            format!("no environment with id `{id}`"),
+        )])
+    })?;
+    let resolved = resolve(id, &def, over).map_err(FreezeError::Invalid)?;
+    if resolved.env.is_empty() {
+        return Ok(Frozen {
+            plan: resolved.plan,
+            env_blob: None,
+        });
+    }
+    let text =
+        serde_json::to_string(&resolved.env).map_err(|e| FreezeError::Store(e.to_string()))?;
+    let blob = store
+        .put_blob(text.as_bytes())
+        .map_err(|e| FreezeError::Store(e.to_string()))?;
+    Ok(Frozen {
+        plan: resolved.plan,
+        env_blob: Some(crate::store::blob_ref(&blob)),
+    })
+}
+
+/// The variables a run's processes get from its environment: the ones frozen for it
+/// ([`thaw_env`]) with their secrets expanded by `lookup` now ([`expand_env`]). Keep the
+/// result out of anything recorded.
+pub fn run_variables(
+    created_meta: &Map<String, Value>,
+    store: &dyn crate::store::RunStore,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, String> {
+    let env = thaw_env(created_meta, store)?;
+    expand_env(&env, lookup).map_err(|e| e.to_string())
 }
 
 /// Why a run's environment variables could not be given to its processes.

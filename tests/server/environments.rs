@@ -4,10 +4,12 @@
 //! stage with the limit named, a fork bomb is held at the process limit, the server keeps
 //! serving), the board showing the run's limits, an environment's `env` reaching a command
 //! stage (a vault secret expanded just before start, never in an event, the log, a command
-//! line or the environment's GET), and its `lifecycle` (removed at the end, or kept).
+//! line or the environment's GET), and its `lifecycle` (removed at the end, or kept); and
+//! `svc run` choosing one from the state directory's catalog (`--environment`, else
+//! `[run] environment`).
 
 use crate::support::server::{
-    assert_error, create_run_json, everything_readable, run_events, start_run, store_key,
+    assert_error, bin, create_run_json, everything_readable, run_events, start_run, store_key,
     wait_kind, watch_command_lines, Opts, Resp, Server,
 };
 use serde_json::{json, Value};
@@ -407,6 +409,100 @@ fn env_reaches_a_container_process_and_its_secret_nothing_else() {
         !s.stderr().contains(secret),
         "a vault secret reached the log"
     );
+}
+
+#[cfg_attr(not(has_git), ignore = "needs git: apt-get install git")]
+#[test]
+fn svc_run_uses_an_environment_from_the_catalog() {
+    require(Tool::Git);
+    let secret = "tok-cli-3e9a51f07b28";
+    // The catalog is the state directory's: filled through a server, then used without one.
+    let dir = {
+        let s = Server::start();
+        store_key(&s, "CLI_TOKEN", secret);
+        let r = s.post(
+            "/api/v1/environments",
+            &json!({"id": "cli-env", "provider": "local", "resources": {"disk": "1MB"},
+                    "env": {"TOKEN": "{{ secrets.CLI_TOKEN }}", "GREETING": "from cli-env"}})
+            .to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.text());
+        s.kill()
+    };
+    let state = dir.path();
+    let work = tempfile::tempdir().unwrap();
+    let flow = work.path().join("flow.dot");
+    let script = "echo greeting=$GREETING length=${#TOKEN} fsize=$(ulimit -f) > result.txt";
+    std::fs::write(
+        &flow,
+        format!(
+            "digraph w {{ start [shape=Mdiamond]; exit [shape=Msquare]; \
+             work [shape=parallelogram, script={}]; start -> work -> exit }}",
+            serde_json::to_string(script).unwrap()
+        ),
+    )
+    .unwrap();
+    let svc_run = |extra: &[&str]| {
+        let _ = std::fs::remove_file(work.path().join("result.txt"));
+        let out = std::process::Command::new(bin())
+            .arg("run")
+            .arg(&flow)
+            .arg("--state-dir")
+            .arg(state)
+            .arg("--workdir")
+            .arg(work.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !text.contains(secret),
+            "a vault secret reached svc's output"
+        );
+        (out.status.code(), text)
+    };
+    // The flag: the environment's variables (the secret expanded) and its disk limit
+    // (RLIMIT_FSIZE, 1 MiB in 512-byte blocks) reach the stage, in the working directory.
+    let want = format!("greeting=from cli-env length={} fsize=2048\n", secret.len());
+    let (code, text) = svc_run(&["--environment", "cli-env"]);
+    assert_eq!(code, Some(0), "{text}");
+    let got = std::fs::read_to_string(work.path().join("result.txt")).unwrap();
+    assert_eq!(got, want, "{text}");
+    // Without the flag and without the setting: no environment, as before.
+    let (code, text) = svc_run(&[]);
+    assert_eq!(code, Some(0), "{text}");
+    let got = std::fs::read_to_string(work.path().join("result.txt")).unwrap();
+    assert!(
+        got.starts_with("greeting= length=0 fsize=unlimited"),
+        "{got}"
+    );
+    // `[run] environment` is the default.
+    let settings = state.join("settings.toml");
+    let mut text = std::fs::read_to_string(&settings).unwrap_or_default();
+    text.push_str("\n[run]\nenvironment = \"cli-env\"\n");
+    std::fs::write(&settings, text).unwrap();
+    let (code, text) = svc_run(&[]);
+    assert_eq!(code, Some(0), "{text}");
+    let got = std::fs::read_to_string(work.path().join("result.txt")).unwrap();
+    assert_eq!(got, want, "{text}");
+    // An unknown id is refused before anything runs, naming it.
+    let (code, text) = svc_run(&["--environment", "nope"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("no environment with id `nope`"), "{text}");
+    assert!(!work.path().join("result.txt").exists());
+    // The secret was never stored: not in the run store, whatever it recorded.
+    for entry in std::fs::read_dir(state).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("svc.db") {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(!found, "the secret is in {name}");
+        }
+    }
 }
 
 /// The run's `sandbox.cleanup.completed` reason, once it has one (waits up to `secs`).

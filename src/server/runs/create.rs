@@ -510,50 +510,21 @@ impl Runs {
         let _ = self.environments.set(catalog);
     }
 
-    /// The sandbox plan of environment `e` (an id, or `{id, ...override}`), resolved now so
-    /// later edits of the environment change neither this run nor its resumes: 400 for a
-    /// malformed choice, 422 for an unknown id or an override the provider cannot honour.
-    /// Its `env` (values unexpanded, possibly literal tokens) is frozen as a blob, never in an
-    /// event: the plan names only its keys, and the blob's reference is returned beside it.
+    /// The sandbox plan of environment `e` (an id, or `{id, ...override}`) and the blob
+    /// reference of its variables, frozen now (`environments::freeze`): 400 for a malformed
+    /// choice, 422 for an unknown id or an override the provider cannot honour.
     fn frozen_environment(&self, e: &Value) -> Result<(Value, Option<String>), ApiError> {
-        let (id, over) = match e {
-            Value::String(id) => (id.as_str(), None),
-            Value::Object(m) => match m.get("id").and_then(Value::as_str) {
-                Some(id) => (id, Some(m)),
-                None => {
-                    return Err(ApiError::bad_request(
-                        "`environment` as an object needs its `id`.",
-                    ))
-                }
-            },
-            _ => {
-                return Err(ApiError::bad_request(
-                    "`environment` is an environment id or `{id, ...override}`.",
-                ))
-            }
-        };
-        let invalid = |field: &str, msg: String| {
-            crate::server::catalog::error(crate::catalog::CatalogError::Invalid(vec![
-                crate::catalog::Invalid::new(field, msg),
-            ]))
-        };
-        let item = self
-            .environments
-            .get()
-            .and_then(|c| c.get(id).ok())
-            .ok_or_else(|| invalid("environment", format!("no environment with id `{id}`")))?;
-        let resolved = crate::environments::resolve(id, &item.definition, over)
-            .map_err(|e| crate::server::catalog::error(crate::catalog::CatalogError::Invalid(e)))?;
-        if resolved.env.is_empty() {
-            return Ok((resolved.plan, None));
+        let catalog = self.environments.get();
+        let lookup = |id: &str| Some(catalog?.get(id).ok()?.definition.clone());
+        use crate::environments::FreezeError;
+        match crate::environments::freeze(e, &lookup, self.store.as_ref()) {
+            Ok(f) => Ok((f.plan, f.env_blob)),
+            Err(FreezeError::Malformed(m)) => Err(ApiError::bad_request(m)),
+            Err(FreezeError::Invalid(errs)) => Err(crate::server::catalog::error(
+                crate::catalog::CatalogError::Invalid(errs),
+            )),
+            Err(e @ FreezeError::Store(_)) => Err(ApiError::internal(e.to_string())),
         }
-        let text = serde_json::to_string(&resolved.env)
-            .map_err(|e| ApiError::internal(format!("cannot freeze the environment: {e}")))?;
-        let blob = self
-            .store
-            .put_blob(text.as_bytes())
-            .map_err(|e| ApiError::internal(format!("cannot store the environment: {e}")))?;
-        Ok((resolved.plan, Some(crate::store::blob_ref(&blob))))
     }
 
     /// The MCP servers catalog runs name servers from (the server sets it at start).

@@ -193,14 +193,12 @@ impl Executor for EngineExecutor {
         let settings = self.settings.get();
         let vault = crate::settings::vault::Vault::in_state_dir(&self.state_dir);
         // The environment's variables, their secrets expanded only now (never recorded).
-        let env_vars = match crate::environments::thaw_env(
+        let lookup = |n: &str| crate::settings::vault::Vault::get(&vault, n).ok().flatten();
+        let env_vars = match crate::environments::run_variables(
             &job.row.created_meta,
             job.store.as_ref(),
-        )
-        .and_then(|env| {
-            let lookup = |n: &str| crate::settings::vault::Vault::get(&vault, n).ok().flatten();
-            crate::environments::expand_env(&env, &lookup).map_err(|e| e.to_string())
-        }) {
+            &lookup,
+        ) {
             Ok(v) => v,
             Err(e) => return fail_launch(job, e),
         };
