@@ -301,6 +301,7 @@ fn the_server_takes_scheduled_backups_and_lists_them() {
     ignore = "needs moto's S3 server (moto_server): pip install 'moto[server]'"
 )]
 fn backups_go_to_an_s3_compatible_bucket_and_come_back() {
+    require(Tool::Moto);
     let (_moto, endpoint) = moto();
     let bucket = bucket_at(&endpoint);
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -469,6 +470,7 @@ impl CuttingProxy {
     ignore = "needs moto's S3 server (moto_server): pip install 'moto[server]'"
 )]
 fn a_file_above_one_part_goes_up_in_parts_and_a_cut_upload_leaves_nothing() {
+    require(Tool::Moto);
     let (_moto, endpoint) = moto();
     let bucket = bucket_at(&endpoint);
     let store = svc::internal::objects::ObjectStore::S3(bucket.clone());
@@ -534,6 +536,7 @@ fn a_file_above_one_part_goes_up_in_parts_and_a_cut_upload_leaves_nothing() {
     ignore = "needs moto's S3 server (moto_server): pip install 'moto[server]'"
 )]
 fn kill_9_during_an_s3_upload_leaves_the_previous_snapshot_and_no_object() {
+    require(Tool::Moto);
     let (_moto, endpoint) = moto();
     let bucket = bucket_at(&endpoint);
     let store = svc::internal::objects::ObjectStore::S3(bucket.clone());
