@@ -208,6 +208,150 @@ impl Drop for Holder {
     }
 }
 
+/// A `local` run's holder, started when the run starts its first process: a run that
+/// starts none (a trivial run, a run waiting on a person or a timer) never pays for one.
+/// Holders are started by one long-lived thread of the process ([`start_on_keeper`]): the
+/// holder's death signal is tied to the thread that forked it, and the thread that asks
+/// first may be a parallel branch's, which ends long before the run.
+pub struct LazyHolder {
+    bwrap: PathBuf,
+    args: Vec<OsString>,
+    state: Mutex<Lazy>,
+}
+
+enum Lazy {
+    NotStarted,
+    Up(std::sync::Arc<Holder>),
+    /// Bubblewrap could not make the namespace: the run's processes run in their own
+    /// process groups (said once in the log).
+    Unavailable,
+    Ended,
+}
+
+/// What a run's next process starts in.
+pub enum Container {
+    Holder(std::sync::Arc<Holder>),
+    /// No namespace: started on the host, in its own process group.
+    None,
+    /// The run has ended: nothing may start.
+    Ended,
+}
+
+impl std::fmt::Debug for LazyHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            Lazy::NotStarted => "not started".to_string(),
+            Lazy::Up(h) => format!("init {}", h.init),
+            Lazy::Unavailable => "unavailable".to_string(),
+            Lazy::Ended => "ended".to_string(),
+        };
+        f.debug_struct("LazyHolder").field("state", &state).finish()
+    }
+}
+
+impl PartialEq for LazyHolder {
+    fn eq(&self, other: &LazyHolder) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for LazyHolder {}
+
+impl LazyHolder {
+    /// A holder to start with `bwrap` and `args` (as [`Holder::start`]) when first needed.
+    pub fn new(bwrap: &Path, args: Vec<OsString>) -> LazyHolder {
+        LazyHolder {
+            bwrap: bwrap.to_path_buf(),
+            args,
+            state: Mutex::new(Lazy::NotStarted),
+        }
+    }
+
+    /// Where the run's next process goes: the holder, started now when this is the first.
+    pub fn container(&self) -> Container {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Lazy::NotStarted = *state {
+            *state = match start_on_keeper(&self.bwrap, &self.args) {
+                Ok(h) => Lazy::Up(std::sync::Arc::new(h)),
+                Err(e) => {
+                    log::warn!(
+                        "local sandbox: no pid namespace for the run ({}: {}); its background processes are stopped only by their process groups and the next start's sweep",
+                        e.error,
+                        e.causes.join("; ")
+                    );
+                    Lazy::Unavailable
+                }
+            };
+        }
+        match &*state {
+            Lazy::Up(h) => Container::Holder(std::sync::Arc::clone(h)),
+            Lazy::Unavailable => Container::None,
+            Lazy::NotStarted | Lazy::Ended => Container::Ended,
+        }
+    }
+
+    /// The holder, if one was started and still runs.
+    pub fn started(&self) -> Option<std::sync::Arc<Holder>> {
+        match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            Lazy::Up(h) => Some(std::sync::Arc::clone(h)),
+            _ => None,
+        }
+    }
+
+    /// Ends the holder if it was started; later processes of the run cannot start.
+    /// Idempotent.
+    pub fn end(&self) {
+        let was = std::mem::replace(
+            &mut *self.state.lock().unwrap_or_else(|e| e.into_inner()),
+            Lazy::Ended,
+        );
+        if let Lazy::Up(h) = was {
+            h.end();
+        }
+    }
+}
+
+impl Drop for LazyHolder {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A request to the keeper thread: what to start, where to answer.
+type Request = (
+    PathBuf,
+    Vec<OsString>,
+    crossbeam_channel::Sender<Result<Holder, StartError>>,
+);
+
+/// Starts a holder on the process's keeper thread, which lives as long as the process (so
+/// the holder dies with the server, `kill -9` included, and with nothing else); on this
+/// thread when the keeper cannot be started.
+fn start_on_keeper(bwrap: &Path, args: &[OsString]) -> Result<Holder, StartError> {
+    static KEEPER: std::sync::OnceLock<Option<crossbeam_channel::Sender<Request>>> =
+        std::sync::OnceLock::new();
+    let keeper = KEEPER.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::unbounded::<Request>();
+        std::thread::Builder::new()
+            .name("svc-holders".into())
+            .spawn(move || {
+                for (bwrap, args, answer) in rx {
+                    let _ = answer.send(Holder::start(&bwrap, &args));
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    let (answer, answered) = crossbeam_channel::bounded(1);
+    let sent = keeper
+        .as_ref()
+        .is_some_and(|k| k.send((bwrap.to_path_buf(), args.to_vec(), answer)).is_ok());
+    match sent.then(|| answered.recv().ok()).flatten() {
+        Some(result) => result,
+        None => Holder::start(bwrap, args),
+    }
+}
+
 /// `nsenter` (util-linux), from `/usr/bin` when it is there (the server's `PATH` may not
 /// hold `sbin`-style directories), else by name.
 fn nsenter() -> &'static Path {

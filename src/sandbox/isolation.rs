@@ -6,7 +6,7 @@
 //! workspace read-write; a private `/tmp`; `--die-with-parent`), and starting a sandbox (checking the provider can run a process).
 //! Must not touch: the workspace's contents (that is `workspace`), runs or the store.
 
-use super::holder::{self, Holder};
+use super::holder::{self, Holder, LazyHolder};
 use super::limits::{Limits, Resources};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -55,10 +55,11 @@ pub enum Isolation {
     Local,
     /// On the host, inside the sandbox's resource limits.
     LocalLimited(Arc<Limits>),
-    /// On the host, every process in the run's pid namespace (`holder`), within the
-    /// sandbox's resource limits if it has any: what a `local` run's sandbox starts.
+    /// On the host, every process in the run's pid namespace (`holder`, started with the
+    /// run's first process), within the sandbox's resource limits if it has any: what a
+    /// `local` run's sandbox starts.
     Host {
-        holder: Arc<Holder>,
+        holder: Arc<LazyHolder>,
         limits: Option<Arc<Limits>>,
     },
     /// Inside bubblewrap: the host's system directories read-only, `workspace` read-write,
@@ -125,10 +126,12 @@ impl Isolation {
         !matches!(self, Isolation::Container { .. })
     }
 
-    /// The run's process holder, when its processes share one (see `holder`).
-    pub fn holder(&self) -> Option<&Holder> {
+    /// The run's process holder, when its processes share one (see `holder`) and (for
+    /// `local`, whose holder starts with the run's first process) it has been started.
+    pub fn holder(&self) -> Option<Arc<Holder>> {
         match self {
-            Isolation::Host { holder, .. } | Isolation::Container { holder, .. } => Some(holder),
+            Isolation::Host { holder, .. } => holder.started(),
+            Isolation::Container { holder, .. } => Some(Arc::clone(holder)),
             Isolation::Local | Isolation::LocalLimited(_) => None,
         }
     }
@@ -136,8 +139,10 @@ impl Isolation {
     /// Ends every process of the run (its holder's namespace), at the run's end whatever
     /// the ending. Processes started afterwards through this isolation fail to start.
     pub fn end(&self) {
-        if let Some(h) = self.holder() {
-            h.end();
+        match self {
+            Isolation::Host { holder, .. } => holder.end(),
+            Isolation::Container { holder, .. } => holder.end(),
+            Isolation::Local | Isolation::LocalLimited(_) => {}
         }
     }
 
@@ -181,7 +186,13 @@ impl Isolation {
             // A program found nowhere cannot run in the holder either: started directly, it
             // fails to start with the same error as without a holder.
             Isolation::Host { holder, .. } => match on_host(program, workdir) {
-                true => holder.command(&program.into(), workdir),
+                true => match holder.container() {
+                    holder::Container::Holder(h) => h.command(&program.into(), workdir),
+                    holder::Container::None => Command::new(program),
+                    // Never started: fails to start, as a process sent into an ended
+                    // holder's namespace would.
+                    holder::Container::Ended => Command::new(RUN_ENDED),
+                },
                 false => Command::new(program),
             },
             Isolation::Container { holder, .. } => {
@@ -199,6 +210,9 @@ impl Isolation {
         cmd
     }
 }
+
+/// The program a process of an ended run is given: it names nothing, so it fails to start.
+const RUN_ENDED: &str = "svc: the run has ended";
 
 /// Whether `program` names an executable file on the host (through `PATH` for a bare name).
 fn on_host(program: &str, workdir: &Path) -> bool {
@@ -378,25 +392,12 @@ pub fn start(plan: &SandboxPlan, workspace: &Path) -> Result<Started, StartError
     }
     let limits = limits_for(plan, workspace)?;
     let isolation = match plan.provider {
-        ProviderKind::Local => match Holder::start(&plan.bwrap, &holder::local_args(workspace)) {
-            Ok(h) => Isolation::Host {
-                holder: Arc::new(h),
-                limits,
-            },
-            // Without bubblewrap a local run still works, its processes in process groups
-            // (`procs`): said once per run in the log, and in `sandbox.initialized`.
-            Err(e) => {
-                log::warn!(
-                    "local sandbox on {}: no pid namespace for the run ({}: {}); its background processes are stopped only by their process groups and the next start's sweep",
-                    workspace.display(),
-                    e.error,
-                    e.causes.join("; ")
-                );
-                match limits {
-                    Some(l) => Isolation::LocalLimited(l),
-                    None => Isolation::Local,
-                }
-            }
+        // The holder starts with the run's first process (`LazyHolder`); without
+        // bubblewrap a local run still works, its processes in process groups (`procs`),
+        // said once per run in the log.
+        ProviderKind::Local => Isolation::Host {
+            holder: Arc::new(LazyHolder::new(&plan.bwrap, holder::local_args(workspace))),
+            limits,
         },
         ProviderKind::Container => {
             let tmp_size = limits.as_ref().and_then(|l| l.resources().disk);

@@ -10,6 +10,7 @@
 
 pub mod diff;
 pub mod git;
+pub mod template;
 pub mod versioned;
 pub mod watch;
 
@@ -155,7 +156,18 @@ pub fn prepare_with(
         Source::Scratch => {
             std::fs::create_dir_all(dest)
                 .map_err(|e| WorkspaceError::new(format!("cannot create {}", dest.display()), e))?;
-            fresh_history(Git::new(dest), &branch, true)
+            // An empty folder needs no `git init` + commit of its own: the process's
+            // template repository is written in (`template`).
+            let base = template::write_empty_history(dest, &branch)?;
+            Ok(Workspace {
+                git: Git::new(dest),
+                base,
+                branch,
+                repo_cloned: false,
+                clone_origin_url: None,
+                clone_branch: None,
+                owned: true,
+            })
         }
         Source::Repository {
             origin_url,

@@ -423,3 +423,40 @@ fn watched_checkpoints_work_in_place_with_a_separate_git_directory() {
     names.sort();
     assert_eq!(names, ["a.txt", "b.txt"]);
 }
+
+#[test]
+fn scratch_workspaces_are_sound_separate_repositories_from_the_template() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let wa = prepare(&Source::Scratch, "RA", &a).unwrap();
+    let wb = prepare(&Source::Scratch, "RB", &b).unwrap();
+    // Nothing but the repository; on the run's branch at the base, clean, and whole.
+    let names: Vec<_> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from(".git")]);
+    assert_eq!(wa.branch, run_branch("RA"));
+    assert_eq!(
+        wa.git.text(&["rev-parse", "--abbrev-ref", "HEAD"]).unwrap(),
+        run_branch("RA")
+    );
+    assert_eq!(wa.git.head().unwrap(), wa.base);
+    assert_eq!(wa.git.text(&["log", "--format=%s"]).unwrap(), "svc: base");
+    assert_eq!(wa.git.text(&["status", "--porcelain"]).unwrap(), "");
+    wa.git.run(&["fsck", "--strict"]).unwrap();
+    assert!(reopen(&a, &Source::Scratch, "RA").is_some());
+    // No template folder is left beside the workspaces.
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    // A checkpoint in one is not in the other, and restoring the base empties it again.
+    std::fs::write(a.join("f.txt"), "a\n").unwrap();
+    let cp = checkpoint(&wa.git, "s").unwrap().unwrap();
+    assert!(wb.git.run(&["cat-file", "-e", &cp]).is_err());
+    assert_eq!(wb.git.text(&["status", "--porcelain"]).unwrap(), "");
+    restore(&wa.git, &wa.base).unwrap();
+    assert!(!a.join("f.txt").exists());
+}

@@ -245,3 +245,87 @@ fn a_container_dev_server_is_previewable_in_a_later_stage() {
     require(Tool::Bwrap);
     a_dev_server_outlives_its_stage_until_the_run_ends("container");
 }
+
+/// The open question of run `id` other than `not` (one already answered), once its gate
+/// asks one.
+fn question(s: &Server, id: &str, not: &str) -> String {
+    wait_for(30, &format!("a new question of run {id}"), || {
+        let qs = s
+            .get(&format!("/api/v1/runs/{id}/questions?wait=5s"))
+            .json();
+        qs["data"]
+            .as_array()?
+            .iter()
+            .filter_map(|q| q["id"].as_str())
+            .find(|q| *q != not)
+            .map(str::to_string)
+    })
+}
+
+fn answer_yes(s: &Server, id: &str, qid: &str) {
+    let ok = s.post(
+        &format!("/api/v1/runs/{id}/questions/{qid}/answer"),
+        "{\"selected_option_key\":\"Y\"}",
+    );
+    assert_eq!(ok.status, 204, "{}", ok.text());
+}
+
+/// A `local` run holds no process until it starts one (waiting on a person costs nothing
+/// but its row); its first process may come from a parallel branch, whose thread ends with
+/// the branch, and a background job started there still lives on, through the fan-in and a
+/// later gate, until the run ends.
+#[test]
+#[cfg_attr(
+    not(all(has_git, has_bwrap)),
+    ignore = "needs git and bubblewrap able to create namespaces: apt-get install git; apt-get install bubblewrap"
+)]
+fn a_local_run_holds_no_process_until_its_first_even_from_a_parallel_branch() {
+    require(Tool::Git);
+    require(Tool::Bwrap);
+    let s = Server::start();
+    let marker = format!("svc-lazy-{}", std::process::id());
+    let bg = format!(
+        "setsid sh -c 'while :; do sleep 0.05; done' {marker} >/dev/null 2>&1 </dev/null &"
+    );
+    let flow = format!(
+        "digraph l {{ start [shape=Mdiamond]; exit [shape=Msquare];\n\
+         first [shape=hexagon, label=\"Begin?\"]; again [shape=hexagon, label=\"Done?\"];\n\
+         fork [shape=component]; join [shape=tripleoctagon];\n\
+         bg [shape=parallelogram, script={}]; other [shape=parallelogram, script=\"true\"];\n\
+         start -> first; first -> fork [label=\"[Y] Yes\"];\n\
+         fork -> bg; fork -> other; bg -> join; other -> join;\n\
+         join -> again; again -> exit [label=\"[Y] Yes\"] }}",
+        serde_json::to_string(&bg).unwrap()
+    );
+    let id = create_run(
+        &s,
+        &json!({"workflow": package(&flow), "sandbox": {"provider": "local"}}),
+    );
+    start_run(&s, &id);
+    let first = question(&s, &id, "");
+    // Every process of a run carries its workspace (named after the run) on its command
+    // line: the holder's `--chdir`, each `nsenter`'s `--wdns`.
+    assert_eq!(
+        processes_with(&id),
+        Vec::<String>::new(),
+        "a run waiting on a person before any process holds processes"
+    );
+    answer_yes(&s, &id, &first);
+    let again = question(&s, &id, &first);
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the background job died with its parallel branch: {}",
+        Value::Array(run_events(&s, &id))
+    );
+    assert!(
+        !processes_with(&id).is_empty(),
+        "the run's holder is not running while its background job does"
+    );
+    answer_yes(&s, &id, &again);
+    let since = Instant::now();
+    wait_status(&s, &id, "succeeded", 30);
+    gone(&marker, since, "the run ended");
+    wait_for(10, "the run's holder to be gone", || {
+        processes_with(&id).is_empty().then_some(())
+    });
+}
