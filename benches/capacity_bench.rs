@@ -557,7 +557,7 @@ fn through_scheduler(table: &mut Table) {
     let (_dir, running, addr, token) = boot("");
     let store = Arc::clone(&running.app.runs.store);
     let n = env_or("SVC_CAPACITY_TRIVIAL", 1000);
-    let limit = svc::settings::DEFAULT_MAX_CONCURRENT_RUNS;
+    let limit = svc::internal::settings::DEFAULT_MAX_CONCURRENT_RUNS;
     let t0 = Instant::now();
     create_and_start(&addr, &token, HELLO, n, 4);
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -210,7 +210,7 @@ impl Drop for Holder {
 
 /// A `local` run's holder, started when the run starts its first process: a run that
 /// starts none (a trivial run, a run waiting on a person or a timer) never pays for one.
-/// Holders are started by one long-lived thread of the process ([`start_on_keeper`]): the
+/// Holders are started by one long-lived thread of the process (`start_on_keeper`): the
 /// holder's death signal is tied to the thread that forked it, and the thread that asks
 /// first may be a parallel branch's, which ends long before the run.
 pub struct LazyHolder {
