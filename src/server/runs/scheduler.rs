@@ -216,10 +216,18 @@ impl Runs {
                     .unwrap_or_default()
             ),
         };
+        // A run that ended and was started again (a resume) before this worker got here is
+        // another job's now: its new handle, or `runnable` while it waits for a slot.
+        let ours = |active: &std::collections::HashMap<String, Arc<RunHandle>>| {
+            active.get(&id).is_some_and(|h| Arc::ptr_eq(h, &job.handle))
+        };
         {
             let _g = self.gate.lock();
-            if let Ok(Some(row)) = self.store.get_run(&id) {
-                if !row.status.is_terminal() {
+            let mine = ours(&self.active.lock());
+            if let (true, Ok(Some(row))) = (mine, self.store.get_run(&id)) {
+                if !row.status.is_terminal()
+                    && !matches!(row.status, crate::store::RunStatus::Runnable)
+                {
                     let _ = self.store.append(
                         &id,
                         EventDraft::new(
@@ -231,7 +239,12 @@ impl Runs {
                 }
             }
         }
-        self.active.lock().remove(&id);
+        {
+            let mut active = self.active.lock();
+            if ours(&active) {
+                active.remove(&id);
+            }
+        }
         self.wake();
     }
 
