@@ -2,11 +2,16 @@
 //! `system/info`, `POST /api/v1/system/prune`): event bytes in total and per run, blob bytes,
 //! the database and WAL files.
 //!
+//! Event counts and bytes (the stored JSON text's UTF-8 bytes) are read from each run's row
+//! (`runs.event_count`, `runs.event_bytes`, kept by every write that adds events, schema
+//! migration 13), not from the events: at a million events, summing them took seconds.
+//!
 //! Owns: these read-only queries. Must not touch: deleting runs (that is the store's
 //! `delete_run`, the tombstone path) or what the figures mean.
 
 use super::error::StoreError;
 use super::SqliteStore;
+use rusqlite::OptionalExtension;
 use std::path::PathBuf;
 
 /// The store's totals.
@@ -48,8 +53,9 @@ impl StoreSizes for SqliteStore {
                 })
                 .map_err(StoreError::db_global("measuring the store"))
             };
-            let (events, event_bytes) =
-                one("SELECT COUNT(*), COALESCE(SUM(length(payload)), 0) FROM events")?;
+            let (events, event_bytes) = one(
+                "SELECT COALESCE(SUM(event_count), 0), COALESCE(SUM(event_bytes), 0) FROM runs",
+            )?;
             let (blobs, blob_bytes) = one("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs")?;
             let (runs, _) = one("SELECT COUNT(*), 0 FROM runs")?;
             Ok(StoreTotals {
@@ -66,8 +72,8 @@ impl StoreSizes for SqliteStore {
         self.read(|conn| {
             let mut st = conn
                 .prepare_cached(
-                    "SELECT run_id, COUNT(*), SUM(length(payload)) AS b FROM events \
-                     GROUP BY key >> 32 ORDER BY b DESC LIMIT ?1",
+                    "SELECT id, event_count, event_bytes FROM runs \
+                     ORDER BY event_bytes DESC, id LIMIT ?1",
                 )
                 .map_err(StoreError::db_global("measuring runs"))?;
             let rows = st
@@ -86,21 +92,21 @@ impl StoreSizes for SqliteStore {
 
     fn run_weight(&self, run_id: &str) -> Result<RunWeight, StoreError> {
         self.read(|conn| {
-            conn.prepare_cached(
-                "SELECT COUNT(e.key), COALESCE(SUM(length(e.payload)), 0) FROM runs r \
-                 JOIN events e ON e.key >= (r.num << 32) AND e.key < ((r.num + 1) << 32) \
-                 WHERE r.id = ?1",
-            )
-            .and_then(|mut st| {
-                st.query_row([run_id], |r| {
-                    Ok(RunWeight {
-                        run_id: run_id.to_string(),
-                        events: r.get::<_, i64>(0)? as u64,
-                        event_bytes: r.get::<_, i64>(1)? as u64,
+            let found = conn
+                .prepare_cached("SELECT event_count, event_bytes FROM runs WHERE id = ?1")
+                .and_then(|mut st| {
+                    st.query_row([run_id], |r| {
+                        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
                     })
+                    .optional()
                 })
+                .map_err(StoreError::db_global("measuring a run"))?;
+            let (events, event_bytes) = found.unwrap_or((0, 0));
+            Ok(RunWeight {
+                run_id: run_id.to_string(),
+                events,
+                event_bytes,
             })
-            .map_err(StoreError::db_global("measuring a run"))
         })
     }
 

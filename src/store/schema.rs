@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -377,6 +377,18 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         CHECK (json_type(definition, '$.name') = 'text'
                AND json_type(definition, '$.sql') = 'text')
     ) STRICT;
+    ",
+    // 13: what each run's events weigh (issue 29's `system/df` at 1,000,000 events): their
+    // count and bytes (the stored JSON text's UTF-8 bytes), grown by every append in the
+    // same statement that moves the row on, so df reads `runs` instead of every event.
+    // Existing runs are measured here once.
+    "
+    ALTER TABLE runs ADD COLUMN event_count INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN event_bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE runs SET (event_count, event_bytes) = (
+        SELECT COUNT(*), COALESCE(SUM(length(CAST(e.payload AS BLOB))), 0)
+          FROM events e
+         WHERE e.key >= (runs.num << 32) AND e.key < ((runs.num + 1) << 32));
     ",
 ];
 

@@ -26,7 +26,7 @@ pub(crate) use check::LegacyRecord;
 use rows::{
     assemble, corrupt, encode_state, insert_event, insert_events, insert_run_row, last_seq_on_file,
     load_row, missing, parse_event, refuse_tombstoned, row_from_sql, run_exists, run_filter,
-    run_keys_from, sql_limit, tombstone_of, Batch, INSERT_ROWS, ROW_SELECT,
+    run_keys_from, sql_limit, tombstone_of, Batch, EventWeight, INSERT_ROWS, ROW_SELECT,
 };
 
 use super::error::{ActivationError, StoreError};
@@ -356,7 +356,8 @@ impl SqliteStore {
     }
 
     /// The statements of one append transaction: the row updated once (guarded by
-    /// `prev_seq`: `false` when it moved, nothing written) and every event inserted.
+    /// `prev_seq`: `false` when it moved, nothing written; its event count and bytes grown by
+    /// the batch's) and every event inserted.
     fn append_statements(
         conn: &Connection,
         run_num: i64,
@@ -368,10 +369,13 @@ impl SqliteStore {
     ) -> Result<bool, StoreError> {
         let err = StoreError::db("appending an event", run_id);
         let row = &batch.row;
+        let weight = EventWeight::of(batch.payloads.iter().map(String::as_str));
+        let (count, bytes) = (weight.count as i64, weight.bytes as i64);
         let updated = if status_changed {
             conn.prepare_cached(
                 "UPDATE runs SET status = ?2, archived = ?3, updated_at = ?4, last_seq = ?5, \
-                 checkpoint_seq = COALESCE(?6, checkpoint_seq), state = ?7 \
+                 checkpoint_seq = COALESCE(?6, checkpoint_seq), state = ?7, \
+                 event_count = event_count + ?9, event_bytes = event_bytes + ?10 \
                  WHERE id = ?1 AND last_seq = ?8",
             )
             .and_then(|mut st| {
@@ -383,14 +387,17 @@ impl SqliteStore {
                     row.last_seq,
                     batch.checkpoint_seq,
                     batch.state,
-                    prev_seq
+                    prev_seq,
+                    count,
+                    bytes
                 ])
             })
         } else {
             // Indexed columns unchanged: leave them out so no index is touched.
             conn.prepare_cached(
                 "UPDATE runs SET updated_at = ?2, last_seq = ?3, \
-                 checkpoint_seq = COALESCE(?4, checkpoint_seq), state = ?5 \
+                 checkpoint_seq = COALESCE(?4, checkpoint_seq), state = ?5, \
+                 event_count = event_count + ?7, event_bytes = event_bytes + ?8 \
                  WHERE id = ?1 AND last_seq = ?6",
             )
             .and_then(|mut st| {
@@ -400,7 +407,9 @@ impl SqliteStore {
                     row.last_seq,
                     batch.checkpoint_seq,
                     batch.state,
-                    prev_seq
+                    prev_seq,
+                    count,
+                    bytes
                 ])
             })
         }
@@ -561,7 +570,8 @@ impl RunStore for SqliteStore {
                 run_id: run_id.to_string(),
             });
         }
-        let run_num = insert_run_row(&tx, &row, &state, None, "creating a run")?;
+        let weight = EventWeight::of([payload.as_str()]);
+        let run_num = insert_run_row(&tx, &row, &state, None, weight, "creating a run")?;
         insert_event(
             &tx,
             run_num,
@@ -767,63 +777,16 @@ impl RunStore for SqliteStore {
     }
 
     fn import_run(&self, run_id: &str, lines: &[String]) -> Result<ImportOutcome, StoreError> {
-        let (events, row) = prep::parse_import(run_id, lines)?;
-        let state = encode_state(&row)?;
-        let checkpoint_seq = events
-            .iter()
-            .rev()
-            .find(|e| e.event == event_kind::CHECKPOINT_COMPLETED)
-            .map(|e| e.seq);
         let err = StoreError::db("importing a run", run_id);
         let mut guard = self.writer.lock();
         let w = &mut *guard;
-        w.cache.forget(run_id);
         let tx = w
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&err)?;
-        refuse_tombstoned(&tx, run_id)?;
-        if run_exists(&tx, run_id)? {
-            let stored: Vec<String> = tx
-                .prepare_cached(concat!(
-                    "SELECT payload FROM events WHERE ",
-                    run_keys_from!("0"),
-                    " ORDER BY key"
-                ))
-                .and_then(|mut st| {
-                    st.query_map([run_id], |r| r.get(0))?
-                        .collect::<rusqlite::Result<Vec<String>>>()
-                })
-                .map_err(&err)?;
-            return if stored == lines {
-                Ok(ImportOutcome::AlreadyPresent)
-            } else {
-                Err(StoreError::ImportConflict {
-                    run_id: run_id.to_string(),
-                    reason: format!(
-                        "the store holds {} different event(s) for this run",
-                        stored.len()
-                    ),
-                })
-            };
-        }
-        let run_num = insert_run_row(&tx, &row, &state, checkpoint_seq, "importing a run")?;
-        for (event, text) in events.iter().zip(lines) {
-            insert_event(
-                &tx,
-                run_num,
-                run_id,
-                event.seq,
-                &event.event,
-                &event.ts,
-                text,
-                "importing a run",
-            )?;
-        }
+        let imported = import_in(&tx, run_id, lines)?;
         tx.commit().map_err(&err)?;
-        w.remember_num(run_id, run_num);
-        self.queue.lock().note(run_id, Some(row.status.name()));
-        Ok(ImportOutcome::Imported)
+        Ok(self.note_imported(w, run_id, imported))
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
@@ -873,4 +836,109 @@ impl RunStore for SqliteStore {
     fn hub(&self) -> &Hub {
         &self.hub
     }
+}
+
+impl SqliteStore {
+    /// Imports many runs (each as [`RunStore::import_run`] would) in one transaction: all or
+    /// none. For tools and benchmarks that fill a store with thousands of runs, where a
+    /// commit per run would dominate.
+    pub fn import_runs(
+        &self,
+        runs: &[(String, Vec<String>)],
+    ) -> Result<Vec<ImportOutcome>, StoreError> {
+        let err = StoreError::db_global("importing runs");
+        let mut guard = self.writer.lock();
+        let w = &mut *guard;
+        let tx = w
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&err)?;
+        let imported = runs
+            .iter()
+            .map(|(run_id, lines)| import_in(&tx, run_id, lines))
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit().map_err(&err)?;
+        Ok(runs
+            .iter()
+            .zip(imported)
+            .map(|((run_id, _), i)| self.note_imported(w, run_id, i))
+            .collect())
+    }
+
+    /// After an import's commit: the writer's and the queue's notes of a run it inserted.
+    fn note_imported(&self, w: &mut Writer, run_id: &str, imported: Imported) -> ImportOutcome {
+        w.cache.forget(run_id);
+        match imported {
+            Imported::Inserted { num, status } => {
+                w.remember_num(run_id, num);
+                self.queue.lock().note(run_id, Some(status));
+                ImportOutcome::Imported
+            }
+            Imported::AlreadyPresent => ImportOutcome::AlreadyPresent,
+        }
+    }
+}
+
+/// What [`import_in`] did with one run.
+enum Imported {
+    /// Its row (number `num`, in `status`) and events were inserted.
+    Inserted { num: i64, status: &'static str },
+    /// The store already holds exactly these events.
+    AlreadyPresent,
+}
+
+/// One run's import inside the caller's transaction: refused when tombstoned or when the
+/// store holds different events for it; nothing written when it holds the same ones.
+fn import_in(tx: &Connection, run_id: &str, lines: &[String]) -> Result<Imported, StoreError> {
+    let (events, row) = prep::parse_import(run_id, lines)?;
+    let state = encode_state(&row)?;
+    let checkpoint_seq = events
+        .iter()
+        .rev()
+        .find(|e| e.event == event_kind::CHECKPOINT_COMPLETED)
+        .map(|e| e.seq);
+    let err = StoreError::db("importing a run", run_id);
+    refuse_tombstoned(tx, run_id)?;
+    if run_exists(tx, run_id)? {
+        let stored: Vec<String> = tx
+            .prepare_cached(concat!(
+                "SELECT payload FROM events WHERE ",
+                run_keys_from!("0"),
+                " ORDER BY key"
+            ))
+            .and_then(|mut st| {
+                st.query_map([run_id], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .map_err(&err)?;
+        return if stored == lines {
+            Ok(Imported::AlreadyPresent)
+        } else {
+            Err(StoreError::ImportConflict {
+                run_id: run_id.to_string(),
+                reason: format!(
+                    "the store holds {} different event(s) for this run",
+                    stored.len()
+                ),
+            })
+        };
+    }
+    let weight = EventWeight::of(lines.iter().map(String::as_str));
+    let run_num = insert_run_row(tx, &row, &state, checkpoint_seq, weight, "importing a run")?;
+    for (event, text) in events.iter().zip(lines) {
+        insert_event(
+            tx,
+            run_num,
+            run_id,
+            event.seq,
+            &event.event,
+            &event.ts,
+            text,
+            "importing a run",
+        )?;
+    }
+    Ok(Imported::Inserted {
+        num: run_num,
+        status: row.status.name(),
+    })
 }

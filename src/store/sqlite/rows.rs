@@ -324,18 +324,42 @@ pub(super) fn sql_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-/// Inserts the run's row with the next run number, and returns that number.
+/// How many events a write adds to a run and their bytes (the stored JSON text), kept on
+/// the run's row (`runs.event_count`, `runs.event_bytes`) so what the runs weigh is read
+/// from `runs` instead of from every event.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct EventWeight {
+    pub(super) count: u64,
+    pub(super) bytes: u64,
+}
+
+impl EventWeight {
+    /// The weight of these stored event texts.
+    pub(super) fn of<'a>(payloads: impl IntoIterator<Item = &'a str>) -> EventWeight {
+        payloads
+            .into_iter()
+            .fold(EventWeight::default(), |w, p| EventWeight {
+                count: w.count + 1,
+                bytes: w.bytes + p.len() as u64,
+            })
+    }
+}
+
+/// Inserts the run's row with the next run number and the weight of its first events, and
+/// returns that number.
 pub(super) fn insert_run_row(
     tx: &Connection,
     row: &RunRow,
     state: &str,
     checkpoint_seq: Option<u64>,
+    weight: EventWeight,
     op: &'static str,
 ) -> Result<i64, StoreError> {
     tx.prepare_cached(
         "INSERT INTO runs (id, status, archived, parent_id, created_at, updated_at, last_seq, \
-         checkpoint_seq, state, automation_id, workflow, num) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-         ?8, ?9, ?10, ?11, (SELECT COALESCE(MAX(num), 0) + 1 FROM runs)) RETURNING num",
+         checkpoint_seq, state, automation_id, workflow, event_count, event_bytes, num) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
+         (SELECT COALESCE(MAX(num), 0) + 1 FROM runs)) RETURNING num",
     )
     .and_then(|mut st| {
         st.query_row(
@@ -350,7 +374,9 @@ pub(super) fn insert_run_row(
                 checkpoint_seq,
                 state,
                 row.automation_id(),
-                row.workflow.catalog_name()
+                row.workflow.catalog_name(),
+                weight.count as i64,
+                weight.bytes as i64
             ],
             |r| r.get(0),
         )

@@ -33,6 +33,8 @@ fn downgrade_to_v1(path: &Path) {
          ALTER TABLE runs DROP COLUMN workflow;
          DROP INDEX workflow_versions_by_name;
          ALTER TABLE workflow_versions DROP COLUMN name;
+         ALTER TABLE runs DROP COLUMN event_count;
+         ALTER TABLE runs DROP COLUMN event_bytes;
          DELETE FROM schema_version WHERE version >= 2;
          COMMIT;",
     )
@@ -67,6 +69,7 @@ fn runs_are_filed_under_their_workflow_name_before_and_after_migration_11() {
         .execute_batch(
             "DROP INDEX runs_by_workflow; ALTER TABLE runs DROP COLUMN workflow;
              DROP INDEX workflow_versions_by_name; ALTER TABLE workflow_versions DROP COLUMN name;
+             ALTER TABLE runs DROP COLUMN event_count; ALTER TABLE runs DROP COLUMN event_bytes;
              DELETE FROM schema_version WHERE version >= 11;",
         )
         .unwrap();
@@ -418,4 +421,121 @@ fn stale_cache_is_detected() {
         .append(&row.id, EventDraft::new("x", json!({})))
         .unwrap_err();
     assert!(matches!(err, StoreError::Tombstoned { .. }), "{err}");
+}
+
+/// Every run's events as the file holds them: (run id, count, UTF-8 bytes), by run id.
+fn weights_on_file(path: &Path) -> Vec<(String, u64, u64)> {
+    let conn = Connection::open(path).unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT run_id, COUNT(*), SUM(length(CAST(payload AS BLOB))) FROM events \
+             GROUP BY run_id ORDER BY run_id",
+        )
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// What `system/df` reports per run and in total, through the store's size queries.
+fn weights_reported(s: &SqliteStore) -> (Vec<(String, u64, u64)>, u64, u64) {
+    use crate::store::StoreSizes;
+    let mut per_run: Vec<_> = s
+        .heaviest_runs(100)
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.run_id, w.events, w.event_bytes))
+        .collect();
+    per_run.sort();
+    for (id, events, bytes) in &per_run {
+        let one = s.run_weight(id).unwrap();
+        assert_eq!((one.events, one.event_bytes), (*events, *bytes), "{id}");
+    }
+    let t = s.totals().unwrap();
+    (per_run, t.events, t.event_bytes)
+}
+
+/// Each run's event count and bytes (kept on its row for `system/df`) equal what its events
+/// hold: filled by migration 13 for runs written before it, kept by creates, appends (one
+/// event, batches, decided) and imports after; an unknown run weighs nothing.
+#[test]
+fn run_weights_are_filled_by_migration_13_and_kept_by_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("svc.db");
+    let append = |s: &SqliteStore, id: &str, text: &str| {
+        s.append(id, EventDraft::new("stage.started", json!({"note": text})).node("n1"))
+            .unwrap();
+    };
+    let (a, b) = {
+        let s = SqliteStore::open(&path).unwrap();
+        let a = new_run(&s, "ascii").id;
+        let b = new_run(&s, "ünïcödé títle").id;
+        append(&s, &a, "x");
+        append(&s, &b, "€€€ multi-byte text");
+        (a, b)
+    };
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "ALTER TABLE runs DROP COLUMN event_count; ALTER TABLE runs DROP COLUMN event_bytes;
+             DELETE FROM schema_version WHERE version >= 13;",
+        )
+        .unwrap();
+    let s = SqliteStore::open(&path).unwrap();
+    let on_file = weights_on_file(&path);
+    assert_eq!(on_file.len(), 2);
+    let (per_run, events, bytes) = weights_reported(&s);
+    assert_eq!(per_run, on_file, "migration 13 measured every run");
+    assert_eq!(events, 4);
+    assert_eq!(bytes, on_file.iter().map(|w| w.2).sum::<u64>());
+    // The multi-byte run's bytes are bytes, not characters.
+    let b_chars: u64 = s
+        .events_raw(&b, 0, 100)
+        .unwrap()
+        .iter()
+        .map(|e| e.json.chars().count() as u64)
+        .sum();
+    assert!(on_file.iter().any(|w| w.0 == b && w.2 > b_chars));
+
+    // After the migration every kind of write keeps the figures.
+    append(&s, &a, "one more");
+    s.append_all(
+        &b,
+        vec![
+            EventDraft::new("stage.started", json!({"i": 1})).node("n2"),
+            EventDraft::new("stage.completed", json!({"status": "succeeded"})).node("n2"),
+            EventDraft::new("checkpoint.completed", json!({"current_node": "n2"})),
+        ],
+    )
+    .unwrap();
+    s.append_decided(&a, &mut |_| {
+        vec![EventDraft::new("run.cancel.requested", json!({"reason": "test"}))]
+    })
+    .unwrap();
+    let c = new_run(&s, "third").id;
+    let imported = crate::base::clock::new_ulid();
+    let lines: Vec<String> = s
+        .events_raw(&c, 0, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.json.replace(&c, &imported))
+        .collect();
+    s.import_runs(&[(imported.clone(), lines)]).unwrap();
+    let on_file = weights_on_file(&path);
+    assert_eq!(on_file.len(), 4);
+    let (per_run, events, bytes) = weights_reported(&s);
+    assert_eq!(per_run, on_file);
+    assert_eq!(events, on_file.iter().map(|w| w.1).sum::<u64>());
+    assert_eq!(bytes, on_file.iter().map(|w| w.2).sum::<u64>());
+    use crate::store::StoreSizes;
+    let heaviest = s.heaviest_runs(1).unwrap();
+    let max = on_file.iter().map(|w| w.2).max().unwrap();
+    assert_eq!(heaviest[0].event_bytes, max);
+    assert_eq!(s.run_weight("01NOSUCHRUN0000000000000000").unwrap().events, 0);
+
+    // A deleted run's events leave the totals with it.
+    s.delete_run(&a).unwrap();
+    let (_, events, _) = weights_reported(&s);
+    assert_eq!(events, weights_on_file(&path).iter().map(|w| w.1).sum::<u64>());
 }
