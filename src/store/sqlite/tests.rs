@@ -464,8 +464,11 @@ fn run_weights_are_filled_by_migration_13_and_kept_by_every_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("svc.db");
     let append = |s: &SqliteStore, id: &str, text: &str| {
-        s.append(id, EventDraft::new("stage.started", json!({"note": text})).node("n1"))
-            .unwrap();
+        s.append(
+            id,
+            EventDraft::new("stage.started", json!({"note": text})).node("n1"),
+        )
+        .unwrap();
     };
     let (a, b) = {
         let s = SqliteStore::open(&path).unwrap();
@@ -510,7 +513,10 @@ fn run_weights_are_filled_by_migration_13_and_kept_by_every_write() {
     )
     .unwrap();
     s.append_decided(&a, &mut |_| {
-        vec![EventDraft::new("run.cancel.requested", json!({"reason": "test"}))]
+        vec![EventDraft::new(
+            "run.cancel.requested",
+            json!({"reason": "test"}),
+        )]
     })
     .unwrap();
     let c = new_run(&s, "third").id;
@@ -532,10 +538,16 @@ fn run_weights_are_filled_by_migration_13_and_kept_by_every_write() {
     let heaviest = s.heaviest_runs(1).unwrap();
     let max = on_file.iter().map(|w| w.2).max().unwrap();
     assert_eq!(heaviest[0].event_bytes, max);
-    assert_eq!(s.run_weight("01NOSUCHRUN0000000000000000").unwrap().events, 0);
+    assert_eq!(
+        s.run_weight("01NOSUCHRUN0000000000000000").unwrap().events,
+        0
+    );
 
     // A deleted run's events leave the totals with it.
     s.delete_run(&a).unwrap();
     let (_, events, _) = weights_reported(&s);
-    assert_eq!(events, weights_on_file(&path).iter().map(|w| w.1).sum::<u64>());
+    assert_eq!(
+        events,
+        weights_on_file(&path).iter().map(|w| w.1).sum::<u64>()
+    );
 }
