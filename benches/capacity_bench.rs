@@ -30,6 +30,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::seed;
 use support::server::{latencies, run_id, sse_epoll};
 use support::{env_or, percentile, Client};
 use svc::internal::server::{self, http::Listen, ServerOptions};
@@ -341,13 +342,19 @@ fn held(table: &mut Table, name: &str, dot: &str, status: &str) {
 /// Fills `state_dir` with `runs` finished runs of 8 events each.
 fn fill(state_dir: &Path, runs: usize) {
     let store = SqliteStore::open(&state_dir.join(DB_FILE)).expect("store");
-    let t = Instant::now();
-    for r in 0..runs {
+    let ts = "2026-11-21T20:05:46.123Z";
+    seed::import(&store, runs, |r| {
         let run_id = svc::internal::base::clock::new_ulid();
-        let ts = "2026-11-21T20:05:46.123Z";
-        let mut lines = vec![format!(
-            r#"{{"seq":1,"id":"{}","ts":"{ts}","run_id":"{run_id}","event":"run.created","properties":{{"title":"run {r}","goal":"bench","labels":{{}},"workflow":{{"name":"w","source":"digraph w {{ start -> exit }}","node_count":2,"edge_count":1}},"inputs":{{}}}}}}"#,
-            svc::internal::base::clock::new_ulid()
+        let mut lines = vec![seed::event_line(
+            &run_id,
+            1,
+            &svc::internal::base::clock::new_ulid(),
+            ts,
+            "run.created",
+            &format!(
+                r#"{{"title":"run {r}","goal":"bench","labels":{{}},"workflow":{{"name":"w","source":"digraph w {{ start -> exit }}","node_count":2,"edge_count":1}},"inputs":{{}}}}"#
+            ),
+            None,
         )];
         for (seq, kind) in [
             "run.queued",
@@ -361,21 +368,18 @@ fn fill(state_dir: &Path, runs: usize) {
         .iter()
         .enumerate()
         {
-            lines.push(format!(
-                r#"{{"seq":{},"id":"{}","ts":"{ts}","run_id":"{run_id}","event":"{kind}","properties":{{"index":0}},"node_id":"n1"}}"#,
+            lines.push(seed::event_line(
+                &run_id,
                 seq + 2,
-                svc::internal::base::clock::new_ulid()
+                &svc::internal::base::clock::new_ulid(),
+                ts,
+                kind,
+                r#"{"index":0}"#,
+                Some("n1"),
             ));
         }
-        store.import_run(&run_id, &lines).expect("import");
-        if (r + 1) % 20_000 == 0 {
-            println!(
-                "  filled {} runs in {:.1} s",
-                r + 1,
-                t.elapsed().as_secs_f64()
-            );
-        }
-    }
+        (run_id, lines)
+    });
 }
 
 /// Starts the real binary on `state_dir`; (the child, its address, seconds to "listening").

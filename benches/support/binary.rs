@@ -30,12 +30,13 @@ pub fn state_dir(settings: &str, secrets: &[(&str, &str)]) -> tempfile::TempDir 
     dir
 }
 
-/// The real server, its state directory and dev token; killed when dropped.
+/// The real server, its state directory and dev token; killed when dropped (and the state
+/// directory removed, when it was a temporary one).
 pub struct Svc {
     pub child: Child,
     pub addr: String,
     pub token: String,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Svc {
@@ -48,9 +49,19 @@ impl Drop for Svc {
 impl Svc {
     /// Starts `cmd` (the binary, or it behind `taskset`) as `server start --dev` on `dir`
     /// and a free port; returns once it listens.
-    pub fn start(mut cmd: Command, dir: tempfile::TempDir) -> Svc {
+    pub fn start(cmd: Command, dir: tempfile::TempDir) -> Svc {
+        let path = dir.path().to_path_buf();
+        Svc::start_at(cmd, &path, Some(dir))
+    }
+
+    /// [`Svc::start`] on a state directory the caller keeps (a bench reusing a big store).
+    pub fn start_in(cmd: Command, dir: &Path) -> Svc {
+        Svc::start_at(cmd, dir, None)
+    }
+
+    fn start_at(mut cmd: Command, dir: &Path, owned: Option<tempfile::TempDir>) -> Svc {
         cmd.args(["server", "start", "--dev", "--state-dir"])
-            .arg(dir.path())
+            .arg(dir)
             .args(["--listen", "127.0.0.1:0"])
             .env("RUST_LOG", "warn,tiny_http=off")
             .stdout(Stdio::piped())
@@ -65,12 +76,12 @@ impl Svc {
             }
         };
         std::thread::spawn(move || for _ in lines {});
-        let token = dev_token(dir.path());
+        let token = dev_token(dir);
         Svc {
             child,
             addr,
             token,
-            _dir: dir,
+            _dir: owned,
         }
     }
 

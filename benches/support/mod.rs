@@ -26,6 +26,9 @@ pub mod codehost;
 #[cfg(feature = "cli")]
 pub mod binary;
 
+/// Big stores filled fast (`support/seed.rs`).
+pub mod seed;
+
 /// The server benches' in-process server and clients (`support/server.rs`).
 #[cfg(feature = "cli")]
 pub mod server;
