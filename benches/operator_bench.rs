@@ -228,7 +228,8 @@ fn main() {
         println!("reusing the store in {}", dir.display());
     } else {
         std::fs::create_dir_all(&dir).expect("state dir");
-        let now_ms = svc::internal::base::clock::parse_ts(&svc::internal::base::clock::now()).unwrap_or(0);
+        let now_ms =
+            svc::internal::base::clock::parse_ts(&svc::internal::base::clock::now()).unwrap_or(0);
         let t = Instant::now();
         let events = {
             let store = SqliteStore::open(&db).expect("store");
