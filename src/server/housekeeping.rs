@@ -115,13 +115,13 @@ fn workspace_of(app: &App, run_id: &str) -> std::path::PathBuf {
 }
 
 pub fn df(app: &App, _: &mut Ctx<'_, '_>) -> Result<Reply, ApiError> {
-    let t = app.sizes.totals().map_err(store_error)?;
+    let (t, heaviest) = app.sizes.weigh(10).map_err(store_error)?;
     let (db, wal) = app.sizes.database_files();
     let workspaces = system::dir_bytes(&crate::sandbox::lifecycle::workspaces_dir(&app.state_dir));
     let sandboxes = system::dir_bytes(&app.state_dir.join("sandboxes"));
     let backups = system::file_bytes(&app.state_dir.join(crate::store::BACKUP_FILE));
     let mut largest = Vec::new();
-    for w in app.sizes.heaviest_runs(10).map_err(store_error)? {
+    for w in heaviest {
         let row = app.runs.store.get_run(&w.run_id).map_err(store_error)?;
         largest.push(json!({
             "run_id": w.run_id,

@@ -34,59 +34,71 @@ pub struct RunWeight {
 
 /// Read-only size queries over the run store.
 pub trait StoreSizes: Send + Sync {
-    /// Runs, events and blobs with their bytes.
-    fn totals(&self) -> Result<StoreTotals, StoreError>;
-    /// The `n` runs whose events weigh most, heaviest first.
-    fn heaviest_runs(&self, n: usize) -> Result<Vec<RunWeight>, StoreError>;
+    /// Runs, events and blobs with their bytes, and the `largest` runs whose events weigh
+    /// most, heaviest first (ties by run id).
+    fn weigh(&self, largest: usize) -> Result<(StoreTotals, Vec<RunWeight>), StoreError>;
     /// The events of one run (none for an unknown run).
     fn run_weight(&self, run_id: &str) -> Result<RunWeight, StoreError>;
     /// The database file and its WAL.
     fn database_files(&self) -> (PathBuf, PathBuf);
 }
 
+/// Whether a run weighing `bytes` (id `id`) goes before `w` in heaviest-first order.
+fn heavier(bytes: u64, id: &str, w: &RunWeight) -> bool {
+    bytes > w.event_bytes || (bytes == w.event_bytes && id < w.run_id.as_str())
+}
+
 impl StoreSizes for SqliteStore {
-    fn totals(&self) -> Result<StoreTotals, StoreError> {
+    fn weigh(&self, largest: usize) -> Result<(StoreTotals, Vec<RunWeight>), StoreError> {
         self.read(|conn| {
-            let one = |sql: &str| -> Result<(u64, u64), StoreError> {
-                conn.query_row(sql, [], |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
-                })
-                .map_err(StoreError::db_global("measuring the store"))
-            };
-            let (events, event_bytes) = one(
-                "SELECT COALESCE(SUM(event_count), 0), COALESCE(SUM(event_bytes), 0) FROM runs",
-            )?;
-            let (blobs, blob_bytes) = one("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs")?;
-            let (runs, _) = one("SELECT COUNT(*), 0 FROM runs")?;
-            Ok(StoreTotals {
-                runs,
-                events,
-                event_bytes,
+            let err = StoreError::db_global("measuring the store");
+            let (blobs, blob_bytes) = conn
+                .query_row(
+                    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs",
+                    [],
+                    |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+                )
+                .map_err(&err)?;
+            let mut totals = StoreTotals {
                 blobs,
                 blob_bytes,
-            })
-        })
-    }
-
-    fn heaviest_runs(&self, n: usize) -> Result<Vec<RunWeight>, StoreError> {
-        self.read(|conn| {
+                ..StoreTotals::default()
+            };
+            // One pass over `runs` gives the totals and the heaviest runs (a second scan for
+            // `ORDER BY event_bytes` cost as much again at 100,000 runs).
+            let mut top: Vec<RunWeight> = Vec::with_capacity(largest + 1);
             let mut st = conn
-                .prepare_cached(
-                    "SELECT id, event_count, event_bytes FROM runs \
-                     ORDER BY event_bytes DESC, id LIMIT ?1",
-                )
-                .map_err(StoreError::db_global("measuring runs"))?;
-            let rows = st
-                .query_map([n as i64], |r| {
-                    Ok(RunWeight {
-                        run_id: r.get(0)?,
-                        events: r.get::<_, i64>(1)? as u64,
-                        event_bytes: r.get::<_, i64>(2)? as u64,
-                    })
-                })
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(StoreError::db_global("measuring runs"))?;
-            Ok(rows)
+                .prepare_cached("SELECT event_count, event_bytes, id FROM runs")
+                .map_err(&err)?;
+            let mut rows = st.query([]).map_err(&err)?;
+            while let Some(r) = rows.next().map_err(&err)? {
+                let events = r.get::<_, i64>(0).map_err(&err)? as u64;
+                let bytes = r.get::<_, i64>(1).map_err(&err)? as u64;
+                totals.runs += 1;
+                totals.events += events;
+                totals.event_bytes += bytes;
+                if largest == 0
+                    || top
+                        .last()
+                        .is_some_and(|w| top.len() == largest && w.event_bytes > bytes)
+                {
+                    continue;
+                }
+                let id: String = r.get(2).map_err(&err)?;
+                let at = top.partition_point(|w| !heavier(bytes, &id, w));
+                if at < largest {
+                    top.insert(
+                        at,
+                        RunWeight {
+                            run_id: id,
+                            events,
+                            event_bytes: bytes,
+                        },
+                    );
+                    top.truncate(largest);
+                }
+            }
+            Ok((totals, top))
         })
     }
 

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// `PRAGMA application_id` of an svc database ("svc1").
 pub(crate) const APPLICATION_ID: i64 = 0x7376_6331;
@@ -389,6 +389,64 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         SELECT COUNT(*), COALESCE(SUM(length(CAST(e.payload AS BLOB))), 0)
           FROM events e
          WHERE e.key >= (runs.num << 32) AND e.key < ((runs.num + 1) << 32));
+    ",
+    // 14: (issue 29's Speed targets at 100,000 runs) the usage ledger summed per UTC day and
+    // key for `GET /usage`, and runs indexed by day and status for insights. The day sums: one row per (day, origin, provider, model, workflow, automation), kept by
+    // a trigger on the ledger (which is only ever inserted into) in the same transaction.
+    // A report reads whole days here and only its first and last day from the ledger. Keys
+    // are '' for NULL (a primary key column cannot hold NULLs that conflict); readers turn
+    // '' back into NULL. Existing ledger rows are summed in here once.
+    "
+    CREATE TABLE IF NOT EXISTS usage_daily (
+        day                TEXT    NOT NULL,
+        origin             TEXT    NOT NULL,
+        provider           TEXT    NOT NULL,
+        model              TEXT    NOT NULL,
+        workflow           TEXT    NOT NULL,
+        automation_id      TEXT    NOT NULL,
+        records            INTEGER NOT NULL,
+        input_tokens       INTEGER NOT NULL,
+        output_tokens      INTEGER NOT NULL,
+        reasoning_tokens   INTEGER NOT NULL,
+        cache_read_tokens  INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL,
+        usd_micros         INTEGER NOT NULL,
+        priced             INTEGER NOT NULL,
+        PRIMARY KEY (day, origin, provider, model, workflow, automation_id)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TRIGGER IF NOT EXISTS usage_daily_from_ledger AFTER INSERT ON usage_ledger
+    BEGIN
+        INSERT INTO usage_daily (day, origin, provider, model, workflow, automation_id, records,
+            input_tokens, output_tokens, reasoning_tokens, cache_read_tokens,
+            cache_write_tokens, usd_micros, priced)
+        VALUES (NEW.day, NEW.origin, COALESCE(NEW.provider, ''), COALESCE(NEW.model, ''),
+            COALESCE(NEW.workflow, ''), COALESCE(NEW.automation_id, ''), 1, NEW.input_tokens,
+            NEW.output_tokens, NEW.reasoning_tokens, NEW.cache_read_tokens,
+            NEW.cache_write_tokens, NEW.usd_micros, NEW.priced)
+        ON CONFLICT (day, origin, provider, model, workflow, automation_id) DO UPDATE SET
+            records = records + 1,
+            input_tokens = input_tokens + excluded.input_tokens,
+            output_tokens = output_tokens + excluded.output_tokens,
+            reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+            cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+            cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+            usd_micros = usd_micros + excluded.usd_micros,
+            priced = priced + excluded.priced;
+    END;
+    INSERT INTO usage_daily (day, origin, provider, model, workflow, automation_id, records,
+        input_tokens, output_tokens, reasoning_tokens, cache_read_tokens, cache_write_tokens,
+        usd_micros, priced)
+    SELECT day, origin, COALESCE(provider, ''), COALESCE(model, ''), COALESCE(workflow, ''),
+        COALESCE(automation_id, ''), COUNT(*), SUM(input_tokens), SUM(output_tokens),
+        SUM(reasoning_tokens), SUM(cache_read_tokens), SUM(cache_write_tokens),
+        SUM(usd_micros), SUM(priced)
+    FROM usage_ledger
+    GROUP BY 1, 2, 3, 4, 5, 6;
+    -- Runs by UTC day and status, for insights' counts per day (the sample \"runs per day
+    -- by status\" reads this index alone, in order, with no sort): `insights_runs`'
+    -- `substr(created_at, 1, 10)` is this expression. Touched only when a run's status
+    -- changes, as `runs_by_status` is.
+    CREATE INDEX IF NOT EXISTS runs_by_day ON runs (substr(created_at, 1, 10), status);
     ",
 ];
 

@@ -441,9 +441,8 @@ fn weights_on_file(path: &Path) -> Vec<(String, u64, u64)> {
 /// What `system/df` reports per run and in total, through the store's size queries.
 fn weights_reported(s: &SqliteStore) -> (Vec<(String, u64, u64)>, u64, u64) {
     use crate::store::StoreSizes;
-    let mut per_run: Vec<_> = s
-        .heaviest_runs(100)
-        .unwrap()
+    let (t, heaviest) = s.weigh(100).unwrap();
+    let mut per_run: Vec<_> = heaviest
         .into_iter()
         .map(|w| (w.run_id, w.events, w.event_bytes))
         .collect();
@@ -452,7 +451,6 @@ fn weights_reported(s: &SqliteStore) -> (Vec<(String, u64, u64)>, u64, u64) {
         let one = s.run_weight(id).unwrap();
         assert_eq!((one.events, one.event_bytes), (*events, *bytes), "{id}");
     }
-    let t = s.totals().unwrap();
     (per_run, t.events, t.event_bytes)
 }
 
@@ -535,9 +533,18 @@ fn run_weights_are_filled_by_migration_13_and_kept_by_every_write() {
     assert_eq!(events, on_file.iter().map(|w| w.1).sum::<u64>());
     assert_eq!(bytes, on_file.iter().map(|w| w.2).sum::<u64>());
     use crate::store::StoreSizes;
-    let heaviest = s.heaviest_runs(1).unwrap();
-    let max = on_file.iter().map(|w| w.2).max().unwrap();
-    assert_eq!(heaviest[0].event_bytes, max);
+    // Heaviest first, ties by id, cut at the number asked for.
+    let mut expected = on_file.clone();
+    expected.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    for n in 0..=5 {
+        let (t, top) = s.weigh(n).unwrap();
+        assert_eq!(t.runs, 4);
+        let got: Vec<_> = top
+            .into_iter()
+            .map(|w| (w.run_id, w.events, w.event_bytes))
+            .collect();
+        assert_eq!(got, expected[..n.min(4)], "{n}");
+    }
     assert_eq!(
         s.run_weight("01NOSUCHRUN0000000000000000").unwrap().events,
         0
