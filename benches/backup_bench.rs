@@ -137,11 +137,12 @@ fn main() {
                     let started = timed(&mut c, "POST", &format!("/api/v1/runs/{id}/start"), "");
                     assert_eq!(started.status, 200, "start");
                     // Wait for its end, so a bounded number of runs is in flight.
-                    loop {
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
                         let r = c.call("GET", &format!("/api/v1/runs/{id}"), "");
                         let v: serde_json::Value =
                             serde_json::from_slice(&r.body).unwrap_or_default();
-                        let status = v["status"].as_str().unwrap_or("");
+                        let status = v["lifecycle"]["status"]["kind"].as_str().unwrap_or("");
                         if ["succeeded", "failed", "cancelled"].contains(&status) {
                             break;
                         }
@@ -175,8 +176,10 @@ fn main() {
     for h in handles {
         let _ = h.join();
     }
-    drop(server);
-
+    // Stopped, not dropped: the state directory goes with `server`.
+    let mut server = server;
+    let _ = server.child.kill();
+    let _ = server.child.wait();
     let store = SqliteStore::activate(&state).expect("reopen");
     let mut times = Vec::new();
     let runs = store.list_runs(0, 1_000_000).expect("runs");

@@ -3,10 +3,11 @@
 //! retention that keeps the newest `keep`, and the restore of one into a state directory
 //! without a database (`svc restore`).
 //!
-//! A snapshot is made with `VACUUM INTO` into `<state-dir>/tmp`, checked like a restore
-//! checks it, then put under `backups/svc-<UTC time>-<ULID>.db` (sorted by time); the object store's put is
+//! A snapshot is made with SQLite's online backup API, in paced steps, into
+//! `<state-dir>/tmp`, checked like a restore checks it, then put under
+//! `backups/svc-<UTC time>-<ULID>.db` (sorted by time); the object store's put is
 //! all-or-nothing, so a `kill -9` at any point leaves every earlier snapshot as it was and no
-//! partial object under a final name.
+//! partial object under a final name. Backups run at a lower CPU priority (nice 10).
 //!
 //! Owns: naming, taking, listing, pruning and restoring snapshots. Must not touch: SQL (see
 //! `store::backup`), how objects are stored (`objects`).
@@ -123,6 +124,23 @@ pub fn take(state_dir: &Path, store: &ObjectStore, keep: usize) -> Result<Taken,
         events: info.events,
         pruned,
     })
+}
+
+/// Lowers the calling thread's CPU priority (nice 10) for the rest of its life, so a backup
+/// (the `backups` thread, `svc backup`) yields the CPU to the server's threads (Linux sets
+/// the nice value per thread). Best effort: a refusal changes nothing else.
+pub fn lower_priority() {
+    // SAFETY: gettid and setpriority only read their arguments; the id is this thread's.
+    let r = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10)
+    };
+    if r != 0 {
+        log::debug!(
+            "cannot lower the backup's priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// The snapshots in `store`, oldest first.

@@ -16,9 +16,12 @@ const ROUND: Duration = Duration::from_secs(60);
 pub fn start(settings: SettingsHandle, state_dir: PathBuf) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("backups".into())
-        .spawn(move || loop {
-            let sleep = round(&settings, &state_dir);
-            std::thread::sleep(sleep);
+        .spawn(move || {
+            super::lower_priority();
+            loop {
+                let sleep = round(&settings, &state_dir);
+                std::thread::sleep(sleep);
+            }
         })
         .map(drop)
 }

@@ -40,6 +40,7 @@ pub fn backup(args: BackupArgs) -> i32 {
             return 2;
         }
     };
+    backup::lower_priority();
     let result = backup::store_of(&settings, &dir)
         .and_then(|store| backup::take(&dir, &store, settings.server.backup.keep));
     match result {

@@ -290,8 +290,7 @@ fn local_put(root: &Path, key: &str, from: &Path) -> Result<(), ObjectError> {
     let copy = || -> std::io::Result<()> {
         let mut src = std::fs::File::open(from)?;
         let mut out = std::fs::File::create(&part)?;
-        std::io::copy(&mut src, &mut out)?;
-        out.flush()?;
+        copy_synced(&mut src, &mut out)?;
         out.sync_all()?;
         std::fs::rename(&part, &dest)?;
         std::fs::File::open(dir)?.sync_all()
@@ -300,6 +299,27 @@ fn local_put(root: &Path, key: &str, from: &Path) -> Result<(), ObjectError> {
         let _ = std::fs::remove_file(&part);
         err(format!("cannot write {}: {e}", dest.display()))
     })
+}
+
+/// Copies `src` to `out` through a small buffer, syncing every 32 MiB: the kernel never
+/// holds a big backlog of the copy's dirty pages, whose writeback would hold up the server's
+/// own writes (a backup copies the whole database).
+fn copy_synced(src: &mut File, out: &mut File) -> std::io::Result<()> {
+    const SYNC_EVERY: u64 = 32 << 20;
+    let mut buf = vec![0u8; 256 << 10];
+    let mut unsynced = 0u64;
+    loop {
+        let n = src.read(&mut buf)?;
+        if n == 0 {
+            return out.flush();
+        }
+        out.write_all(&buf[..n])?;
+        unsynced += n as u64;
+        if unsynced >= SYNC_EVERY {
+            out.sync_data()?;
+            unsynced = 0;
+        }
+    }
 }
 
 fn local_list(root: &Path, prefix: &str) -> Result<Vec<ObjectInfo>, ObjectError> {

@@ -42,6 +42,8 @@ pub struct Holder {
     child: Mutex<Option<Child>>,
     /// Pid 1 of the run's namespace, as the host sees it: what `nsenter` targets.
     init: libc::pid_t,
+    /// The `nsenter` options of the namespaces the holder has and this process has not.
+    enter: Vec<&'static str>,
     /// Kept open so the holder's late errors never meet a closed pipe.
     _stderr: Option<ChildStderr>,
     /// The holder's record for the startup sweep (`procs`), kept while it lives.
@@ -141,6 +143,7 @@ impl Holder {
             Some(init) if ready.starts_with(b"ready") => Ok(Holder {
                 child: Mutex::new(Some(child)),
                 init,
+                enter: namespaces_of(init),
                 _stderr: stderr,
                 _tracked: tracked,
             }),
@@ -172,7 +175,8 @@ impl Holder {
         let mut c = Command::new(nsenter());
         c.arg("-t")
             .arg(self.init.to_string())
-            .args(["--all", "--preserve-credentials", "--root"])
+            .args(&self.enter)
+            .args(["--preserve-credentials", "--root"])
             // `=`: util-linux 2.38 reads a separate argument after `--wdns` as the program.
             .arg(wdns(workdir))
             .arg("--")
@@ -350,6 +354,34 @@ fn start_on_keeper(bwrap: &Path, args: &[OsString]) -> Result<Holder, StartError
         Some(result) => result,
         None => Holder::start(bwrap, args),
     }
+}
+
+/// `nsenter`'s option for each kind of namespace, by its name under `/proc/<pid>/ns`.
+const NAMESPACES: [(&str, &str); 7] = [
+    ("user", "--user"),
+    ("mnt", "--mount"),
+    ("pid", "--pid"),
+    ("net", "--net"),
+    ("ipc", "--ipc"),
+    ("uts", "--uts"),
+    ("cgroup", "--cgroup"),
+];
+
+/// The `nsenter` options of the namespaces `pid` is in and this process is not (`--all`
+/// when they cannot be read). Not `--all` itself: it enters the shared ones too (the host's
+/// cgroup namespace), which, once inside the run's user namespace, a server running without
+/// root is refused ("reassociate to namespace 'ns/cgroup' failed").
+fn namespaces_of(pid: libc::pid_t) -> Vec<&'static str> {
+    let id = |who: &str, ns: &str| std::fs::read_link(format!("/proc/{who}/ns/{ns}")).ok();
+    let mut out = Vec::new();
+    for (ns, option) in NAMESPACES {
+        match (id(&pid.to_string(), ns), id("self", ns)) {
+            (Some(theirs), Some(ours)) if theirs != ours => out.push(option),
+            (Some(_), Some(_)) => {}
+            _ => return vec!["--all"],
+        }
+    }
+    out
 }
 
 /// `nsenter` (util-linux), from `/usr/bin` when it is there (the server's `PATH` may not
