@@ -158,6 +158,47 @@ fn main() {
     let before_from = now_ms();
     std::thread::sleep(settle);
     let backup_from = now_ms();
+    // When the backup's phases begin (Unix ms), seen from its files: the snapshot growing in
+    // `<state>/tmp`, then checked (a snapshot and no partial object yet), then copied into
+    // the object store (a `.partial-` file there).
+    let watching = Arc::new(AtomicBool::new(true));
+    let phases = {
+        let (watching, state, objects) = (
+            watching.clone(),
+            state.clone(),
+            objects.path().join("backups"),
+        );
+        std::thread::spawn(move || {
+            let has = |dir: &std::path::Path, what: &str| {
+                std::fs::read_dir(dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains(what))
+            };
+            let (mut check_from, mut copy_from) = (None, None);
+            let mut last_size = 0u64;
+            while watching.load(Ordering::Relaxed) {
+                let size = std::fs::read_dir(state.join("tmp"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("backup-"))
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .max()
+                    .unwrap_or(0);
+                if copy_from.is_none() && has(&objects, ".partial-") {
+                    copy_from = Some(now_ms());
+                } else if check_from.is_none() && size > 0 && size == last_size && size >= 1 << 30 {
+                    check_from = Some(now_ms());
+                }
+                last_size = size;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (check_from, copy_from)
+        })
+    };
     let t = Instant::now();
     let out = Command::new(bin())
         .args(["backup", "--state-dir"])
@@ -166,6 +207,8 @@ fn main() {
         .expect("svc backup");
     let backup_secs = t.elapsed().as_secs_f64();
     let backup_to = now_ms();
+    watching.store(false, Ordering::Relaxed);
+    let (check_from, copy_from) = phases.join().unwrap_or((None, None));
     assert!(
         out.status.success(),
         "svc backup: {}",
@@ -208,6 +251,33 @@ fn main() {
     println!(
         "during the backup ({backup_secs:.1} s): {d_n} events, longest gap between commits {d_max} ms, p99 gap {d_p99:.0} ms, slowest create/start {} ms (target: longest gap <= 50 ms)",
         slowest(&requests, backup_from, backup_to)
+    );
+    // Where the longest gap of the backup fell, and the phases' own longest gaps.
+    let inside: Vec<i64> = times
+        .iter()
+        .copied()
+        .filter(|t| (backup_from..backup_to).contains(t))
+        .collect();
+    if let Some(w) = inside.windows(2).max_by_key(|w| w[1] - w[0]) {
+        println!(
+            "longest gap during the backup: {} ms, from {:.2} s into it",
+            w[1] - w[0],
+            (w[0] - backup_from) as f64 / 1000.0
+        );
+    }
+    let at = |t: Option<i64>| t.map_or(f64::NAN, |t| (t - backup_from) as f64 / 1000.0);
+    let (c, p) = (
+        check_from.unwrap_or(backup_to),
+        copy_from.unwrap_or(backup_to),
+    );
+    println!(
+        "phases (s into the backup): snapshot 0-{:.2}, check -{:.2}, copy to the store -{:.2}; longest gap in each: {} / {} / {} ms",
+        at(check_from),
+        at(copy_from),
+        (backup_to - backup_from) as f64 / 1000.0,
+        gaps(&times, backup_from, c).0,
+        gaps(&times, c, p).0,
+        gaps(&times, p, backup_to).0
     );
     println!(
         "load average at the end: {} ({} drivers, 2-core machine shared)",
