@@ -677,6 +677,7 @@ impl RunStore for SqliteStore {
 
     fn count_runs(&self, query: &RunQuery) -> Result<usize, StoreError> {
         if Queue::answers(&query.statuses)
+            && query.exclude_statuses.is_empty()
             && query.parent_id.is_none()
             && query.automation_id.is_none()
             && query.workflow.is_none()

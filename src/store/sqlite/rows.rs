@@ -301,6 +301,11 @@ pub(super) fn run_filter(query: &RunQuery) -> (String, Vec<rusqlite::types::Valu
         sql.push_str(&format!(" AND r.status IN ({marks})"));
         args.extend(query.statuses.iter().cloned().map(Into::into));
     }
+    if !query.exclude_statuses.is_empty() {
+        let marks = vec!["?"; query.exclude_statuses.len()].join(", ");
+        sql.push_str(&format!(" AND r.status NOT IN ({marks})"));
+        args.extend(query.exclude_statuses.iter().cloned().map(Into::into));
+    }
     if let Some(parent) = &query.parent_id {
         sql.push_str(" AND r.parent_id = ?");
         args.push(parent.clone().into());
