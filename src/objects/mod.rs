@@ -301,11 +301,11 @@ fn local_put(root: &Path, key: &str, from: &Path) -> Result<(), ObjectError> {
     })
 }
 
-/// Copies `src` to `out` through a small buffer, syncing every 32 MiB: the kernel never
+/// Copies `src` to `out` through a small buffer, syncing every 8 MiB: the kernel never
 /// holds a big backlog of the copy's dirty pages, whose writeback would hold up the server's
 /// own writes (a backup copies the whole database).
 fn copy_synced(src: &mut File, out: &mut File) -> std::io::Result<()> {
-    const SYNC_EVERY: u64 = 32 << 20;
+    const SYNC_EVERY: u64 = 8 << 20;
     let mut buf = vec![0u8; 256 << 10];
     let mut unsynced = 0u64;
     loop {
