@@ -31,9 +31,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::seed;
-use support::server::{latencies, run_id, sse_epoll};
+use support::server::{boot_with, create_then_start, latencies, sse_epoll};
 use support::{env_or, percentile, Client};
-use svc::internal::server::{self, http::Listen, ServerOptions};
 use svc::internal::store::{EventDraft, RunQuery, RunStore, SqliteStore, DB_FILE};
 
 mod support;
@@ -127,59 +126,10 @@ fn raise_nofile(n: u64) {
     }
 }
 
-/// An in-process server on a fresh state directory with `settings` (TOML).
-fn boot(settings: &str) -> (tempfile::TempDir, server::RunningServer, String, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("settings.toml"), settings).expect("settings");
-    let running = server::start(ServerOptions {
-        state_dir: dir.path().to_path_buf(),
-        settings_path: None,
-        listen: Some(Listen::Tcp("127.0.0.1:0".into())),
-        dev: true,
-    })
-    .expect("server");
-    let addr = running.http.local_addr().to_string();
-    let token = running.dev_token.clone().map(|t| t.0).unwrap_or_default();
-    (dir, running, addr, token)
-}
-
-fn body_of(dot: &str) -> String {
-    json!({"workflow": {"entrypoint": "w.dot", "files": {"w.dot": dot}}}).to_string()
-}
-
-/// Creates and starts `n` runs of `dot` over `conns` connections (each run created, then
-/// started); the seconds it took.
-fn create_and_start(addr: &str, token: &str, dot: &str, n: usize, conns: usize) -> f64 {
-    let body = body_of(dot);
-    let t0 = Instant::now();
-    let handles: Vec<_> = (0..conns)
-        .map(|k| {
-            let (addr, token, body) = (addr.to_string(), token.to_string(), body.clone());
-            let mine = n / conns + usize::from(k < n % conns);
-            std::thread::spawn(move || {
-                let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
-                for _ in 0..mine {
-                    let created = c.call("POST", "/api/v1/runs", &body);
-                    assert_eq!(created.status, 201);
-                    let id = run_id(&created.body);
-                    let st = c
-                        .call("POST", &format!("/api/v1/runs/{id}/start"), "")
-                        .status;
-                    assert_eq!(st, 200);
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        let _ = h.join();
-    }
-    t0.elapsed().as_secs_f64()
-}
-
 fn create_start(table: &mut Table) {
-    let (_dir, running, addr, token) = boot("");
+    let (_dir, running, addr, token) = boot_with("");
     let n = env_or("SVC_CAPACITY_CREATES", 4000);
-    let secs = create_and_start(&addr, &token, GATED, n, 4);
+    let secs = create_then_start(&addr, &token, GATED, n, 4);
     let per_sec = n as f64 / secs;
     println!("create+start: {n} runs in {secs:.2} s = {per_sec:.0} runs/s (4 connections; runs wait on a human, 5 hold the slots, the rest queue)");
     push(
@@ -193,7 +143,7 @@ fn create_start(table: &mut Table) {
 }
 
 fn events(table: &mut Table) {
-    let (_dir, running, _addr, _token) = boot("");
+    let (_dir, running, _addr, _token) = boot_with("");
     let store = Arc::clone(&running.app.runs.store);
     let row = store
         .create_run(svc::internal::store::NewRun {
@@ -230,7 +180,7 @@ fn events(table: &mut Table) {
 
 fn sse(table: &mut Table) {
     for subs in [1000, env_or("SVC_CAPACITY_SSE_BIG", 10_000)] {
-        let (_dir, running, addr, token) = boot("");
+        let (_dir, running, addr, token) = boot_with("");
         let store = Arc::clone(&running.app.runs.store);
         let events = if subs > 1000 { 20 } else { 40 };
         let t0 = Instant::now();
@@ -289,12 +239,12 @@ fn count(store: &dyn RunStore, status: &str) -> usize {
 fn held(table: &mut Table, name: &str, dot: &str, status: &str) {
     let n = env_or("SVC_CAPACITY_HELD", 1000);
     let (_dir, running, addr, token) =
-        boot(&format!("[server.scheduler]\nmax_concurrent_runs = {n}\n"));
+        boot_with(&format!("[server.scheduler]\nmax_concurrent_runs = {n}\n"));
     let store = Arc::clone(&running.app.runs.store);
     std::thread::sleep(Duration::from_millis(500));
     let (rss0, threads0) = self_stats();
     let t0 = Instant::now();
-    create_and_start(&addr, &token, dot, n, 4);
+    create_then_start(&addr, &token, dot, n, 4);
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut got = 0;
     while Instant::now() < deadline {
@@ -509,12 +459,12 @@ fn cold(table: &mut Table) {
 }
 
 fn trivial(table: &mut Table) {
-    let (_dir, running, addr, token) = boot("");
+    let (_dir, running, addr, token) = boot_with("");
     let store = Arc::clone(&running.app.runs.store);
     let mut init = Vec::new();
     let mut whole = Vec::new();
     for _ in 0..20 {
-        create_and_start(&addr, &token, HELLO, 1, 1);
+        create_then_start(&addr, &token, HELLO, 1, 1);
         let deadline = Instant::now() + Duration::from_secs(30);
         while count(&*store, "succeeded") < init.len() + 1 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
@@ -558,12 +508,12 @@ fn trivial(table: &mut Table) {
 /// `SVC_CAPACITY_TRIVIAL` trivial runs created and started at once on a fresh server with
 /// the default `max_concurrent_runs`: runs/s from the first start to the last completion.
 fn through_scheduler(table: &mut Table) {
-    let (_dir, running, addr, token) = boot("");
+    let (_dir, running, addr, token) = boot_with("");
     let store = Arc::clone(&running.app.runs.store);
     let n = env_or("SVC_CAPACITY_TRIVIAL", 1000);
     let limit = svc::internal::settings::DEFAULT_MAX_CONCURRENT_RUNS;
     let t0 = Instant::now();
-    create_and_start(&addr, &token, HELLO, n, 4);
+    create_then_start(&addr, &token, HELLO, n, 4);
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut done = 0;
     while Instant::now() < deadline {

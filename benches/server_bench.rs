@@ -14,8 +14,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
-use support::server::{append_ticks, boot, create_start, health_rps, latencies, run_id, sse_epoll};
-use support::{env_or, percentile, Client};
+use support::server::{
+    append_ticks, boot, create_start, create_then_start, health_rps, latencies, sse_epoll,
+};
+use support::{env_or, percentile};
 use svc::internal::store::{EventDraft, NewRun};
 
 mod support;
@@ -207,31 +209,7 @@ fn main() {
         println!(
             "health (pairs server): {health:.0} requests/s ({conns} keep-alive connections, 3 s)"
         );
-        let body =
-            json!({"workflow": {"entrypoint": "h.dot", "files": {"h.dot": GATED}}}).to_string();
-        let t0 = Instant::now();
-        let handles: Vec<_> = (0..conns)
-            .map(|_| {
-                let (addr, token, body) = (addr.clone(), token.clone(), body.clone());
-                std::thread::spawn(move || {
-                    let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
-                    for _ in 0..n / conns {
-                        let created = c.call("POST", "/api/v1/runs", &body);
-                        let (st, b) = (created.status, created.body);
-                        assert_eq!(st, 201);
-                        let id = run_id(&b);
-                        let st = c
-                            .call("POST", &format!("/api/v1/runs/{id}/start"), "")
-                            .status;
-                        assert_eq!(st, 200);
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            let _ = h.join();
-        }
-        let secs = t0.elapsed().as_secs_f64();
+        let secs = create_then_start(&addr, &token, GATED, n, conns);
         let rps = 2.0 * n as f64 / secs;
         println!(
             "create-then-start pairs, runs waiting on a human: {:.0} pairs/s, {rps:.0} requests/s = {:.1}% of /health ({conns} connections, {n} runs)",

@@ -93,8 +93,16 @@ pub fn run_id(body: &[u8]) -> String {
     text[start..start + 26].to_string()
 }
 
+/// An in-process dev server on a fresh state directory: the directory, the server, its
+/// address and its dev token.
 pub fn boot() -> (tempfile::TempDir, server::RunningServer, String, String) {
+    boot_with("")
+}
+
+/// [`boot`] with `settings` (TOML) written as the state directory's settings file.
+pub fn boot_with(settings: &str) -> (tempfile::TempDir, server::RunningServer, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("settings.toml"), settings).expect("settings");
     let running = server::start(ServerOptions {
         state_dir: dir.path().to_path_buf(),
         settings_path: None,
@@ -105,6 +113,35 @@ pub fn boot() -> (tempfile::TempDir, server::RunningServer, String, String) {
     let addr = running.http.local_addr().to_string();
     let token = running.dev_token.clone().map(|t| t.0).unwrap_or_default();
     (dir, running, addr, token)
+}
+
+/// Creates and starts `n` runs of `dot` over `conns` keep-alive connections, each run created
+/// and then started at once, as a client does it; the seconds it took.
+pub fn create_then_start(addr: &str, token: &str, dot: &str, n: usize, conns: usize) -> f64 {
+    let body = json!({"workflow": {"entrypoint": "w.dot", "files": {"w.dot": dot}}}).to_string();
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..conns)
+        .map(|k| {
+            let (addr, token, body) = (addr.to_string(), token.to_string(), body.clone());
+            let mine = n / conns + usize::from(k < n % conns);
+            std::thread::spawn(move || {
+                let mut c = Client::new(&addr, &format!("Authorization: Bearer {token}"));
+                for _ in 0..mine {
+                    let created = c.call("POST", "/api/v1/runs", &body);
+                    assert_eq!(created.status, 201);
+                    let id = run_id(&created.body);
+                    let st = c
+                        .call("POST", &format!("/api/v1/runs/{id}/start"), "")
+                        .status;
+                    assert_eq!(st, 200);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+    t0.elapsed().as_secs_f64()
 }
 
 /// Opens `subs` SSE streams on a fresh run, reads them all from one thread with epoll, appends
